@@ -1,0 +1,566 @@
+"""Configuration: pydantic models of surveys, scanners, materials and scenes, and YAML loading.
+
+Every model forbids unknown keys, so a misspelt key is an error rather than a
+silently ignored default. Files are read with ``yaml.safe_load`` only. Any problem
+is raised as :class:`~simulator.errors.ConfigError`, which names the file, the
+dotted key path and what was expected.
+
+Paths inside a YAML file are relative to that file.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .errors import ConfigError
+from .labels import SEMANTIC_KITTI
+
+__all__ = [
+    "Channels",
+    "Detection",
+    "Divergence",
+    "Material",
+    "ObjectSpec",
+    "OutputSpec",
+    "Pose",
+    "ScannerConfig",
+    "SceneSpec",
+    "Survey",
+    "apply_overrides",
+    "config_dir",
+    "deep_merge",
+    "load_materials",
+    "load_scanner",
+    "load_scene_spec",
+    "load_survey",
+    "load_yaml",
+    "scanner_presets",
+    "validate_file",
+]
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Vec3 = Annotated[list[FiniteFloat], Field(min_length=3, max_length=3)]
+Vec2Pos = Annotated[list[PositiveFloat], Field(min_length=2, max_length=2)]
+Vec3Pos = Annotated[list[PositiveFloat], Field(min_length=3, max_length=3)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------- scanner
+
+
+class Channels(_Model):
+    """Per-channel tables of a spinning scanner, ring 0 first."""
+
+    elevation_deg: Annotated[list[FiniteFloat], Field(min_length=1)]
+    azimuth_offset_deg: list[FiniteFloat] | None = None
+    firing_offset_us: list[NonNegFloat] | None = None
+
+    @field_validator("elevation_deg")
+    @classmethod
+    def _elevations_in_range(cls, v: list[float]) -> list[float]:
+        for e in v:
+            if not -90.0 <= e <= 90.0:
+                raise ValueError(f"elevation {e} deg is outside [-90, 90]")
+        return v
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> Channels:
+        n = len(self.elevation_deg)
+        for key in ("azimuth_offset_deg", "firing_offset_us"):
+            table = getattr(self, key)
+            if table is not None and len(table) != n:
+                raise ValueError(
+                    f"{key} has {len(table)} entries; expected {n}, one per elevation_deg entry"
+                )
+        return self
+
+    @property
+    def count(self) -> int:
+        """Number of channels."""
+        return len(self.elevation_deg)
+
+
+class Divergence(_Model):
+    """Full-angle beam divergence of the elliptical beam, mrad."""
+
+    horizontal: NonNegFloat
+    vertical: NonNegFloat
+
+
+class Detection(_Model):
+    """Detection threshold as a datasheet states it.
+
+    A target of ``reference_reflectance`` at normal incidence is just detected at
+    ``reference_range_m``.
+    """
+
+    reference_range_m: PositiveFloat
+    reference_reflectance: PositiveFloat
+
+
+class ScannerConfig(_Model):
+    """A spinning multi-channel scanner (``pattern: spinning``)."""
+
+    name: str
+    pattern: Literal["spinning"] = "spinning"
+    description: str = ""
+    rotation_hz: PositiveFloat
+    rotation: Literal["clockwise", "counter_clockwise"] = "clockwise"
+    start_azimuth_deg: FiniteFloat = 0.0
+    firings_per_revolution: Annotated[int, Field(gt=0)]
+    channels: Channels
+    beam_origin_offset_m: NonNegFloat = 0.0
+    range_min_m: NonNegFloat
+    range_max_m: PositiveFloat
+    range_resolution_m: NonNegFloat
+    divergence_mrad: Divergence
+    pulse_length_ns: NonNegFloat
+    wavelength_nm: PositiveFloat | None = None
+    detection: Detection
+    atmospheric_extinction_per_m: NonNegFloat = 0.0
+    range_noise_m: NonNegFloat
+    intensity_scale: PositiveFloat
+    intensity_max: PositiveFloat = 255.0
+
+    @model_validator(mode="after")
+    def _range_window(self) -> ScannerConfig:
+        if self.range_min_m >= self.range_max_m:
+            raise ValueError(
+                f"range_min_m ({self.range_min_m}) must be below range_max_m ({self.range_max_m})"
+            )
+        return self
+
+    @property
+    def firing_period_s(self) -> float:
+        """Time between two firings of one channel, s."""
+        return 1.0 / (self.rotation_hz * self.firings_per_revolution)
+
+    @property
+    def pulses_per_second(self) -> float:
+        """Pulses fired per second (single return)."""
+        return self.channels.count / self.firing_period_s
+
+
+# --------------------------------------------------------------------------- materials
+
+
+class Material(_Model):
+    """Surface properties that the per-hit model needs."""
+
+    reflectance: NonNegFloat = Field(description="diffuse reflectance at normal incidence")
+    minnaert_k: NonNegFloat
+    roughness_m: NonNegFloat = 0.0
+    micro_slope_deg: Annotated[float, Field(ge=0, lt=90, allow_inf_nan=False)] = 0.0
+    micro_slope_cell_m: PositiveFloat = 0.1
+    label: str = "unlabeled"
+    description: str = ""
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, v: str) -> str:
+        if v not in SEMANTIC_KITTI:
+            raise ValueError(
+                f"unknown SemanticKITTI class {v!r}; expected one of {', '.join(SEMANTIC_KITTI)}"
+            )
+        return v
+
+
+# --------------------------------------------------------------------------- scenes
+
+
+class PlaneSpec(_Model):
+    size_m: Vec2Pos
+
+
+class BoxSpec(_Model):
+    size_m: Vec3Pos
+
+
+class CylinderSpec(_Model):
+    radius_m: PositiveFloat
+    height_m: PositiveFloat
+    sections: Annotated[int, Field(ge=3, le=4096)] = 32
+
+
+class SphereSpec(_Model):
+    radius_m: PositiveFloat
+    subdivisions: Annotated[int, Field(ge=0, le=6)] = 3
+
+
+_GEOMETRY_KEYS = ("mesh", "plane", "box", "cylinder", "sphere")
+
+
+class ObjectSpec(_Model):
+    """One object of a scene: a mesh file or a primitive, placed and given a material."""
+
+    name: Annotated[str, Field(min_length=1)]
+    mesh: str | None = None
+    plane: PlaneSpec | None = None
+    box: BoxSpec | None = None
+    cylinder: CylinderSpec | None = None
+    sphere: SphereSpec | None = None
+    position_m: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    scale: PositiveFloat | Vec3Pos = 1.0
+    material: str | Material | None = None
+    label: str | None = None
+    instance: Annotated[int, Field(ge=0, le=65535)] | None = None
+
+    @model_validator(mode="after")
+    def _one_geometry(self) -> ObjectSpec:
+        given = [k for k in _GEOMETRY_KEYS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of {', '.join(_GEOMETRY_KEYS)}; got "
+                f"{', '.join(given) if given else 'none'}"
+            )
+        if self.mesh is None and self.material is None:
+            raise ValueError("a primitive needs a material (a library name or a mapping)")
+        return self
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, v: str | None) -> str | None:
+        if v is not None and v not in SEMANTIC_KITTI:
+            raise ValueError(f"unknown SemanticKITTI class {v!r}")
+        return v
+
+    @property
+    def geometry_kind(self) -> str:
+        """Which of mesh, plane, box, cylinder, sphere this object is."""
+        return next(k for k in _GEOMETRY_KEYS if getattr(self, k) is not None)
+
+
+class SceneSpec(_Model):
+    """A scene file: an optional material library and a list of objects."""
+
+    materials: dict[str, Material] = Field(default_factory=dict)
+    default_material: str | None = None
+    objects: Annotated[list[ObjectSpec], Field(min_length=1)]
+
+
+# --------------------------------------------------------------------------- survey
+
+
+class Pose(_Model):
+    """A static sensor pose: position and roll, pitch, yaw (x forward, y left, z up)."""
+
+    position_m: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+
+
+class OutputSpec(_Model):
+    path: str = "out/scan.npz"
+    frame: Literal["sensor", "world"] = "sensor"
+    diagnostics: bool = False
+
+
+class Survey(_Model):
+    """A survey: which scanner, where, looking at which scene, for how long."""
+
+    scanner: Annotated[str, Field(min_length=1)]
+    scanner_overrides: dict[str, Any] = Field(default_factory=dict)
+    scene: Annotated[str, Field(min_length=1)]
+    pose: Pose = Field(default_factory=Pose)
+    revolutions: PositiveFloat | None = None
+    duration_s: PositiveFloat | None = None
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
+    chunk_pulses: Annotated[int, Field(ge=1, le=2**26)] = 2**18
+    output: OutputSpec = Field(default_factory=OutputSpec)
+
+    @model_validator(mode="after")
+    def _length(self) -> Survey:
+        if self.revolutions is not None and self.duration_s is not None:
+            raise ValueError("give revolutions or duration_s, not both")
+        if self.revolutions is None and self.duration_s is None:
+            self.revolutions = 1.0
+        return self
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def config_dir() -> Path:
+    """Directory of the bundled configuration (scanner presets, materials)."""
+    source_tree = Path(__file__).resolve().parent.parent / "configs"
+    if (source_tree / "materials.yaml").is_file():
+        return source_tree
+    return Path(str(resources.files("simulator") / "presets"))
+
+
+def scanner_presets() -> dict[str, Path]:
+    """Bundled scanner presets by name."""
+    folder = config_dir() / "scanners"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _raise_validation(source: str | Path, err: ValidationError, prefix: str = "") -> None:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    # Tagged unions and "after" validators add locations that read badly; drop them.
+    loc = tuple(p for p in first["loc"] if p not in ("function-after", "function-before"))
+    key = _format_loc(loc)
+    if prefix:
+        key = f"{prefix}.{key}" if key else prefix
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key (misspelt?); it is not one this section accepts"
+    elif first["type"] == "missing":
+        msg = "required key is missing"
+    if "input" in first and first["type"] not in ("missing", "extra_forbidden"):
+        shown = repr(first["input"])
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        msg = f"{msg} (got {shown})"
+    if len(errors) > 1:
+        msg += f" [and {len(errors) - 1} more problem(s)]"
+    raise ConfigError(source, key, msg) from None
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping with the safe loader.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    dict
+        Its top-level mapping.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, unreadable, not valid YAML or not a mapping.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, "", f"cannot be read ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(path, "", f"not valid YAML{where}: {problem}") from None
+    if data is None:
+        raise ConfigError(path, "", "file is empty; expected a mapping of keys")
+    if not isinstance(data, dict):
+        raise ConfigError(path, "", f"expected a mapping of keys, got {type(data).__name__}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(path, str(bad[0]), "keys must be strings")
+    return data
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Return ``base`` with ``extra`` merged in: mappings recursively, the rest replaced."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides (values parsed as YAML) to a mapping.
+
+    Parameters
+    ----------
+    data : dict
+        The parsed file.
+    overrides : list of str
+        E.g. ``["seed=3", "scanner_overrides.range_noise_m=0", "pose.position_m=[0,0,2]"]``.
+
+    Returns
+    -------
+    dict
+        A new mapping.
+    """
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError("--set", item, "expected dotted.key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError("--set", key, f"{part!r} is not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _scanner_path(name: str, base_dir: Path, source: str | Path) -> Path:
+    looks_like_path = name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name
+    if looks_like_path:
+        path = Path(name)
+        return path if path.is_absolute() else base_dir / path
+    presets = scanner_presets()
+    if name not in presets:
+        raise ConfigError(
+            source, "scanner", f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}"
+        )
+    return presets[name]
+
+
+def load_scanner(
+    name_or_path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    base_dir: Path | None = None,
+    source: str | Path = "",
+) -> ScannerConfig:
+    """Load a scanner preset by name, or a scanner YAML by path, with overrides merged in.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        A preset name (see :func:`scanner_presets`) or a path.
+    overrides : dict, optional
+        Deep-merged into the file's mapping before validation.
+    base_dir : Path, optional
+        Directory that a relative path is taken from (the survey's).
+    source : str or Path
+        The file that named the scanner, for error messages.
+    """
+    base = base_dir if base_dir is not None else Path.cwd()
+    path = _scanner_path(str(name_or_path), base, source or str(name_or_path))
+    data = load_yaml(path)
+    label: str | Path = path
+    if overrides:
+        data = deep_merge(data, overrides)
+        label = f"{path} (with scanner_overrides)"
+    try:
+        return ScannerConfig.model_validate(data)
+    except ValidationError as err:
+        _raise_validation(label, err)
+        raise  # unreachable
+
+
+def load_materials(path: str | Path | None = None) -> dict[str, Material]:
+    """Load a material library (by default the bundled ``configs/materials.yaml``)."""
+    path = Path(path) if path is not None else config_dir() / "materials.yaml"
+    data = load_yaml(path)
+    out: dict[str, Material] = {}
+    for name, entry in data.items():
+        try:
+            out[name] = Material.model_validate(entry)
+        except ValidationError as err:
+            _raise_validation(path, err, prefix=name)
+    return out
+
+
+def load_scene_spec(path: str | Path) -> SceneSpec:
+    """Load and validate a scene YAML (meshes are not read here)."""
+    data = load_yaml(path)
+    try:
+        return SceneSpec.model_validate(data)
+    except ValidationError as err:
+        _raise_validation(path, err)
+        raise  # unreachable
+
+
+def load_survey(path: str | Path, overrides: list[str] | None = None) -> tuple[Survey, Path]:
+    """Load and validate a survey YAML, with ``--set`` style overrides applied.
+
+    Returns
+    -------
+    survey : Survey
+        The validated survey.
+    base_dir : Path
+        The survey file's directory, which relative paths inside it start from.
+    """
+    path = Path(path)
+    data = apply_overrides(load_yaml(path), overrides or [])
+    try:
+        survey = Survey.model_validate(data)
+    except ValidationError as err:
+        _raise_validation(path, err)
+        raise  # unreachable
+    return survey, path.resolve().parent
+
+
+def validate_file(path: str | Path) -> str:
+    """Validate a survey, scanner, scene or material file; return what it was found to be.
+
+    A survey is checked in depth: its scanner (with overrides) and scene file too.
+    """
+    from .scene import load_scene  # local import: scene loading pulls in trimesh
+
+    path = Path(path)
+    data = load_yaml(path)
+    if "scene" in data and "scanner" in data:
+        survey, base = load_survey(path)
+        scanner = load_scanner(
+            survey.scanner, survey.scanner_overrides, base_dir=base, source=path
+        )
+        scene = load_scene(base / survey.scene)
+        return (
+            f"survey: scanner {scanner.name} ({scanner.channels.count} channels), "
+            f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles"
+        )
+    if "pattern" in data or "channels" in data:
+        scanner = load_scanner(path)
+        return f"scanner: {scanner.name}, {scanner.channels.count} channels"
+    if "objects" in data:
+        scene = load_scene(path)
+        return f"scene: {len(scene.objects)} objects, {scene.triangle_count} triangles"
+    if all(isinstance(v, dict) and "reflectance" in v for v in data.values()):
+        return f"materials: {len(load_materials(path))} entries"
+    raise ConfigError(
+        path,
+        "",
+        "not a recognised file: a survey has 'scanner' and 'scene', a scanner 'pattern', "
+        "a scene 'objects', a material library maps names to entries with 'reflectance'",
+    )
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)

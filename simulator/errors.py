@@ -1,0 +1,41 @@
+"""Exceptions of the simulator: one base class, specific subclasses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["ConfigError", "OutputError", "SceneError", "SimulatorError"]
+
+
+class SimulatorError(Exception):
+    """Base class of every error the simulator raises on bad input or output."""
+
+
+class ConfigError(SimulatorError):
+    """A configuration file (or override) is malformed or inconsistent.
+
+    Parameters
+    ----------
+    source : str or Path
+        The file (or ``--set`` override) the bad value came from.
+    key : str
+        Dotted key path inside it, e.g. ``objects[2].box.size_m``; empty for the
+        whole file.
+    problem : str
+        What is wrong and what was expected.
+    """
+
+    def __init__(self, source: str | Path, key: str, problem: str) -> None:
+        self.source = str(source)
+        self.key = key
+        self.problem = problem
+        where = f"{self.source}: {key}" if key else self.source
+        super().__init__(f"{where}: {problem}")
+
+
+class SceneError(SimulatorError):
+    """A scene cannot be built: a mesh file is missing, unreadable or empty."""
+
+
+class OutputError(SimulatorError):
+    """An output cannot be written: unknown format or unwritable path."""
