@@ -445,7 +445,9 @@ def _scanner_path(name: str, base_dir: Path, source: str | Path) -> Path:
     presets = scanner_presets()
     if name not in presets:
         raise ConfigError(
-            source, "scanner", f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}"
+            source,
+            "scanner",
+            f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}",
         )
     return presets[name]
 
@@ -538,9 +540,7 @@ def validate_file(path: str | Path) -> str:
     data = load_yaml(path)
     if "scene" in data and "scanner" in data:
         survey, base = load_survey(path)
-        scanner = load_scanner(
-            survey.scanner, survey.scanner_overrides, base_dir=base, source=path
-        )
+        scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
         scene = load_scene(base / survey.scene)
         return (
             f"survey: scanner {scanner.name} ({scanner.channels.count} channels), "

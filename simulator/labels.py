@@ -45,9 +45,7 @@ SEMANTIC_KITTI: dict[str, int] = {
 _NAMES_BY_ID = {v: k for k, v in SEMANTIC_KITTI.items()}
 
 #: Ids of countable objects, which get an instance id of their own by default.
-THING_LABELS: frozenset[int] = frozenset(
-    {10, 11, 13, 15, 16, 18, 20, 30, 31, 32, *range(252, 260)}
-)
+THING_LABELS: frozenset[int] = frozenset({10, 11, 13, 15, 16, 18, 20, 30, 31, 32, *range(252, 260)})
 
 
 def label_id(name: str) -> int:

@@ -1,0 +1,161 @@
+"""The ``lidar-sim`` command: a thin shell over the Python API.
+
+Bad input (a malformed file, an unknown key, a missing mesh, an unwritable output)
+prints one message naming the file, the key and what was expected, and exits with
+code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import click
+import numpy as np
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .config import load_scanner, scanner_presets, validate_file
+from .errors import SimulatorError
+from .io import FORMATS, check_writable, write
+from .pointcloud import PointCloud
+from .simulate import Simulation
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="lidar-sim",
+    help="Ray-traced synthetic LiDAR scans with calibrated sensor radiometry.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+_out = Console()
+_err = Console(stderr=True)
+
+
+def _summary(cloud: PointCloud, pulses: int, seconds: float, files: list[Path]) -> None:
+    n = len(cloud)
+    rate = pulses / seconds if seconds > 0 else float("inf")
+    _out.print(
+        f"[bold]{n:,}[/] points from {pulses:,} pulses "
+        f"({100.0 * n / max(pulses, 1):.1f} % detected) in {seconds:.2f} s "
+        f"({rate / 1e6:.2f} M pulses/s)"
+    )
+    if n:
+        r = cloud["range_m"]
+        i = cloud["intensity"]
+        _out.print(
+            f"range {r.min():.2f}-{r.max():.2f} m (median {np.median(r):.2f}), "
+            f"intensity {i.min():.1f}-{i.max():.1f} (median {np.median(i):.1f})"
+        )
+    table = Table("label", "points", "share", box=None, pad_edge=False)
+    for name, count in cloud.label_counts().items():
+        table.add_row(name, f"{count:,}", f"{100.0 * count / max(n, 1):.1f} %")
+    _out.print(table)
+    for f in files:
+        _out.print(f"wrote {f}")
+
+
+@app.command()
+def scan(
+    survey: Annotated[Path, typer.Argument(help="Survey YAML.")],
+    output: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help=f"Output file; format by extension ({', '.join(FORMATS)}). Repeat for several.",
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")
+    ] = False,
+) -> None:
+    """Scan a survey and write the point cloud."""
+    sim = Simulation.from_file(survey, set_ or [])
+    outputs = list(output) if output else [sim.output_path]
+    for path in outputs:
+        check_writable(path)  # before hours of work, not after
+    for note in sim.scene.warnings:
+        _err.print(f"[yellow]warning:[/] {note}")
+    total = sim.total_pulses
+    started = time.perf_counter()
+    show_bar = not quiet and total > sim.survey.chunk_pulses
+    with Progress(
+        TextColumn("scanning"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} pulses"),
+        TimeRemainingColumn(),
+        console=_err,
+        disable=not show_bar,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("scan", total=total)
+        cloud = sim.run(progress=lambda done, _total: bar.update(task, completed=done))
+    seconds = time.perf_counter() - started
+    files: list[Path] = []
+    for path in outputs:
+        files.extend(write(cloud, path))
+    if not quiet:
+        _summary(cloud, total, seconds, files)
+
+
+@app.command()
+def scanners() -> None:
+    """List the bundled scanner presets."""
+    table = Table("name", "channels", "vertical FOV", "azimuth step", "points/s", "range", "rate")
+    for name, path in scanner_presets().items():
+        s = load_scanner(path)
+        el = s.channels.elevation_deg
+        table.add_row(
+            name,
+            str(s.channels.count),
+            f"{min(el):+.1f} to {max(el):+.1f} deg",
+            f"{360.0 / s.firings_per_revolution:.3f} deg",
+            f"{s.pulses_per_second:,.0f}",
+            f"{s.range_min_m:g}-{s.range_max_m:g} m",
+            f"{s.rotation_hz:g} Hz",
+        )
+    _out.print(table)
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="A survey, scanner, scene or material file.")],
+) -> None:
+    """Check a survey, scanner, scene or material file (a survey in depth)."""
+    _out.print(f"{file}: ok ({validate_file(file)})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``lidar-sim``: run the app, turning input errors into exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except SimulatorError as exc:
+        _err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        _err.print("interrupted; nothing was written")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _err.print("interrupted; nothing was written")
+        sys.exit(130)
+    except click.ClickException as exc:  # usage errors: exit code 2 from click
+        exc.show()
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

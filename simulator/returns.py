@@ -1,0 +1,282 @@
+"""From ray hits to detected returns: the per-hit model of DESIGN.md, vectorised.
+
+For each pulse that hits (origin ``o``, unit direction ``d``, range ``R``, normal
+``n`` turned to face the sensor):
+
+1. ``cos_incidence = |n . d|``.
+2. Micro-slope: the surface is tilted by ``delta = micro_slope * place_normal(u, v)``
+   where ``(u, v)`` are the hit point's two world coordinates across the normal's
+   dominant axis; ``cos_effective = tilted_cos(cos_incidence, delta)``.
+3. Backscatter ``b = minnaert_backscatter(reflectance, cos_effective, k)``.
+4. In-plane divergence from the angle between the direction in which the surface
+   recedes (``n`` minus its part along ``d``) and the beam's vertical axis.
+5. Footprint range spread and the echo's peak factor.
+6. Detection: ``b * peak * exp(-2 alpha R) / R^2`` against the threshold of a
+   ``reference_reflectance`` target at normal incidence at ``reference_range_m``.
+7. Range: true range + place-fixed relief (rough-surface law) + per-pulse sensor
+   noise, quantised, kept inside the range window.
+8. Intensity: calibrated reflectivity ``intensity_scale * b``, clipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import physics
+from .config import ScannerConfig
+from .pointcloud import PointCloud
+from .raycast import Hits
+from .scanner import FiringSchedule
+from .scene import MaterialTable, Scene
+
+__all__ = ["ReturnModel", "SceneTables", "Streams", "detect_returns"]
+
+# Stream numbers of the survey seed (see Streams).
+_STREAM_MICRO_SLOPE = 1
+_STREAM_RELIEF = 2
+_STREAM_SENSOR_NOISE = 3
+
+
+@dataclass(frozen=True)
+class Streams:
+    """Hash seeds of the independent random quantities, derived from the survey seed.
+
+    Stream ``s`` is ``mix64(seed + s * GOLDEN_GAMMA)``: the s-th output of a SplitMix64
+    generator started at the survey seed.
+    """
+
+    micro_slope: np.uint64
+    relief: np.uint64
+    sensor_noise: np.uint64
+
+    @classmethod
+    def from_seed(cls, seed: int) -> Streams:
+        """Derive the streams of a survey seed."""
+
+        def stream(s: int) -> np.uint64:
+            return np.uint64(physics.mix64((seed + s * physics.GOLDEN_GAMMA) % 2**64))
+
+        return cls(
+            stream(_STREAM_MICRO_SLOPE), stream(_STREAM_RELIEF), stream(_STREAM_SENSOR_NOISE)
+        )
+
+
+@dataclass(frozen=True)
+class SceneTables:
+    """Per-object lookups of material, label and instance, and the material table."""
+
+    material_of_object: NDArray[np.int32]
+    label_of_object: NDArray[np.uint16]
+    instance_of_object: NDArray[np.uint16]
+    materials: MaterialTable
+
+    @classmethod
+    def from_scene(cls, scene: Scene) -> SceneTables:
+        """Build the lookups of a scene."""
+        mat, lab, ins = scene.object_tables()
+        return cls(mat, lab, ins, scene.material_table())
+
+
+@dataclass(frozen=True)
+class ReturnModel:
+    """Sensor constants of the per-hit model, in SI units."""
+
+    beta_h_rad: float
+    beta_v_rad: float
+    pulse_length_m: float
+    threshold: float
+    extinction_per_m: float
+    range_min_m: float
+    range_max_m: float
+    range_resolution_m: float
+    range_noise_m: float
+    intensity_scale: float
+    intensity_max: float
+
+    @classmethod
+    def from_scanner(cls, scanner: ScannerConfig) -> ReturnModel:
+        """Constants of a scanner.
+
+        The threshold is the received peak of a ``reference_reflectance`` target at
+        normal incidence (backscatter = reflectance, peak factor 1) at
+        ``reference_range_m``, atmosphere included, so the datasheet statement holds.
+        """
+        det = scanner.detection
+        alpha = scanner.atmospheric_extinction_per_m
+        threshold = (
+            det.reference_reflectance
+            * np.exp(-2.0 * alpha * det.reference_range_m)
+            / det.reference_range_m**2
+        )
+        return cls(
+            beta_h_rad=scanner.divergence_mrad.horizontal * 1e-3,
+            beta_v_rad=scanner.divergence_mrad.vertical * 1e-3,
+            pulse_length_m=float(physics.pulse_length_m(scanner.pulse_length_ns)),
+            threshold=float(threshold),
+            extinction_per_m=alpha,
+            range_min_m=scanner.range_min_m,
+            range_max_m=scanner.range_max_m,
+            range_resolution_m=scanner.range_resolution_m,
+            range_noise_m=scanner.range_noise_m,
+            intensity_scale=scanner.intensity_scale,
+            intensity_max=scanner.intensity_max,
+        )
+
+    def max_range_m(self, backscatter: float) -> float:
+        """Farthest range at which a target of this backscatter and peak 1 is detected."""
+        if self.extinction_per_m == 0.0:
+            return float(np.sqrt(backscatter / self.threshold))
+        # Solve b exp(-2 a R) / R^2 = S_th by bisection (monotone in R).
+        lo, hi = 1e-6, 1e7
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            s = backscatter * np.exp(-2 * self.extinction_per_m * mid) / mid**2
+            lo, hi = (mid, hi) if s >= self.threshold else (lo, mid)
+        return lo
+
+
+def _rowdot(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _in_plane_coords(
+    point_m: NDArray[np.float64], normal: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Two world coordinates across the normal's dominant axis: (x, y) for ground,
+    (y, z) for a wall facing x, (x, z) for a wall facing y."""
+    axis = np.argmax(np.abs(normal), axis=1)
+    u = np.where(axis == 0, point_m[:, 1], point_m[:, 0])
+    v = np.where(axis == 2, point_m[:, 1], point_m[:, 2])
+    return u, v
+
+
+def detect_returns(
+    schedule: FiringSchedule,
+    origins_m: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    sensor_up: NDArray[np.float64],
+    hits: Hits,
+    tables: SceneTables,
+    model: ReturnModel,
+    streams: Streams,
+    *,
+    frame: str = "sensor",
+    diagnostics: bool = False,
+) -> PointCloud:
+    """Apply the per-hit model to one chunk of pulses and keep the detected returns.
+
+    Parameters
+    ----------
+    schedule : FiringSchedule
+        The chunk's pulses (N), with sensor-frame beams.
+    origins_m, directions : (N, 3) float64
+        The same beams in the world frame.
+    sensor_up : (N, 3) or (3,) float64
+        Sensor z axis in the world at each firing (the beam's vertical reference).
+    hits : Hits
+        First hits of the N rays.
+    tables : SceneTables
+    model : ReturnModel
+    streams : Streams
+    frame : {"sensor", "world"}
+        Frame of the output ``xyz``.
+    diagnostics : bool
+        Add the ground-truth fields.
+
+    Returns
+    -------
+    PointCloud
+        One point per detected return, in pulse order.
+    """
+    idx = np.flatnonzero(hits.hit)
+    d = directions[idx]
+    range_true = hits.range_m[idx]
+    obj = hits.object_index[idx]
+    mat = tables.material_of_object[obj]
+    mt = tables.materials
+
+    # 1. incidence, with the normal turned to face the sensor
+    n_dot_d = _rowdot(hits.normal[idx], d)
+    normal = hits.normal[idx] * np.where(n_dot_d > 0.0, -1.0, 1.0)[:, None]
+    cos_inc = np.minimum(np.abs(n_dot_d), 1.0)
+
+    # 2. micro-slope tilt, fixed to the place
+    point = origins_m[idx] + range_true[:, None] * d
+    u, v = _in_plane_coords(point, normal)
+    cell = mt.micro_slope_cell_m[mat]
+    delta = mt.micro_slope_rad[mat] * physics.place_normal(u, v, cell, streams.micro_slope)
+    cos_eff = physics.tilted_cos(cos_inc, delta)
+
+    # 3. backscatter
+    backscatter = physics.minnaert_backscatter(mt.reflectance[mat], cos_eff, mt.minnaert_k[mat])
+
+    # 4. in-plane divergence: angle between the receding direction and the beam's vertical
+    recede = normal + cos_inc[:, None] * d  # n minus its part along d (n . d = -cos_inc)
+    up = np.broadcast_to(sensor_up, d.shape) if np.ndim(sensor_up) == 1 else sensor_up[idx]
+    beam_v = up - _rowdot(up, d)[:, None] * d
+    recede_len = np.linalg.norm(recede, axis=1)
+    beam_v_len = np.linalg.norm(beam_v, axis=1)
+    ok = (recede_len > 1e-12) & (beam_v_len > 1e-12)
+    cos_psi = np.ones_like(recede_len)
+    np.divide(np.abs(_rowdot(recede, beam_v)), recede_len * beam_v_len, out=cos_psi, where=ok)
+    beta = physics.in_plane_divergence(model.beta_h_rad, model.beta_v_rad, cos_psi)
+
+    # 5. footprint spread and peak factor
+    spread = physics.footprint_range_spread_m(range_true, cos_eff, beta)
+    peak = physics.pulse_peak_factor(model.pulse_length_m, spread)
+
+    # 6. detection
+    r_safe = np.maximum(range_true, 1e-6)
+    received = backscatter * peak / (r_safe * r_safe)
+    if model.extinction_per_m > 0.0:
+        received *= np.exp(-2.0 * model.extinction_per_m * range_true)
+    detected = received >= model.threshold
+
+    # 7. measured range
+    pulse_id = schedule.pulse_id[idx]
+    relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * physics.place_normal(
+        u, v, cell, streams.relief
+    )
+    with np.errstate(over="ignore"):
+        jitter_hash = physics.mix64(streams.sensor_noise + pulse_id)
+    jitter = model.range_noise_m * physics.hash_normal(jitter_hash)
+    range_meas = range_true + relief + jitter
+    if model.range_resolution_m > 0.0:
+        range_meas = np.round(range_meas / model.range_resolution_m) * model.range_resolution_m
+    keep = detected & (range_meas >= model.range_min_m) & (range_meas <= model.range_max_m)
+
+    # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
+    intensity = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+
+    sel = idx[keep]
+    r = range_meas[keep]
+    if frame == "world":
+        xyz = origins_m[sel] + r[:, None] * directions[sel]
+    else:
+        xyz = schedule.origin_m[sel] + r[:, None] * schedule.direction[sel]
+    count = len(sel)
+    fields = {
+        "xyz": xyz.astype(np.float32),
+        "intensity": intensity[keep].astype(np.float32),
+        "range_m": r.astype(np.float32),
+        "ring": schedule.channel[sel],
+        "time_s": schedule.time_s[sel],
+        "return_number": np.ones(count, dtype=np.uint8),
+        "num_returns": np.ones(count, dtype=np.uint8),
+        "label": tables.label_of_object[obj[keep]],
+        "instance": tables.instance_of_object[obj[keep]],
+    }
+    if diagnostics:
+        fields.update(
+            range_true_m=range_true[keep],
+            cos_incidence=cos_inc[keep].astype(np.float32),
+            cos_effective=cos_eff[keep].astype(np.float32),
+            footprint_spread_m=spread[keep].astype(np.float32),
+            peak_factor=peak[keep].astype(np.float32),
+            object_id=obj[keep].astype(np.int32),
+            pulse_id=pulse_id[keep],
+        )
+    return PointCloud(fields)

@@ -1,0 +1,313 @@
+"""Scenes: trimesh loading, primitives, placement, materials, labels and instances.
+
+A scene is a list of :class:`SceneObject`, one per geometry that the ray engine
+holds, each with its triangles in world coordinates, a material, a SemanticKITTI
+label and an instance id. A mesh file whose parts carry their own material names
+(OBJ ``usemtl``, glTF materials) becomes one object per part, so that each hit
+knows its material.
+
+Instance ids: an object's ``instance`` key wins; otherwise objects of countable
+classes (cars, people, ...; :data:`~simulator.labels.THING_LABELS`) get a unique id
+from 1 upwards, in file order, and everything else gets 0, as SemanticKITTI does for
+"stuff".
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import trimesh
+from numpy.typing import NDArray
+
+from .config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
+from .errors import ConfigError, SceneError
+from .labels import THING_LABELS, label_id
+from .transforms import compose
+
+__all__ = ["MaterialTable", "Scene", "SceneObject", "load_scene", "primitive_mesh"]
+
+_MESH_SUFFIXES = {
+    ".obj",
+    ".ply",
+    ".stl",
+    ".off",
+    ".glb",
+    ".gltf",
+    ".3mf",
+    ".dae",
+    ".xaml",
+    ".3dxml",
+}
+
+
+@dataclass
+class SceneObject:
+    """One geometry of the scene, in world coordinates.
+
+    Attributes
+    ----------
+    name : str
+        Object name (``object/part`` for the parts of a mesh file).
+    vertices_m : (V, 3) float64
+        World coordinates.
+    faces : (F, 3) int64
+        Vertex indices of the triangles.
+    material : str
+        Key into the scene's material table.
+    label : int
+        SemanticKITTI id.
+    instance : int
+        Instance id (0 for stuff).
+    """
+
+    name: str
+    vertices_m: NDArray[np.float64]
+    faces: NDArray[np.int64]
+    material: str
+    label: int
+    instance: int
+
+
+@dataclass
+class MaterialTable:
+    """Material properties as arrays indexed by material number, for vectorised lookup.
+
+    Attributes
+    ----------
+    names : list of str
+    reflectance, minnaert_k, roughness_m, micro_slope_rad, micro_slope_cell_m : (M,) float64
+    """
+
+    names: list[str]
+    reflectance: NDArray[np.float64]
+    minnaert_k: NDArray[np.float64]
+    roughness_m: NDArray[np.float64]
+    micro_slope_rad: NDArray[np.float64]
+    micro_slope_cell_m: NDArray[np.float64]
+
+    @classmethod
+    def from_materials(cls, materials: dict[str, Material]) -> MaterialTable:
+        """Build the table from named materials (in their order)."""
+        ms = list(materials.values())
+
+        def col(attr: str) -> NDArray[np.float64]:
+            return np.array([getattr(m, attr) for m in ms], dtype=np.float64)
+
+        return cls(
+            names=list(materials),
+            reflectance=col("reflectance"),
+            minnaert_k=col("minnaert_k"),
+            roughness_m=col("roughness_m"),
+            micro_slope_rad=np.radians(col("micro_slope_deg")),
+            micro_slope_cell_m=col("micro_slope_cell_m"),
+        )
+
+
+@dataclass
+class Scene:
+    """Objects and the materials they use.
+
+    Attributes
+    ----------
+    objects : list of SceneObject
+    materials : dict of str to Material
+        Only the materials that objects use, in first-use order.
+    source : str
+        The file the scene came from.
+    warnings : list of str
+        Non-fatal findings (e.g. mesh material names that matched nothing).
+    """
+
+    objects: list[SceneObject]
+    materials: dict[str, Material]
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def triangle_count(self) -> int:
+        """Total number of triangles."""
+        return int(sum(len(o.faces) for o in self.objects))
+
+    @property
+    def bounds_m(self) -> NDArray[np.float64]:
+        """(2, 3) world bounding box, min row first."""
+        lo = np.min([o.vertices_m.min(axis=0) for o in self.objects], axis=0)
+        hi = np.max([o.vertices_m.max(axis=0) for o in self.objects], axis=0)
+        return np.stack([lo, hi])
+
+    def material_table(self) -> MaterialTable:
+        """Material properties as arrays (index = position in :attr:`materials`)."""
+        return MaterialTable.from_materials(self.materials)
+
+    def object_tables(self) -> tuple[NDArray[np.int32], NDArray[np.uint16], NDArray[np.uint16]]:
+        """Per-object material index, label and instance, as arrays indexed by object."""
+        index = {name: i for i, name in enumerate(self.materials)}
+        mat = np.array([index[o.material] for o in self.objects], dtype=np.int32)
+        lab = np.array([o.label for o in self.objects], dtype=np.uint16)
+        ins = np.array([o.instance for o in self.objects], dtype=np.uint16)
+        return mat, lab, ins
+
+
+def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
+    """Mesh of a primitive object in its own frame (before placement).
+
+    A plane lies in z = 0 with its normal along +z; box, cylinder (axis z) and sphere
+    are centred on the origin.
+    """
+    kind = spec.geometry_kind
+    if kind == "plane":
+        assert spec.plane is not None
+        sx, sy = (s / 2.0 for s in spec.plane.size_m)
+        vertices = np.array([[-sx, -sy, 0.0], [sx, -sy, 0.0], [sx, sy, 0.0], [-sx, sy, 0.0]])
+        return trimesh.Trimesh(vertices, np.array([[0, 1, 2], [0, 2, 3]]), process=False)
+    if kind == "box":
+        assert spec.box is not None
+        return trimesh.creation.box(extents=spec.box.size_m)
+    if kind == "cylinder":
+        assert spec.cylinder is not None
+        c = spec.cylinder
+        return trimesh.creation.cylinder(radius=c.radius_m, height=c.height_m, sections=c.sections)
+    assert spec.sphere is not None
+    return trimesh.creation.icosphere(
+        subdivisions=spec.sphere.subdivisions, radius=spec.sphere.radius_m
+    )
+
+
+def _mesh_parts(
+    path: Path, source: str | Path, key: str
+) -> list[tuple[str, str | None, trimesh.Trimesh]]:
+    """Load a mesh file as (part name, material name or None, mesh in the file's frame)."""
+    if not path.is_file():
+        raise ConfigError(source, key, f"mesh file not found: {path}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loaded = trimesh.load(str(path), force="scene", process=False)
+    except Exception as exc:  # trimesh raises many types for unreadable files
+        raise SceneError(
+            f"{path}: cannot be read as a mesh ({type(exc).__name__}: {exc})"
+        ) from None
+    parts: list[tuple[str, str | None, trimesh.Trimesh]] = []
+    for node in loaded.graph.nodes_geometry:
+        transform, geom_name = loaded.graph[node]
+        geom = loaded.geometry[geom_name]
+        if not isinstance(geom, trimesh.Trimesh) or len(geom.faces) == 0:
+            continue
+        mesh = geom.copy()
+        mesh.apply_transform(transform)
+        material = getattr(getattr(geom.visual, "material", None), "name", None)
+        parts.append((str(node), material or None, mesh))
+    if not parts:
+        raise SceneError(f"{path}: holds no triangles")
+    return parts
+
+
+def _check_finite(mesh: trimesh.Trimesh, where: str) -> None:
+    if not np.all(np.isfinite(mesh.vertices)):
+        raise SceneError(f"{where}: mesh has NaN or infinite vertex coordinates")
+
+
+def load_scene(
+    path: str | Path,
+    *,
+    materials: dict[str, Material] | None = None,
+) -> Scene:
+    """Load a scene YAML, or a single mesh file as a scene.
+
+    Parameters
+    ----------
+    path : str or Path
+        A scene YAML (see DESIGN.md) or any mesh file trimesh reads. For a mesh file,
+        each part's material name is matched to the library; unmatched parts get
+        the library's ``default`` material.
+    materials : dict, optional
+        The material library; the bundled ``configs/materials.yaml`` by default.
+
+    Returns
+    -------
+    Scene
+    """
+    path = Path(path)
+    library = dict(materials) if materials is not None else load_materials()
+    if path.suffix.lower() in _MESH_SUFFIXES:
+        spec = SceneSpec(objects=[ObjectSpec(name=path.stem, mesh=path.name)])
+    else:
+        spec = load_scene_spec(path)
+    return build_scene(spec, path.parent, library, source=path)
+
+
+def build_scene(
+    spec: SceneSpec, base_dir: Path, library: dict[str, Material], *, source: str | Path = ""
+) -> Scene:
+    """Build a :class:`Scene` from a validated spec (mesh paths relative to ``base_dir``)."""
+    library = {**library, **spec.materials}
+    default_name = spec.default_material or "default"
+    used: dict[str, Material] = {}
+    objects: list[SceneObject] = []
+    notes: list[str] = []
+    next_instance = 1
+
+    def material_key(ref: str | Material | None, key: str, object_name: str) -> str:
+        if isinstance(ref, Material):
+            name = f"{object_name}:inline"
+            used[name] = ref
+            return name
+        assert ref is not None
+        if ref not in library:
+            raise ConfigError(
+                source, key, f"unknown material {ref!r}; the library has {', '.join(library)}"
+            )
+        used.setdefault(ref, library[ref])
+        return ref
+
+    for i, obj in enumerate(spec.objects):
+        key = f"objects[{i}]"
+        placement = compose(obj.position_m, obj.rotation_deg, obj.scale)
+        if obj.mesh is not None:
+            parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
+        else:
+            parts = [(obj.name, None, primitive_mesh(obj))]
+        object_instance: int | None = obj.instance  # all parts of one object share it
+        for part_name, part_material, mesh in parts:
+            name = obj.name if len(parts) == 1 else f"{obj.name}/{part_name}"
+            _check_finite(mesh, f"{source}: {key} ({name})")
+            if obj.material is not None:
+                mat = material_key(obj.material, f"{key}.material", obj.name)
+            elif part_material is not None and part_material in library:
+                mat = material_key(part_material, f"{key}.mesh", obj.name)
+            else:
+                if default_name not in library:
+                    raise ConfigError(
+                        source, "default_material", f"{default_name!r} not in library"
+                    )
+                notes.append(
+                    f"{name}: mesh material {part_material!r} matches no library material; "
+                    f"using {default_name!r}"
+                )
+                mat = material_key(default_name, f"{key}.mesh", obj.name)
+            material = used[mat]
+            label = label_id(obj.label) if obj.label is not None else label_id(material.label)
+            if obj.instance is not None:
+                instance = obj.instance
+            elif label in THING_LABELS:
+                if object_instance is None:
+                    object_instance = next_instance
+                    next_instance += 1
+                instance = object_instance
+            else:
+                instance = 0
+            vertices = trimesh.transform_points(np.asarray(mesh.vertices, np.float64), placement)
+            objects.append(
+                SceneObject(
+                    name=name,
+                    vertices_m=vertices,
+                    faces=np.asarray(mesh.faces, dtype=np.int64),
+                    material=mat,
+                    label=label,
+                    instance=instance,
+                )
+            )
+    return Scene(objects=objects, materials=used, source=str(source), warnings=notes)
