@@ -11,7 +11,6 @@ Paths inside a YAML file are relative to that file.
 from __future__ import annotations
 
 import copy
-import math
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -560,7 +559,3 @@ def validate_file(path: str | Path) -> str:
         "not a recognised file: a survey has 'scanner' and 'scene', a scanner 'pattern', "
         "a scene 'objects', a material library maps names to entries with 'reflectance'",
     )
-
-
-def _finite(x: float) -> bool:
-    return math.isfinite(x)

@@ -7,8 +7,8 @@ label and an instance id. A mesh file whose parts carry their own material names
 knows its material.
 
 Instance ids: an object's ``instance`` key wins; otherwise objects of countable
-classes (cars, people, ...; :data:`~simulator.labels.THING_LABELS`) get a unique id
-from 1 upwards, in file order, and everything else gets 0, as SemanticKITTI does for
+classes (cars, people, ...; :data:`~simulator.labels.THING_LABELS`) get a unique id,
+counting in file order from one above the largest explicit id, and everything else gets 0, as SemanticKITTI does for
 "stuff".
 """
 
@@ -248,7 +248,8 @@ def build_scene(
     used: dict[str, Material] = {}
     objects: list[SceneObject] = []
     notes: list[str] = []
-    next_instance = 1
+    # Automatic ids start above every explicit one, so the two never clash.
+    next_instance = 1 + max((o.instance or 0 for o in spec.objects), default=0)
 
     def material_key(ref: str | Material | None, key: str, object_name: str) -> str:
         if isinstance(ref, Material):
