@@ -8,8 +8,8 @@ knows its material.
 
 Instance ids: an object's ``instance`` key wins; otherwise objects of countable
 classes (cars, people, ...; :data:`~simulator.labels.THING_LABELS`) get a unique id,
-counting in file order from one above the largest explicit id, and everything else gets 0, as SemanticKITTI does for
-"stuff".
+counting in file order from one above the largest explicit id; everything else
+gets 0, as SemanticKITTI does for "stuff".
 """
 
 from __future__ import annotations
