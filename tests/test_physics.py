@@ -177,7 +177,7 @@ def test_in_plane_divergence_values(cos_psi, expected):
 divergences = st.one_of(st.just(0.0), st.floats(1e-6, 0.05))
 
 
-@given(bh=divergences, bv=divergences, c=st.floats(0.0, 1.0))
+@given(bh=divergences, bv=divergences, c=st.one_of(st.just(0.0), st.floats(1e-6, 1.0)))
 def test_in_plane_divergence_formula_and_bounds(bh, bv, c):
     """Matches the Gaussian-width law and lies between the two axis divergences."""
     out = float(in_plane_divergence(bh, bv, c))
