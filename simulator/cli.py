@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import click
 import numpy as np
 import typer
 from rich.console import Console
@@ -140,21 +139,13 @@ def validate(
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``lidar-sim``: run the app, turning input errors into exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv)
     except SimulatorError as exc:
         _err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         _err.print("interrupted; nothing was written")
         sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        _err.print("interrupted; nothing was written")
-        sys.exit(130)
-    except click.ClickException as exc:  # usage errors: exit code 2 from click
-        exc.show()
-        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

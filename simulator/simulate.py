@@ -57,10 +57,17 @@ class Simulation:
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0}
 
     @classmethod
-    def from_survey(cls, survey: Survey, base_dir: str | Path = ".") -> Simulation:
-        """Resolve a validated survey; relative paths in it start at ``base_dir``."""
+    def from_survey(
+        cls, survey: Survey, base_dir: str | Path = ".", source: str | Path = "survey"
+    ) -> Simulation:
+        """Resolve a validated survey; relative paths in it start at ``base_dir``.
+
+        ``source`` names the survey in error messages (its file, when it has one).
+        """
         base = Path(base_dir)
-        scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base)
+        scanner = load_scanner(
+            survey.scanner, survey.scanner_overrides, base_dir=base, source=source
+        )
         scene = load_scene(base / survey.scene)
         return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base)
 
@@ -68,7 +75,7 @@ class Simulation:
     def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Simulation:
         """Load a survey YAML (with ``dotted.key=value`` overrides) and resolve it."""
         survey, base = load_survey(path, overrides)
-        return cls.from_survey(survey, base)
+        return cls.from_survey(survey, base, source=path)
 
     @property
     def total_pulses(self) -> int:

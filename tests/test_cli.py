@@ -1,0 +1,170 @@
+"""The ``lidar-sim`` command as a user runs it: real processes, exit codes, messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from .conftest import PLAIN, REPO, Workspace
+
+LIDAR_SIM = [sys.executable, "-m", "simulator.cli"]
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LIDAR_SIM, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def _good_survey(ws: Workspace) -> Path:
+    return ws.survey(
+        [{"name": "ground", "plane": {"size_m": [100, 100]}, "material": "asphalt"}],
+        pose={"position_m": [0, 0, 1.8]},
+        revolutions=0.25,
+    )
+
+
+def test_scan_writes_every_requested_format_and_a_summary(ws: Workspace) -> None:
+    survey = _good_survey(ws)
+    outs = [ws.root / f"o/scan.{ext}" for ext in ("npz", "pcd", "las")]
+    res = run("scan", survey, *[a for o in outs for a in ("-o", o)])
+    assert res.returncode == 0, res.stderr
+    assert "points from 14,400 pulses" in res.stdout
+    assert "road" in res.stdout
+    for o in outs:
+        assert o.is_file() and o.stat().st_size > 1000
+    assert not list((ws.root / "o").glob(".*"))  # no temporary files left behind
+
+
+def test_default_output_is_relative_to_the_survey(ws: Workspace, tmp_path: Path) -> None:
+    survey = _good_survey(ws)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    res = run("scan", survey, "--quiet", cwd=elsewhere)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    assert (ws.root / "out" / "scan.npz").is_file()
+
+
+def test_set_overrides_survey_keys(ws: Workspace) -> None:
+    survey = _good_survey(ws)
+    out = ws.root / "a.npz"
+    res = run("scan", survey, "-o", out, "--set", "revolutions=0.5", "--set", "seed=9", "-q")
+    assert res.returncode == 0, res.stderr
+    with np.load(out) as data:
+        assert data["time_s"].max() > 0.045  # half a revolution at 10 Hz
+
+
+def _expect_error(res: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    for fragment in fragments:
+        assert fragment in res.stderr, (fragment, res.stderr)
+
+
+def _edit(path: Path, **changes: object) -> None:
+    data = yaml.safe_load(path.read_text())
+    data.update(changes)
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_misspelt_key_names_file_and_key_path(ws: Workspace) -> None:
+    survey = _good_survey(ws)
+    _edit(survey, pose={"positon_m": [0, 0, 1]})
+    _expect_error(run("scan", survey), str(survey), "pose.positon_m", "unknown key")
+
+
+@pytest.mark.parametrize(
+    ("change", "fragments"),
+    [
+        ({"revolutions": "many"}, ["revolutions", "number"]),
+        ({"revolutions": -1}, ["revolutions", "greater than 0"]),
+        ({"scanner": "no-such-lidar"}, ["scanner", "unknown scanner preset", "rs-helios-5515"]),
+        ({"scene": "missing.yaml"}, ["missing.yaml", "file not found"]),
+        ({"output": {"path": "x.xyz"}}, ["unknown output format", ".npz"]),
+        ({"scanner_overrides": {"range_noise_m": -1}}, ["scanner_overrides", "range_noise_m"]),
+        ({"scanner_overrides": {"channels": {"firing_offset_us": [0, 1]}}}, ["firing_offset_us"]),
+        ({"pose": {"position_m": [0, 0]}}, ["pose.position_m", "at least 3"]),
+        ({"seed": 0.5}, ["seed"]),
+    ],
+)
+def test_bad_survey_values_give_clear_errors(
+    ws: Workspace, change: dict[str, object], fragments: list[str]
+) -> None:
+    survey = _good_survey(ws)
+    _edit(survey, **change)
+    _expect_error(run("scan", survey), *fragments)
+    assert not (ws.root / "out").exists()  # nothing written
+
+
+def test_yaml_syntax_error_gives_the_line(ws: Workspace) -> None:
+    survey = ws.root / "survey.yaml"
+    survey.write_text("scanner: rs-helios-5515\nscene: [unclosed\n")
+    _expect_error(run("validate", survey), str(survey), "not valid YAML", "line")
+
+
+def test_scene_errors_name_the_object(ws: Workspace) -> None:
+    survey = _good_survey(ws)
+    ws.write(
+        "scene.yaml",
+        {"objects": [{"name": "a", "box": {"size_m": [1, 1, 1]}, "material": "unobtainium"}]},
+    )
+    _expect_error(run("scan", survey), "objects[0].material", "unknown material", "asphalt")
+    ws.write("scene.yaml", {"objects": [{"name": "a", "mesh": "nope.obj"}]})
+    _expect_error(run("scan", survey), "objects[0].mesh", "mesh file not found")
+    ws.write(
+        "scene.yaml", {"objects": [{"name": "a", "box": {"size_m": [1, 1]}, "material": PLAIN}]}
+    )
+    _expect_error(run("scan", survey), "objects[0].box.size_m")
+
+
+def test_bad_set_override(ws: Workspace) -> None:
+    _expect_error(
+        run("scan", _good_survey(ws), "--set", "revolutions"), "--set", "dotted.key=value"
+    )
+
+
+def test_unreadable_mesh_is_a_clear_error(ws: Workspace) -> None:
+    survey = _good_survey(ws)
+    (ws.root / "broken.ply").write_bytes(b"ply\nformat nonsense\n")
+    ws.write("scene.yaml", {"objects": [{"name": "a", "mesh": "broken.ply"}]})
+    _expect_error(run("scan", survey), "broken.ply", "cannot be read as a mesh")
+
+
+def test_validate_reports_each_kind_of_file(ws: Workspace) -> None:
+    res = run("validate", REPO / "scenes/farm/survey.yaml")
+    assert res.returncode == 0, res.stderr
+    assert "survey: scanner rs-helios-5515 (32 channels)" in res.stdout
+    for path, kind in [
+        ("configs/scanners/vlp-16.yaml", "scanner: vlp-16"),
+        ("scenes/farm/scene.yaml", "scene:"),
+        ("configs/materials.yaml", "materials:"),
+    ]:
+        res = run("validate", REPO / path)
+        assert res.returncode == 0 and kind in res.stdout, res.stdout + res.stderr
+
+
+def test_scanners_lists_the_presets() -> None:
+    res = run("scanners")
+    assert res.returncode == 0, res.stderr
+    assert "rs-helios-5515" in res.stdout and "576,000" in res.stdout
+    assert "vlp-16" in res.stdout and "-15.0 to +15.0" in res.stdout
+
+
+def test_installed_entry_point_runs() -> None:
+    exe = Path(sys.executable).parent / "lidar-sim"
+    if not exe.exists():
+        pytest.skip("package not installed with its entry point")
+    res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    assert "scan" in res.stdout and "validate" in res.stdout
