@@ -325,7 +325,8 @@ def place_normal(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayL
     ``i = floor(x / cell)`` and ``j = floor(y / cell)`` (int64, taken as uint64 in
     two's complement). The cell's hash is
 
-    ``h = mix64(mix64(mix64(seed) + i) + j)`` (wrapping uint64 additions),
+    ``h = mix64(mix64(mix64(seed + GOLDEN_GAMMA) + i) + j)`` (wrapping uint64 additions;
+    the golden-ratio increment keeps seed 0 off mix64's fixed point ``mix64(0) == 0``),
 
     and its value is ``hash_normal(h)``. The same place therefore has the same value
     in every scan and every run, and no random stream is consumed.
@@ -348,5 +349,5 @@ def place_normal(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayL
     i = np.floor(np.asarray(x_m, dtype=np.float64) / cell).astype(np.int64).view(np.uint64)
     j = np.floor(np.asarray(y_m, dtype=np.float64) / cell).astype(np.int64).view(np.uint64)
     with np.errstate(over="ignore"):
-        h = mix64(mix64(mix64(seed) + i) + j)
+        h = mix64(mix64(mix64(_as_uint64(seed) + np.uint64(GOLDEN_GAMMA)) + i) + j)
     return hash_normal(h)
