@@ -25,11 +25,47 @@ PCL_NAMES = {"time_s": "time", "range_m": "range"}
 _PLY_DTYPES = {np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.float32, np.float64)}
 
 
+_PCD_TYPES = {"f": "F", "u": "U", "i": "I"}
+_PLY_TYPES = {"u1": "uchar", "u2": "uint16", "i4": "int32", "f4": "float", "f8": "double"}
+
+
+def _empty_header(cloud: PointCloud, ply: bool) -> bytes:
+    """Header of a file with no points (Open3D refuses to write one)."""
+    columns = [
+        ("x", np.dtype(np.float32)),
+        ("y", np.dtype(np.float32)),
+        ("z", np.dtype(np.float32)),
+    ]
+    for name, values in cloud.fields.items():
+        if name != "xyz":
+            dtype = values.dtype
+            if ply and dtype not in _PLY_DTYPES:
+                dtype = np.dtype(np.float64)
+            columns.append((PCL_NAMES.get(name, name), dtype))
+    if ply:
+        props = "".join(f"property {_PLY_TYPES[d.str[1:]]} {n}\n" for n, d in columns)
+        text = f"ply\nformat binary_little_endian 1.0\nelement vertex 0\n{props}end_header\n"
+    else:
+        text = (
+            "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\n"
+            f"FIELDS {' '.join(n for n, _ in columns)}\n"
+            f"SIZE {' '.join(str(d.itemsize) for _, d in columns)}\n"
+            f"TYPE {' '.join(_PCD_TYPES[d.kind] for _, d in columns)}\n"
+            f"COUNT {' '.join('1' for _ in columns)}\n"
+            "WIDTH 0\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 0\nDATA binary\n"
+        )
+    return text.encode("ascii")
+
+
 def write_open3d(cloud: PointCloud, path: Path) -> list[Path]:
     """Write ``cloud`` as binary PCD or PLY (by ``path``'s extension)."""
     import open3d as o3d
 
     ply = path.suffix.lower() == ".ply"
+    if len(cloud) == 0:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(_empty_header(cloud, ply))
+        return [path]
     pc = o3d.t.geometry.PointCloud()
     pc.point.positions = o3d.core.Tensor(np.ascontiguousarray(cloud["xyz"]))
     for name, values in cloud.fields.items():

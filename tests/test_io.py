@@ -1,0 +1,132 @@
+"""Writers: every format read back with an independent reader (numpy, Open3D, laspy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import laspy
+import numpy as np
+import open3d as o3d
+import pytest
+
+import simulator
+from simulator.io import write
+from simulator.io.kitti import read_kitti
+from simulator.io.npz import read_npz
+from simulator.pointcloud import DIAGNOSTIC_FIELDS, FIELDS, PointCloud
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def cloud() -> PointCloud:
+    survey = REPO / "scenes" / "farm" / "survey.yaml"
+    return simulator.scan(survey, ["revolutions=0.2", "output.diagnostics=true"])
+
+
+def test_record_has_the_contract_fields_and_dtypes(cloud: PointCloud) -> None:
+    assert cloud.names == [*FIELDS, *DIAGNOSTIC_FIELDS]
+    for name, (dtype, shape) in {**FIELDS, **DIAGNOSTIC_FIELDS}.items():
+        assert cloud[name].dtype == dtype and cloud[name].shape == (len(cloud), *shape), name
+    assert len(cloud) > 5000
+    assert set(np.unique(cloud["return_number"])) == {1}
+
+
+def test_npz_round_trip_is_exact(cloud: PointCloud, tmp_path: Path) -> None:
+    path = tmp_path / "scan.npz"
+    assert write(cloud, path) == [path]
+    back = read_npz(path)
+    assert back.names == cloud.names
+    for name in cloud.names:
+        np.testing.assert_array_equal(back[name], cloud[name])
+
+
+@pytest.mark.parametrize("ext", ["pcd", "ply"])
+def test_pcd_and_ply_keep_every_field(cloud: PointCloud, tmp_path: Path, ext: str) -> None:
+    path = tmp_path / f"scan.{ext}"
+    write(cloud, path)
+    back = o3d.t.io.read_point_cloud(str(path))
+    np.testing.assert_array_equal(back.point.positions.numpy(), cloud["xyz"])
+    names = {"time_s": "time", "range_m": "range"}
+    for name in cloud.names:
+        if name == "xyz":
+            continue
+        values = back.point[names.get(name, name)].numpy().ravel()
+        np.testing.assert_array_equal(values, cloud[name].astype(values.dtype), err_msg=name)
+    # PCD keeps the record's own dtypes (PLY stores uint64 pulse ids as float64).
+    if ext == "pcd":
+        assert back.point["ring"].dtype == o3d.core.uint16
+        assert back.point["time"].dtype == o3d.core.float64
+    # The legacy API (what most tools use) reads the positions too.
+    legacy = o3d.io.read_point_cloud(str(path))
+    assert len(legacy.points) == len(cloud)
+
+
+@pytest.mark.parametrize("ext", ["las", "laz"])
+def test_las_and_laz_point_format_6(cloud: PointCloud, tmp_path: Path, ext: str) -> None:
+    path = tmp_path / f"scan.{ext}"
+    write(cloud, path)
+    las = laspy.read(str(path))
+    assert las.header.version.major == 1 and las.header.version.minor == 4
+    assert las.header.point_format.id == 6
+    assert las.header.point_count == len(cloud)
+    xyz = np.stack([las.x, las.y, las.z], axis=1)
+    np.testing.assert_allclose(xyz, cloud["xyz"], atol=0.6e-4)
+    np.testing.assert_array_equal(las.intensity, np.round(cloud["intensity"]).astype(np.uint16))
+    np.testing.assert_array_equal(las.gps_time, cloud["time_s"])
+    np.testing.assert_array_equal(las.return_number, cloud["return_number"])
+    np.testing.assert_array_equal(las.number_of_returns, cloud["num_returns"])
+    np.testing.assert_array_equal(las.classification, cloud["label"])
+    np.testing.assert_array_equal(las.ring, cloud["ring"])
+    np.testing.assert_array_equal(las.label, cloud["label"])
+    np.testing.assert_array_equal(las.instance, cloud["instance"])
+    np.testing.assert_array_equal(las.range, cloud["range_m"])
+
+
+def test_kitti_bin_and_semantic_kitti_label(cloud: PointCloud, tmp_path: Path) -> None:
+    path = tmp_path / "000000.bin"
+    assert write(cloud, path) == [path, tmp_path / "000000.label"]
+    assert path.stat().st_size == 16 * len(cloud)
+    points, labels = read_kitti(path)
+    np.testing.assert_array_equal(points[:, :3], cloud["xyz"])
+    np.testing.assert_allclose(points[:, 3], cloud["intensity"] / 255.0, rtol=1e-6)
+    assert labels is not None
+    np.testing.assert_array_equal(labels & 0xFFFF, cloud["label"])
+    np.testing.assert_array_equal(labels >> 16, cloud["instance"])
+
+
+def test_empty_cloud_writes_valid_files(tmp_path: Path) -> None:
+    empty = PointCloud.empty(meta={"intensity_max": 255.0})
+    for ext in ("npz", "pcd", "ply", "las", "bin"):
+        write(empty, tmp_path / f"e.{ext}")
+    assert len(read_npz(tmp_path / "e.npz")) == 0
+    back = o3d.t.io.read_point_cloud(str(tmp_path / "e.ply"))
+    assert "positions" not in back.point or back.point.positions.shape[0] == 0
+    # Open3D cannot write or read a PCD without points; ours has PCL's header with POINTS 0.
+    header = (tmp_path / "e.pcd").read_text().splitlines()
+    assert "FIELDS x y z intensity range ring time return_number" in " ".join(header)
+    assert "POINTS 0" in header and header[-1] == "DATA binary"
+    assert laspy.read(str(tmp_path / "e.las")).header.point_count == 0
+
+
+def test_failed_write_leaves_neither_partial_file_nor_old_file_damaged(
+    cloud: PointCloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers write to a temporary name and rename: a crash midway leaves the old file."""
+    path = tmp_path / "scan.npz"
+    path.write_bytes(b"previous result")
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", explode)
+    with pytest.raises(simulator.OutputError, match="No space left"):
+        write(cloud, path)
+    assert path.read_bytes() == b"previous result"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.npz"]
+
+
+def test_unknown_extension_is_rejected_before_writing(cloud: PointCloud, tmp_path: Path) -> None:
+    with pytest.raises(simulator.OutputError, match="unknown output format"):
+        write(cloud, tmp_path / "scan.xyz")
+    assert list(tmp_path.iterdir()) == []
