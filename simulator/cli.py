@@ -14,6 +14,7 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -112,18 +113,20 @@ def scan(
 @app.command()
 def scanners() -> None:
     """List the bundled scanner presets."""
-    table = Table("name", "channels", "vertical FOV", "azimuth step", "points/s", "range", "rate")
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("name", "ch", "elevation deg", "az step deg", "points/s", "range m", "Hz"):
+        table.add_column(column, no_wrap=True)
     for name, path in scanner_presets().items():
         s = load_scanner(path)
         el = s.channels.elevation_deg
         table.add_row(
             name,
             str(s.channels.count),
-            f"{min(el):+.1f} to {max(el):+.1f} deg",
-            f"{360.0 / s.firings_per_revolution:.3f} deg",
+            f"{min(el):+.1f}..{max(el):+.1f}",
+            f"{360.0 / s.firings_per_revolution:.3f}",
             f"{s.pulses_per_second:,.0f}",
-            f"{s.range_min_m:g}-{s.range_max_m:g} m",
-            f"{s.rotation_hz:g} Hz",
+            f"{s.range_min_m:g}-{s.range_max_m:g}",
+            f"{s.rotation_hz:g}",
         )
     _out.print(table)
 

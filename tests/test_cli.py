@@ -158,7 +158,7 @@ def test_scanners_lists_the_presets() -> None:
     res = run("scanners")
     assert res.returncode == 0, res.stderr
     assert "rs-helios-5515" in res.stdout and "576,000" in res.stdout
-    assert "vlp-16" in res.stdout and "-15.0 to +15.0" in res.stdout
+    assert "vlp-16" in res.stdout and "-15.0..+15.0" in res.stdout
 
 
 def test_installed_entry_point_runs() -> None:
