@@ -82,7 +82,9 @@ def scan(
     ] = False,
 ) -> None:
     """Scan a survey and write the point cloud."""
+    loading = time.perf_counter()
     sim = Simulation.from_file(survey, set_ or [])
+    loaded_s = time.perf_counter() - loading
     outputs = list(output) if output else [sim.output_path]
     for path in outputs:
         check_writable(path)  # before hours of work, not after
@@ -107,6 +109,10 @@ def scan(
     for path in outputs:
         files.extend(write(cloud, path))
     if not quiet:
+        _out.print(
+            f"{sim.scanner.name} on {len(sim.scene.objects)} objects "
+            f"({sim.scene.triangle_count:,} triangles, loaded in {loaded_s:.2f} s)"
+        )
         _summary(cloud, total, seconds, files)
 
 
