@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 import yaml
 from pydantic import (
@@ -322,7 +322,7 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _raise_validation(source: str | Path, err: ValidationError, prefix: str = "") -> None:
+def _raise_validation(source: str | Path, err: ValidationError, prefix: str = "") -> NoReturn:
     errors = err.errors(include_url=False)
     first = errors[0]
     # Tagged unions and "after" validators add locations that read badly; drop them.
@@ -482,7 +482,6 @@ def load_scanner(
         return ScannerConfig.model_validate(data)
     except ValidationError as err:
         _raise_validation(label, err)
-        raise  # unreachable
 
 
 def load_materials(path: str | Path | None = None) -> dict[str, Material]:
@@ -505,7 +504,6 @@ def load_scene_spec(path: str | Path) -> SceneSpec:
         return SceneSpec.model_validate(data)
     except ValidationError as err:
         _raise_validation(path, err)
-        raise  # unreachable
 
 
 def load_survey(path: str | Path, overrides: list[str] | None = None) -> tuple[Survey, Path]:
@@ -524,7 +522,6 @@ def load_survey(path: str | Path, overrides: list[str] | None = None) -> tuple[S
         survey = Survey.model_validate(data)
     except ValidationError as err:
         _raise_validation(path, err)
-        raise  # unreachable
     return survey, path.resolve().parent
 
 
