@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich import box
 from rich.console import Console
@@ -22,9 +21,8 @@ from rich.table import Table
 
 from .config import load_scanner, scanner_presets, validate_file
 from .errors import SimulatorError
-from .io import FORMATS, check_writable, write
-from .pointcloud import PointCloud
-from .simulate import Simulation
+from .io import FORMATS, check_writable
+from .simulate import ScanSummary, Simulation
 
 __all__ = ["app", "main"]
 
@@ -39,8 +37,8 @@ _out = Console()
 _err = Console(stderr=True)
 
 
-def _summary(cloud: PointCloud, pulses: int, seconds: float, files: list[Path]) -> None:
-    n = len(cloud)
+def _print_summary(summary: ScanSummary) -> None:
+    n, pulses, seconds = summary.points, summary.pulses, summary.seconds
     rate = pulses / seconds if seconds > 0 else float("inf")
     _out.print(
         f"[bold]{n:,}[/] points from {pulses:,} pulses "
@@ -48,17 +46,15 @@ def _summary(cloud: PointCloud, pulses: int, seconds: float, files: list[Path]) 
         f"({rate / 1e6:.2f} M pulses/s)"
     )
     if n:
-        r = cloud["range_m"]
-        i = cloud["intensity"]
         _out.print(
-            f"range {r.min():.2f}-{r.max():.2f} m (median {np.median(r):.2f}), "
-            f"intensity {i.min():.1f}-{i.max():.1f} (median {np.median(i):.1f})"
+            f"range {summary.range_m[0]:.2f}-{summary.range_m[1]:.2f} m, "
+            f"intensity {summary.intensity[0]:.1f}-{summary.intensity[1]:.1f}"
         )
     table = Table("label", "points", "share", box=None, pad_edge=False)
-    for name, count in cloud.label_counts().items():
+    for name, count in summary.named_label_counts().items():
         table.add_row(name, f"{count:,}", f"{100.0 * count / max(n, 1):.1f} %")
     _out.print(table)
-    for f in files:
+    for f in summary.files:
         _out.print(f"wrote {f}")
 
 
@@ -91,7 +87,6 @@ def scan(
     for note in sim.scene.warnings:
         _err.print(f"[yellow]warning:[/] {note}")
     total = sim.total_pulses
-    started = time.perf_counter()
     show_bar = not quiet and total > sim.survey.chunk_pulses
     with Progress(
         TextColumn("scanning"),
@@ -103,17 +98,13 @@ def scan(
         transient=True,
     ) as bar:
         task = bar.add_task("scan", total=total)
-        cloud = sim.run(progress=lambda done, _total: bar.update(task, completed=done))
-    seconds = time.perf_counter() - started
-    files: list[Path] = []
-    for path in outputs:
-        files.extend(write(cloud, path))
+        summary = sim.write(outputs, progress=lambda done, _: bar.update(task, completed=done))
     if not quiet:
         _out.print(
             f"{sim.scanner.name} on {len(sim.scene.objects)} objects "
             f"({sim.scene.triangle_count:,} triangles, loaded in {loaded_s:.2f} s)"
         )
-        _summary(cloud, total, seconds, files)
+        _print_summary(summary)
 
 
 @app.command()

@@ -11,7 +11,10 @@ from numpy.typing import NDArray
 
 from .labels import label_name
 
-__all__ = ["DIAGNOSTIC_FIELDS", "FIELDS", "PointCloud"]
+__all__ = ["DIAGNOSTIC_FIELDS", "FIELDS", "FieldSpec", "PointCloud", "record_spec"]
+
+#: Field name -> (dtype, trailing shape).
+FieldSpec = dict[str, tuple[np.dtype, tuple[int, ...]]]
 
 #: Always present: name -> (dtype, trailing shape).
 FIELDS: dict[str, tuple[type, tuple[int, ...]]] = {
@@ -36,6 +39,12 @@ DIAGNOSTIC_FIELDS: dict[str, tuple[type, tuple[int, ...]]] = {
     "object_id": (np.int32, ()),
     "pulse_id": (np.uint64, ()),
 }
+
+
+def record_spec(diagnostics: bool = False) -> FieldSpec:
+    """The fields of the point record, with the diagnostics or without."""
+    spec = {**FIELDS, **(DIAGNOSTIC_FIELDS if diagnostics else {})}
+    return {k: (np.dtype(d), s) for k, (d, s) in spec.items()}
 
 
 @dataclass
@@ -89,8 +98,13 @@ class PointCloud:
     @classmethod
     def empty(cls, diagnostics: bool = False, meta: dict[str, Any] | None = None) -> PointCloud:
         """A cloud with no points and correctly typed fields."""
-        spec = {**FIELDS, **(DIAGNOSTIC_FIELDS if diagnostics else {})}
+        spec = record_spec(diagnostics)
         return cls({k: np.zeros((0, *s), dtype=d) for k, (d, s) in spec.items()}, meta or {})
+
+    @property
+    def spec(self) -> FieldSpec:
+        """Names, dtypes and trailing shapes of this cloud's fields."""
+        return {k: (v.dtype, v.shape[1:]) for k, v in self.fields.items()}
 
     @classmethod
     def concatenate(cls, parts: list[PointCloud], meta: dict[str, Any] | None = None) -> PointCloud:

@@ -13,18 +13,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .config import ScannerConfig, Survey, load_scanner, load_survey
-from .pointcloud import PointCloud
+from .labels import label_name
+from .pointcloud import PointCloud, record_spec
 from .raycast import RayEngine
 from .returns import ReturnModel, SceneTables, Streams, detect_returns
 from .scanner import SpinningPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import StaticTrajectory
 
-__all__ = ["Simulation", "scan"]
+__all__ = ["ScanSummary", "Simulation", "scan"]
 
 #: Called after each chunk with (pulses done, pulses in all).
 ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class ScanSummary:
+    """Running totals of a scan that is written chunk by chunk.
+
+    Attributes
+    ----------
+    pulses : int
+        Pulses fired.
+    points : int
+        Returns detected.
+    seconds : float
+        Wall time of scanning and writing.
+    label_counts : dict of int to int
+        Points per SemanticKITTI id.
+    range_m, intensity : tuple of float
+        (min, max) of the measured range and of the intensity.
+    files : list of Path
+        Files written.
+    """
+
+    pulses: int
+    points: int = 0
+    seconds: float = 0.0
+    label_counts: dict[int, int] = field(default_factory=dict)
+    range_m: tuple[float, float] = (float("inf"), float("-inf"))
+    intensity: tuple[float, float] = (float("inf"), float("-inf"))
+    files: list[Path] = field(default_factory=list)
+
+    def add(self, chunk: PointCloud) -> None:
+        """Count a chunk in."""
+        if len(chunk) == 0:
+            return
+        self.points += len(chunk)
+        labels, counts = np.unique(chunk["label"], return_counts=True)
+        for lab, n in zip(labels.tolist(), counts.tolist(), strict=True):
+            self.label_counts[lab] = self.label_counts.get(lab, 0) + n
+        r, i = chunk["range_m"], chunk["intensity"]
+        self.range_m = (min(self.range_m[0], float(r.min())), max(self.range_m[1], float(r.max())))
+        self.intensity = (
+            min(self.intensity[0], float(i.min())),
+            max(self.intensity[1], float(i.max())),
+        )
+
+    def named_label_counts(self) -> dict[str, int]:
+        """Points per class name, most common first."""
+        ordered = sorted(self.label_counts.items(), key=lambda kv: -kv[1])
+        return {label_name(k): v for k, v in ordered}
 
 
 @dataclass
@@ -142,6 +194,37 @@ class Simulation:
     def run(self, progress: ProgressCallback | None = None) -> PointCloud:
         """Simulate the whole survey and return one cloud."""
         return PointCloud.concatenate(list(self.chunks(progress)), meta=self.meta())
+
+    def write(
+        self, paths: list[str | Path], progress: ProgressCallback | None = None
+    ) -> ScanSummary:
+        """Simulate the survey and write it to every path, chunk by chunk (bounded memory).
+
+        Every path is checked before the scan starts; on any error or interruption
+        all outputs are dropped, and no partial file is left.
+        """
+        from .io import open_writer
+
+        started = time.perf_counter()
+        meta = self.meta()
+        spec = record_spec(self.survey.output.diagnostics)
+        writers = []
+        try:
+            for path in paths:
+                writers.append(open_writer(path, spec, meta))
+            summary = ScanSummary(pulses=self.total_pulses)
+            for chunk in self.chunks(progress):
+                for writer in writers:
+                    writer.write(chunk)
+                summary.add(chunk)
+            for writer in writers:
+                summary.files.extend(writer.close())
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        summary.seconds = time.perf_counter() - started
+        return summary
 
 
 def scan(

@@ -119,7 +119,7 @@ def test_failed_write_leaves_neither_partial_file_nor_old_file_damaged(
     def explode(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savez", explode)
+    monkeypatch.setattr(np.lib.format, "write_array_header_2_0", explode)
     with pytest.raises(simulator.OutputError, match="No space left"):
         write(cloud, path)
     assert path.read_bytes() == b"previous result"
@@ -129,4 +129,45 @@ def test_failed_write_leaves_neither_partial_file_nor_old_file_damaged(
 def test_unknown_extension_is_rejected_before_writing(cloud: PointCloud, tmp_path: Path) -> None:
     with pytest.raises(simulator.OutputError, match="unknown output format"):
         write(cloud, tmp_path / "scan.xyz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_chunked_writing_equals_the_whole_cloud(cloud: PointCloud, tmp_path: Path) -> None:
+    """Writing chunk by chunk (small chunks) gives the same file contents as one cloud."""
+    survey = REPO / "scenes" / "farm" / "survey.yaml"
+    sim = simulator.Simulation.from_file(
+        survey, ["revolutions=0.2", "output.diagnostics=true", "chunk_pulses=999"]
+    )
+    paths = [tmp_path / f"c.{ext}" for ext in ("npz", "pcd", "ply", "las", "bin")]
+    summary = sim.write(paths)
+    assert summary.points == len(cloud)
+    assert summary.label_counts == {
+        int(k): int(v) for k, v in zip(*np.unique(cloud["label"], return_counts=True), strict=True)
+    }
+    back = read_npz(paths[0])
+    for name in cloud.names:
+        np.testing.assert_array_equal(back[name], cloud[name], err_msg=name)
+    pcd = o3d.t.io.read_point_cloud(str(paths[1]))
+    np.testing.assert_array_equal(pcd.point["time"].numpy().ravel(), cloud["time_s"])
+    ply = o3d.t.io.read_point_cloud(str(paths[2]))
+    np.testing.assert_array_equal(ply.point.positions.numpy(), cloud["xyz"])
+    las = laspy.read(str(paths[3]))
+    np.testing.assert_array_equal(las.label, cloud["label"])
+    np.testing.assert_allclose(las.x, cloud["xyz"][:, 0], atol=0.6e-4)
+    points, labels = read_kitti(paths[4])
+    np.testing.assert_array_equal(points[:, :3], cloud["xyz"])
+
+
+def test_interrupted_scan_leaves_no_file(tmp_path: Path) -> None:
+    """A scan stopped midway (Ctrl-C) removes its temporary files and writes nothing."""
+    survey = REPO / "scenes" / "farm" / "survey.yaml"
+    sim = simulator.Simulation.from_file(survey, ["revolutions=1", "chunk_pulses=5000"])
+    paths = [tmp_path / f"i.{ext}" for ext in ("npz", "pcd", "las", "laz", "bin")]
+
+    def stop_midway(done: int, total: int) -> None:
+        if done > total // 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sim.write(paths, progress=stop_midway)
     assert list(tmp_path.iterdir()) == []

@@ -1,42 +1,58 @@
 """Writers of point clouds, one module per format, chosen by the file's extension.
 
-Every writer writes to a temporary file beside the target and renames it into place
-when complete, so an interrupted run never leaves a partial file under the target's
-name.
+Every writer takes the cloud chunk by chunk (``open_writer(...).write(chunk)``, then
+``close()``), so a survey of any length is written with bounded memory, and writes
+to a temporary name beside the target that is renamed into place only when
+complete: an interrupted run never leaves a partial file under the target's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..errors import OutputError
-from ..pointcloud import PointCloud
-from . import kitti, las, npz, open3d_io
+from ..pointcloud import FieldSpec, PointCloud
+from .kitti import KittiWriter
+from .las import LasWriter
+from .npz import NpzWriter
+from .open3d_io import Open3DWriter
 
-__all__ = ["FORMATS", "check_writable", "write"]
+__all__ = ["FORMATS", "ChunkWriter", "check_writable", "open_writer", "write"]
 
-Writer = Callable[[PointCloud, Path], list[Path]]
 
-#: Writer by lower-case file extension.
-FORMATS: dict[str, Writer] = {
-    ".npz": npz.write_npz,
-    ".pcd": open3d_io.write_open3d,
-    ".ply": open3d_io.write_open3d,
-    ".las": las.write_las,
-    ".laz": las.write_las,
-    ".bin": kitti.write_kitti,
+class ChunkWriter(Protocol):
+    """What every format's writer does."""
+
+    def write(self, chunk: PointCloud) -> None:
+        """Append a chunk of points."""
+
+    def close(self) -> list[Path]:
+        """Finish, rename into place, and return the files written."""
+
+    def abort(self) -> None:
+        """Drop everything; leave no file behind."""
+
+
+#: Writer class by lower-case file extension.
+FORMATS: dict[str, type] = {
+    ".npz": NpzWriter,
+    ".pcd": Open3DWriter,
+    ".ply": Open3DWriter,
+    ".las": LasWriter,
+    ".laz": LasWriter,
+    ".bin": KittiWriter,
 }
 
 
-def _writer_for(path: Path) -> Writer:
-    writer = FORMATS.get(path.suffix.lower())
-    if writer is None:
+def _writer_class(path: Path) -> type:
+    cls = FORMATS.get(path.suffix.lower())
+    if cls is None:
         raise OutputError(
             f"{path}: unknown output format {path.suffix or '(no extension)'!r}; "
             f"expected one of {', '.join(FORMATS)}"
         )
-    return writer
+    return cls
 
 
 def check_writable(path: str | Path) -> None:
@@ -45,7 +61,7 @@ def check_writable(path: str | Path) -> None:
     Creates the parent directory if needed.
     """
     path = Path(path)
-    _writer_for(path)
+    _writer_class(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -62,25 +78,67 @@ def check_writable(path: str | Path) -> None:
         ) from None
 
 
-def write(cloud: PointCloud, path: str | Path) -> list[Path]:
-    """Write a cloud; the format follows the extension of ``path``.
+class _Guarded:
+    """A writer whose I/O errors become :class:`OutputError` and abort it cleanly."""
+
+    def __init__(self, path: Path, inner: ChunkWriter) -> None:
+        self.path = path
+        self.inner = inner
+
+    def _fail(self, exc: OSError) -> OutputError:
+        self.inner.abort()
+        return OutputError(f"{self.path}: writing failed ({exc.strerror or exc})")
+
+    def write(self, chunk: PointCloud) -> None:
+        try:
+            self.inner.write(chunk)
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def close(self) -> list[Path]:
+        try:
+            return self.inner.close()
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+
+def open_writer(path: str | Path, spec: FieldSpec, meta: dict[str, Any]) -> ChunkWriter:
+    """Open a chunked writer; the format follows the extension of ``path``.
 
     Parameters
     ----------
-    cloud : PointCloud
     path : str or Path
         ``.npz``, ``.pcd``, ``.ply``, ``.las``, ``.laz`` or ``.bin`` (KITTI; a
         SemanticKITTI ``.label`` file is written beside it).
+    spec : FieldSpec
+        The fields of the chunks to come (``PointCloud.spec``).
+    meta : dict
+        Scan facts (``intensity_max`` is used by KITTI).
+    """
+    path = Path(path)
+    cls = _writer_class(path)
+    check_writable(path)
+    try:
+        return _Guarded(path, cls(path, spec, meta))
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot be opened for writing ({exc.strerror})") from None
+
+
+def write(cloud: PointCloud, path: str | Path) -> list[Path]:
+    """Write a whole cloud; the format follows the extension of ``path``.
 
     Returns
     -------
     list of Path
         The files written.
     """
-    path = Path(path)
-    writer = _writer_for(path)
-    check_writable(path)
+    writer = open_writer(path, cloud.spec, cloud.meta)
     try:
-        return writer(cloud, path)
-    except OSError as exc:
-        raise OutputError(f"{path}: writing failed ({exc.strerror or exc})") from None
+        writer.write(cloud)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()

@@ -2,33 +2,55 @@
 
 The reflectance column is the intensity divided by the scanner's ``intensity_max``.
 The ``.label`` file holds one uint32 per point: the semantic id in the low 16 bits
-and the instance id in the high 16 bits.
+and the instance id in the high 16 bits. Both files are appended chunk by chunk.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..pointcloud import PointCloud
+from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 
-__all__ = ["read_kitti", "write_kitti"]
+__all__ = ["KittiWriter", "read_kitti"]
 
 
-def write_kitti(cloud: PointCloud, path: Path) -> list[Path]:
-    """Write ``path`` (``.bin``) and ``path.with_suffix('.label')``."""
-    scale = float(cloud.meta.get("intensity_max", 255.0))
-    data = np.zeros((len(cloud), 4), dtype="<f4")
-    data[:, :3] = cloud["xyz"]
-    data[:, 3] = cloud["intensity"] / scale
-    labels = cloud["label"].astype("<u4") | (cloud["instance"].astype("<u4") << np.uint32(16))
-    label_path = path.with_suffix(".label")
-    with atomic_path(path) as tmp_bin, atomic_path(label_path) as tmp_label:
-        data.tofile(tmp_bin)
-        labels.tofile(tmp_label)
-    return [path, label_path]
+class KittiWriter:
+    """Chunked writer of ``path`` (``.bin``) and ``path.with_suffix('.label')``."""
+
+    def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
+        del spec
+        self.path = path
+        self.label_path = path.with_suffix(".label")
+        self.intensity_max = float(meta.get("intensity_max", 255.0))
+        self._stack = ExitStack()
+        tmp_bin = self._stack.enter_context(atomic_path(path))
+        tmp_label = self._stack.enter_context(atomic_path(self.label_path))
+        self._bin = self._stack.enter_context(open(tmp_bin, "wb"))  # noqa: SIM115
+        self._label = self._stack.enter_context(open(tmp_label, "wb"))  # noqa: SIM115
+
+    def write(self, chunk: PointCloud) -> None:
+        """Append a chunk."""
+        data = np.zeros((len(chunk), 4), dtype="<f4")
+        data[:, :3] = chunk["xyz"]
+        data[:, 3] = chunk["intensity"] / self.intensity_max
+        data.tofile(self._bin)
+        instance = chunk["instance"].astype("<u4") << np.uint32(16)
+        (chunk["label"].astype("<u4") | instance).tofile(self._label)
+
+    def close(self) -> list[Path]:
+        """Rename both files into place."""
+        self._stack.close()
+        return [self.path, self.label_path]
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        err = RuntimeError("aborted")
+        self._stack.__exit__(RuntimeError, err, None)
 
 
 def read_kitti(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,47 +1,98 @@
-"""LAS 1.4 point format 6 (and LAZ, compressed with lazrs) through laspy.
+"""LAS 1.4 point format 6 (and LAZ, compressed with lazrs) through laspy, chunk by chunk.
 
 Standard fields: coordinates (0.1 mm scale), ``intensity`` (the reflectivity,
 rounded), ``return_number``, ``number_of_returns``, ``gps_time`` (seconds from the
 survey start) and ``classification`` (the SemanticKITTI id where it fits in a byte,
 else 0; the exact id is always in the ``label`` extra dimension). Extra bytes:
 ``ring``, ``label``, ``instance`` (uint16) and ``range`` (float32, m).
+
+The coordinate offset is the floor of the first non-empty chunk's minimum, so map
+coordinates (UTM) keep the 0.1 mm resolution within +-214 km of it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import laspy
 import numpy as np
 
-from ..pointcloud import PointCloud
+from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 
-__all__ = ["write_las"]
+__all__ = ["LasWriter"]
 
 _SCALE_M = 1e-4
 _EXTRA = {"ring": np.uint16, "label": np.uint16, "instance": np.uint16, "range": np.float32}
 
 
-def write_las(cloud: PointCloud, path: Path) -> list[Path]:
-    """Write ``cloud`` as LAS, or LAZ when ``path`` ends in ``.laz``."""
+def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     header = laspy.LasHeader(point_format=6, version="1.4")
     header.add_extra_dims([laspy.ExtraBytesParams(name=k, type=t) for k, t in _EXTRA.items()])
-    xyz = cloud["xyz"].astype(np.float64)
-    header.offsets = np.floor(xyz.min(axis=0)) if len(xyz) else np.zeros(3)
+    header.offsets = offset_m
     header.scales = np.full(3, _SCALE_M)
-    data = laspy.LasData(header)
+    return header
+
+
+def _records(chunk: PointCloud, offset_m: np.ndarray) -> laspy.ScaleAwarePointRecord:
+    data = laspy.LasData(_header(offset_m))
+    xyz = chunk["xyz"].astype(np.float64)
     data.x, data.y, data.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-    data.intensity = np.clip(np.round(cloud["intensity"]), 0, 65535).astype(np.uint16)
-    data.return_number = cloud["return_number"]
-    data.number_of_returns = cloud["num_returns"]
-    data.gps_time = cloud["time_s"]
-    label = cloud["label"]
+    data.intensity = np.clip(np.round(chunk["intensity"]), 0, 65535).astype(np.uint16)
+    data.return_number = chunk["return_number"]
+    data.number_of_returns = chunk["num_returns"]
+    data.gps_time = chunk["time_s"]
+    label = chunk["label"]
     data.classification = np.where(label < 256, label, 0).astype(np.uint8)
-    data.ring = cloud["ring"]
+    data.ring = chunk["ring"]
     data.label = label
-    data.instance = cloud["instance"]
-    data.range = cloud["range_m"]
-    with atomic_path(path) as tmp:
-        data.write(str(tmp), do_compress=path.suffix.lower() == ".laz")
-    return [path]
+    data.instance = chunk["instance"]
+    data.range = chunk["range_m"]
+    return data.points
+
+
+class LasWriter:
+    """Chunked writer of LAS, or LAZ when the path ends in ``.laz``."""
+
+    def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
+        del spec, meta
+        self.path = path
+        self.compress = path.suffix.lower() == ".laz"
+        self._atomic = atomic_path(path)
+        self._tmp = self._atomic.__enter__()
+        self._writer: laspy.LasWriter | None = None
+        self._offset_m = np.zeros(3)
+
+    def _open(self, offset_m: np.ndarray) -> laspy.LasWriter:
+        return laspy.open(
+            str(self._tmp), mode="w", header=_header(offset_m), do_compress=self.compress
+        )
+
+    def write(self, chunk: PointCloud) -> None:
+        """Append a chunk."""
+        if len(chunk) == 0:
+            return
+        if self._writer is None:
+            self._offset_m = np.floor(chunk["xyz"].min(axis=0).astype(np.float64))
+            self._writer = self._open(self._offset_m)
+        self._writer.write_points(_records(chunk, self._offset_m))
+
+    def close(self) -> list[Path]:
+        """Finish the header and rename the file into place."""
+        try:
+            if self._writer is None:  # no points at all: a valid empty file
+                self._writer = self._open(np.zeros(3))
+            self._writer.close()
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._atomic.__exit__(None, None, None)
+        return [self.path]
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        if self._writer is not None:
+            self._writer.close()
+        err = RuntimeError("aborted")
+        self._atomic.__exit__(RuntimeError, err, None)

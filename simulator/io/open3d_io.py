@@ -1,5 +1,9 @@
 """PCD and PLY through Open3D's tensor API, which keeps every field with its dtype.
 
+Chunks are spooled to disk during the scan; at the end Open3D writes the file from
+memory maps of the spool (PCD and PLY need the point count before the data, and
+Open3D's writer cannot append).
+
 Field names follow PCL's usual ones: ``x y z intensity ring time`` (``time`` is
 float64 seconds from the survey start), then ``range``, ``return_number``,
 ``num_returns``, ``label``, ``instance`` and any diagnostics under their own names.
@@ -8,14 +12,16 @@ float64 seconds from the survey start), then ``range``, ``return_number``,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import OutputError
-from ..pointcloud import PointCloud
+from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
+from .spool import FieldSpool
 
-__all__ = ["PCL_NAMES", "write_open3d"]
+__all__ = ["PCL_NAMES", "Open3DWriter"]
 
 #: Record field -> attribute name in PCD/PLY files.
 PCL_NAMES = {"time_s": "time", "range_m": "range"}
@@ -29,19 +35,21 @@ _PCD_TYPES = {"f": "F", "u": "U", "i": "I"}
 _PLY_TYPES = {"u1": "uchar", "u2": "uint16", "i4": "int32", "f4": "float", "f8": "double"}
 
 
-def _empty_header(cloud: PointCloud, ply: bool) -> bytes:
+def _columns(spec: FieldSpec, ply: bool) -> list[tuple[str, str, np.dtype]]:
+    """(record field, file attribute, stored dtype) of every non-position field."""
+    out = []
+    for name, (dtype, _shape) in spec.items():
+        if name == "xyz":
+            continue
+        stored = np.dtype(np.float64) if ply and dtype not in _PLY_DTYPES else np.dtype(dtype)
+        out.append((name, PCL_NAMES.get(name, name), stored))
+    return out
+
+
+def _empty_header(spec: FieldSpec, ply: bool) -> bytes:
     """Header of a file with no points (Open3D refuses to write one)."""
-    columns = [
-        ("x", np.dtype(np.float32)),
-        ("y", np.dtype(np.float32)),
-        ("z", np.dtype(np.float32)),
-    ]
-    for name, values in cloud.fields.items():
-        if name != "xyz":
-            dtype = values.dtype
-            if ply and dtype not in _PLY_DTYPES:
-                dtype = np.dtype(np.float64)
-            columns.append((PCL_NAMES.get(name, name), dtype))
+    f4 = np.dtype(np.float32)
+    columns = [("x", f4), ("y", f4), ("z", f4)] + [(a, d) for _, a, d in _columns(spec, ply)]
     if ply:
         props = "".join(f"property {_PLY_TYPES[d.str[1:]]} {n}\n" for n, d in columns)
         text = f"ply\nformat binary_little_endian 1.0\nelement vertex 0\n{props}end_header\n"
@@ -57,29 +65,47 @@ def _empty_header(cloud: PointCloud, ply: bool) -> bytes:
     return text.encode("ascii")
 
 
-def write_open3d(cloud: PointCloud, path: Path) -> list[Path]:
-    """Write ``cloud`` as binary PCD or PLY (by ``path``'s extension)."""
-    import open3d as o3d
+class Open3DWriter:
+    """Chunked writer of binary PCD or PLY (by the path's extension) through Open3D."""
 
-    ply = path.suffix.lower() == ".ply"
-    if len(cloud) == 0:
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(_empty_header(cloud, ply))
-        return [path]
-    pc = o3d.t.geometry.PointCloud()
-    pc.point.positions = o3d.core.Tensor(np.ascontiguousarray(cloud["xyz"]))
-    for name, values in cloud.fields.items():
-        if name == "xyz":
-            continue
-        attr = PCL_NAMES.get(name, name)
-        if ply and values.dtype not in _PLY_DTYPES:
-            values = values.astype(np.float64)
-        pc.point[attr] = o3d.core.Tensor(np.ascontiguousarray(values.reshape(len(values), 1)))
-    with atomic_path(path) as tmp:
+    def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
+        del meta
+        self.path = path
+        self.ply = path.suffix.lower() == ".ply"
+        self.spool = FieldSpool(path, spec)
+
+    def write(self, chunk: PointCloud) -> None:
+        """Append a chunk."""
+        self.spool.append(chunk)
+
+    def close(self) -> list[Path]:
+        """Write the file with Open3D and rename it into place."""
+        import open3d as o3d
+
+        spool = self.spool
+        spool.flush()
         try:
-            ok = o3d.t.io.write_point_cloud(str(tmp), pc, write_ascii=False, compressed=False)
-        except RuntimeError as exc:
-            raise OutputError(f"{path}: Open3D could not write the file ({exc})") from None
-        if not ok:
-            raise OutputError(f"{path}: Open3D could not write the file")
-    return [path]
+            with atomic_path(self.path) as tmp:
+                if spool.count == 0:
+                    tmp.write_bytes(_empty_header(spool.dtypes, self.ply))
+                    return [self.path]
+                pc = o3d.t.geometry.PointCloud()
+                pc.point.positions = o3d.core.Tensor(spool.array("xyz"))
+                for name, attr, stored in _columns(spool.dtypes, self.ply):
+                    values = spool.array(name).reshape(spool.count, 1)
+                    pc.point[attr] = o3d.core.Tensor(np.asarray(values, dtype=stored))
+                try:
+                    ok = o3d.t.io.write_point_cloud(
+                        str(tmp), pc, write_ascii=False, compressed=False
+                    )
+                except RuntimeError as exc:
+                    raise OutputError(f"{self.path}: Open3D could not write it ({exc})") from None
+                if not ok:
+                    raise OutputError(f"{self.path}: Open3D could not write the file")
+        finally:
+            spool.remove()
+        return [self.path]
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        self.spool.remove()

@@ -1,0 +1,289 @@
+"""Benchmark: the pipeline against the bare ray cast of the same rays, on a 1 M-triangle scene.
+
+The scene is generated in memory from a seed (the same scene every run): rolling
+ground, buildings with subdivided facades, and trees and bushes whose crowns are
+finely tessellated, jittered spheres (vegetation-like clutter). The Helios-5515 scans
+it from the middle of the site.
+
+Figures printed (from one run):
+
+- pipeline pulses per second in steady state (the first chunk, which builds Open3D's
+  acceleration structure, is left out) and the real-time factor (over the sensor's
+  pulses per second);
+- the time of the bare ray cast of the same rays, and the pipeline-to-cast ratio;
+- the per-stage breakdown (schedule, cast, physics, output);
+- peak memory (the process's maximum resident set);
+- scene generation and acceleration-structure build times.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trimesh
+
+from .config import Pose, Survey, load_materials, load_scanner
+from .labels import label_id
+from .raycast import RayEngine
+from .scene import Scene, SceneObject
+from .simulate import Simulation
+
+__all__ = ["BenchResult", "build_bench_scene", "run_bench"]
+
+
+def _object(name: str, mesh: trimesh.Trimesh, material: str, label: str, instance: int = 0):
+    return SceneObject(
+        name=name,
+        vertices_m=np.asarray(mesh.vertices, dtype=np.float64),
+        faces=np.asarray(mesh.faces, dtype=np.int64),
+        material=material,
+        label=label_id(label),
+        instance=instance,
+    )
+
+
+def _ground(size_m: float, cells: int) -> trimesh.Trimesh:
+    """A rolling square grid of ``2 * cells^2`` triangles centred on the origin."""
+    x = np.linspace(-size_m / 2, size_m / 2, cells + 1)
+    gx, gy = np.meshgrid(x, x, indexing="ij")
+    gz = 0.4 * np.sin(gx / 23.0) * np.cos(gy / 31.0) + 0.1 * np.sin((gx + gy) / 7.0)
+    gz -= gz[cells // 2, cells // 2]  # the sensor's foot at z = 0
+    vertices = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
+    i = np.arange(cells)[:, None] * (cells + 1) + np.arange(cells)[None, :]
+    a, b, c, d = i.ravel(), i.ravel() + 1, i.ravel() + cells + 1, i.ravel() + cells + 2
+    faces = np.concatenate([np.stack([a, c, b], 1), np.stack([b, c, d], 1)])
+    return trimesh.Trimesh(vertices, faces, process=False)
+
+
+def build_bench_scene(seed: int = 0, scale: float = 1.0) -> Scene:
+    """The benchmark scene: about ``scale`` million triangles, the same for the same seed.
+
+    Parameters
+    ----------
+    seed : int
+        Layout seed (build time only; numpy's Generator).
+    scale : float
+        Multiplies the number of trees and bushes (about 0.87 M triangles at ``scale=1``
+        come from vegetation); ``scale=10`` gives a ~10 M-triangle scene.
+    """
+    rng = np.random.default_rng(seed)
+    objects = [_object("ground", _ground(300.0, 300), "grass", "terrain")]
+    # Buildings: boxes whose faces are subdivided into ~1 m triangles.
+    for k in range(24):
+        angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(20.0, 90.0)
+        size = rng.uniform([6, 6, 3], [18, 14, 12])
+        box = trimesh.creation.box(extents=size)
+        box = box.subdivide_to_size(max_edge=1.5)
+        box.apply_transform(
+            trimesh.transformations.rotation_matrix(rng.uniform(0, np.pi), [0, 0, 1])
+        )
+        box.apply_translation([dist * np.cos(angle), dist * np.sin(angle), size[2] / 2])
+        objects.append(_object(f"building{k}", box, "building_wall", "building"))
+    # Trees and bushes: jittered icospheres (clutter), trunks as cylinders.
+    crown_unit = trimesh.creation.icosphere(subdivisions=4)
+    bush_unit = trimesh.creation.icosphere(subdivisions=3)
+    n_trees, n_bushes = round(130 * scale), round(200 * scale)
+    for k in range(n_trees):
+        angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(8.0, 120.0)
+        x, y = dist * np.cos(angle), dist * np.sin(angle)
+        height, radius = rng.uniform(4, 12), rng.uniform(1.5, 4.0)
+        jitter = 1.0 + 0.15 * rng.standard_normal(len(crown_unit.vertices))
+        crown = trimesh.Trimesh(
+            crown_unit.vertices * (radius * jitter)[:, None] + [x, y, height],
+            crown_unit.faces,
+            process=False,
+        )
+        trunk = trimesh.creation.cylinder(radius=0.2, height=height, sections=16)
+        trunk.apply_translation([x, y, height / 2])
+        objects.append(_object(f"tree{k}/crown", crown, "vegetation", "vegetation", k + 1))
+        objects.append(_object(f"tree{k}/trunk", trunk, "bark", "trunk", k + 1))
+    for k in range(n_bushes):
+        angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(5.0, 100.0)
+        radius = rng.uniform(0.4, 1.2)
+        jitter = 1.0 + 0.2 * rng.standard_normal(len(bush_unit.vertices))
+        centre = [dist * np.cos(angle), dist * np.sin(angle), 0.6 * radius]
+        bush = trimesh.Trimesh(
+            bush_unit.vertices * (radius * jitter)[:, None] + centre,
+            bush_unit.faces,
+            process=False,
+        )
+        objects.append(_object(f"bush{k}", bush, "vegetation", "vegetation"))
+    library = load_materials()
+    used = {o.material: library[o.material] for o in objects}
+    return Scene(objects=objects, materials=used, source=f"bench scene (seed {seed})")
+
+
+@dataclass
+class BenchResult:
+    """Figures of one benchmark run (times in s, rates in pulses/s, memory in MiB)."""
+
+    figures: dict[str, Any]
+
+    def to_json(self) -> str:
+        """The figures as JSON."""
+        return json.dumps(self.figures, indent=2)
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_bench(
+    revolutions: float = 10.0,
+    *,
+    duration_s: float | None = None,
+    output_format: str = "npz",
+    chunk_pulses: int = 2**18,
+    seed: int = 0,
+    scene_scale: float = 1.0,
+) -> BenchResult:
+    """Run the benchmark; see the module docstring for what is measured.
+
+    Parameters
+    ----------
+    revolutions : float
+        Survey length at 10 Hz (ignored when ``duration_s`` is given).
+    duration_s : float, optional
+        Survey length in seconds of sensor time.
+    output_format : str
+        Extension of the file the pipeline writes (into a temporary folder), or
+        ``"none"`` to skip writing.
+    chunk_pulses : int
+        Pulses per chunk.
+    seed : int
+        Scene layout seed.
+    scene_scale : float
+        See :func:`build_bench_scene`.
+    """
+    from .io import open_writer
+
+    t0 = time.perf_counter()
+    scene = build_bench_scene(seed, scene_scale)
+    t_scene = time.perf_counter() - t0
+    survey = Survey(
+        scanner="rs-helios-5515",
+        scene="(in memory)",
+        pose=Pose(position_m=[0.0, 0.0, 1.8]),
+        revolutions=None if duration_s else revolutions,
+        duration_s=duration_s,
+        chunk_pulses=chunk_pulses,
+    )
+    scanner = load_scanner("rs-helios-5515")
+    t0 = time.perf_counter()
+    sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."))
+    t_engine = time.perf_counter() - t0
+    # Open3D builds its BVH on the first cast: time it on its own.
+    t0 = time.perf_counter()
+    sim.engine.cast(np.zeros((1, 3)), np.array([[1.0, 0.0, 0.0]]))
+    t_bvh = time.perf_counter() - t0
+
+    total = sim.total_pulses
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"bench.{output_format}"
+        writer = open_writer(path, diagnostics=False) if output_format != "none" else None
+        stage = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
+        points = 0
+        steady_pulses, steady_s = 0, 0.0
+        t_all = time.perf_counter()
+        for start in range(0, total, chunk_pulses):
+            stop = min(start + chunk_pulses, total)
+            before = dict(sim.timings_s)
+            tc = time.perf_counter()
+            chunk = sim.scan_pulses(start, stop)
+            to = time.perf_counter()
+            if writer is not None:
+                writer.write(chunk)
+            dt_out = time.perf_counter() - to
+            for key in ("schedule", "cast", "physics"):
+                stage[key] += sim.timings_s[key] - before[key]
+            stage["output"] += dt_out
+            points += len(chunk)
+            if start > 0 or total <= chunk_pulses:
+                steady_pulses += stop - start
+                steady_s += time.perf_counter() - tc
+        if writer is not None:
+            to = time.perf_counter()
+            writer.close(sim.meta())
+            stage["output"] += time.perf_counter() - to
+            file_mib = path.stat().st_size / 2**20
+        else:
+            file_mib = 0.0
+        t_pipeline = time.perf_counter() - t_all
+    # The bare cast of the same rays (schedule and transforms done beforehand, untimed).
+    t_cast = 0.0
+    for start in range(0, total, chunk_pulses):
+        stop = min(start + chunk_pulses, total)
+        s = sim.pattern.schedule(start, stop)
+        origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
+        tc = time.perf_counter()
+        sim.engine.cast(origins, directions)
+        t_cast += time.perf_counter() - tc
+
+    pulses_per_s = steady_pulses / steady_s if steady_s > 0 else float("nan")
+    figures: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "scanner": scanner.name,
+        "sensor_pulses_per_s": scanner.pulses_per_second,
+        "triangles": scene.triangle_count,
+        "objects": len(scene.objects),
+        "pulses": total,
+        "points": points,
+        "chunk_pulses": chunk_pulses,
+        "output_format": output_format,
+        "output_mib": round(file_mib, 1),
+        "scene_build_s": round(t_scene, 3),
+        "engine_setup_s": round(t_engine, 3),
+        "bvh_build_s": round(t_bvh, 3),
+        "pipeline_s": round(t_pipeline, 3),
+        "pipeline_pulses_per_s": round(pulses_per_s),
+        "real_time_factor": round(pulses_per_s / scanner.pulses_per_second, 2),
+        "cast_only_s": round(t_cast, 3),
+        "cast_only_rays_per_s": round(total / t_cast),
+        "pipeline_to_cast_ratio": round(t_pipeline / t_cast, 2),
+        "stages_s": {k: round(v, 3) for k, v in stage.items()},
+        "peak_rss_mib": round(_peak_rss_mib(), 1),
+    }
+    return BenchResult(figures)
+
+
+def format_result(result: BenchResult) -> str:
+    """Human-readable lines of a :class:`BenchResult`."""
+    f = result.figures
+    s = f["stages_s"]
+    lines = [
+        f"machine            {f['machine']}",
+        f"scene              {f['triangles']:,} triangles in {f['objects']} objects "
+        f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
+        f"BVH {f['bvh_build_s']:.2f} s)",
+        f"survey             {f['scanner']}, {f['pulses']:,} pulses -> {f['points']:,} points, "
+        f"chunks of {f['chunk_pulses']:,}, output .{f['output_format']} ({f['output_mib']} MiB)",
+        f"pipeline           {f['pipeline_pulses_per_s'] / 1e6:.2f} M pulses/s steady state = "
+        f"{f['real_time_factor']:.1f} x real time ({f['pipeline_s']:.2f} s in all)",
+        f"bare cast          {f['cast_only_rays_per_s'] / 1e6:.2f} M rays/s "
+        f"({f['cast_only_s']:.2f} s for the same rays)",
+        f"pipeline / cast    {f['pipeline_to_cast_ratio']:.2f}",
+        f"stages             schedule {s['schedule']:.2f} s, cast {s['cast']:.2f} s, "
+        f"physics {s['physics']:.2f} s, output {s['output']:.2f} s",
+        f"peak memory        {f['peak_rss_mib']:.0f} MiB (max resident set)",
+    ]
+    return "\n".join(lines)
+
+
+def cast_rays_for(sim: Simulation, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """World rays of pulses ``start..stop`` of a simulation (for comparisons)."""
+    s = sim.pattern.schedule(start, stop)
+    origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
+    return origins, directions
+
+
+def _engine_for(scene: Scene) -> RayEngine:
+    return RayEngine(scene)
