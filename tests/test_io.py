@@ -156,6 +156,8 @@ def test_chunked_writing_equals_the_whole_cloud(cloud: PointCloud, tmp_path: Pat
     np.testing.assert_allclose(las.x, cloud["xyz"][:, 0], atol=0.6e-4)
     points, labels = read_kitti(paths[4])
     np.testing.assert_array_equal(points[:, :3], cloud["xyz"])
+    assert labels is not None
+    np.testing.assert_array_equal(labels >> 16, cloud["instance"])
 
 
 def test_interrupted_scan_leaves_no_file(tmp_path: Path) -> None:
