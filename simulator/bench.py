@@ -19,6 +19,7 @@ Figures printed (from one run):
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import tempfile
@@ -32,11 +33,11 @@ import trimesh
 
 from .config import Pose, Survey, load_materials, load_scanner
 from .labels import label_id
-from .raycast import RayEngine
+from .pointcloud import record_spec
 from .scene import Scene, SceneObject
 from .simulate import Simulation
 
-__all__ = ["BenchResult", "build_bench_scene", "run_bench"]
+__all__ = ["BenchResult", "build_bench_scene", "format_result", "run_bench"]
 
 
 def _object(name: str, mesh: trimesh.Trimesh, material: str, label: str, instance: int = 0):
@@ -88,11 +89,11 @@ def build_bench_scene(seed: int = 0, scale: float = 1.0) -> Scene:
         box.apply_translation([dist * np.cos(angle), dist * np.sin(angle), size[2] / 2])
         objects.append(_object(f"building{k}", box, "building_wall", "building"))
     # Trees and bushes: jittered icospheres (clutter), trunks as cylinders.
-    crown_unit = trimesh.creation.icosphere(subdivisions=4)
+    crown_unit = trimesh.creation.icosphere(subdivisions=5)
     bush_unit = trimesh.creation.icosphere(subdivisions=3)
-    n_trees, n_bushes = round(130 * scale), round(200 * scale)
+    n_trees, n_bushes = round(36 * scale), round(150 * scale)
     for k in range(n_trees):
-        angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(8.0, 120.0)
+        angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(15.0, 120.0)
         x, y = dist * np.cos(angle), dist * np.sin(angle)
         height, radius = rng.uniform(4, 12), rng.uniform(1.5, 4.0)
         jitter = 1.0 + 0.15 * rng.standard_normal(len(crown_unit.vertices))
@@ -188,7 +189,8 @@ def run_bench(
     total = sim.total_pulses
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"bench.{output_format}"
-        writer = open_writer(path, diagnostics=False) if output_format != "none" else None
+        spec = record_spec(False)
+        writer = open_writer(path, spec, sim.meta()) if output_format != "none" else None
         stage = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
         points = 0
         steady_pulses, steady_s = 0, 0.0
@@ -211,7 +213,7 @@ def run_bench(
                 steady_s += time.perf_counter() - tc
         if writer is not None:
             to = time.perf_counter()
-            writer.close(sim.meta())
+            writer.close()
             stage["output"] += time.perf_counter() - to
             file_mib = path.stat().st_size / 2**20
         else:
@@ -229,7 +231,7 @@ def run_bench(
 
     pulses_per_s = steady_pulses / steady_s if steady_s > 0 else float("nan")
     figures: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, "
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "scanner": scanner.name,
         "sensor_pulses_per_s": scanner.pulses_per_second,
@@ -276,14 +278,3 @@ def format_result(result: BenchResult) -> str:
         f"peak memory        {f['peak_rss_mib']:.0f} MiB (max resident set)",
     ]
     return "\n".join(lines)
-
-
-def cast_rays_for(sim: Simulation, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """World rays of pulses ``start..stop`` of a simulation (for comparisons)."""
-    s = sim.pattern.schedule(start, stop)
-    origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
-    return origins, directions
-
-
-def _engine_for(scene: Scene) -> RayEngine:
-    return RayEngine(scene)

@@ -24,18 +24,18 @@ class Hits:
 
     Attributes
     ----------
-    range_m : (N,) float64
+    range_m : (N,) float32
         Distance along the unit direction to the first hit; ``inf`` for a miss.
     object_index : (N,) int32
         Index into ``Scene.objects``; -1 for a miss.
-    normal : (N, 3) float64
+    normal : (N, 3) float32
         Unit normal of the hit triangle (as wound, not yet turned to the sensor);
         zero for a miss.
     """
 
-    range_m: NDArray[np.float64]
+    range_m: NDArray[np.float32]
     object_index: NDArray[np.int32]
-    normal: NDArray[np.float64]
+    normal: NDArray[np.float32]
 
     @property
     def hit(self) -> NDArray[np.bool_]:
@@ -66,10 +66,26 @@ class RayEngine:
                     o3d.core.Tensor(vertices), o3d.core.Tensor(obj.faces.astype(np.uint32))
                 )
             )
-        lookup = np.full(max(ids) + 2, -1, dtype=np.int32)
-        lookup[np.asarray(ids)] = np.arange(len(ids), dtype=np.int32)
-        self._object_of_geometry = lookup
-        self._invalid_id = int(o3d.t.geometry.RaycastingScene.INVALID_ID)
+        if ids != list(range(len(ids))):  # what cast_rays relies on
+            raise RuntimeError(f"Open3D numbered the geometries unexpectedly: {ids[:5]}...")
+        if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:
+            raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
+
+    def rays(
+        self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]
+    ) -> NDArray[np.float32]:
+        """Open3D's (N, 6) float32 ray layout, origins moved to the engine's local origin."""
+        origins_m = np.asarray(origins_m, dtype=np.float64)
+        directions = np.asarray(directions, dtype=np.float64)
+        if origins_m.ndim != 2 or origins_m.shape[1] != 3 or directions.shape != origins_m.shape:
+            raise ValueError(
+                f"origins and directions must both be (N, 3); got {origins_m.shape} and "
+                f"{directions.shape}"
+            )
+        rays = np.zeros((len(origins_m), 6), dtype=np.float32)
+        rays[:, :3] = origins_m - self.origin_shift_m
+        rays[:, 3:] = directions
+        return rays
 
     def cast(self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]) -> Hits:
         """Cast rays; return the first hit of each.
@@ -85,25 +101,16 @@ class RayEngine:
         -------
         Hits
         """
-        origins_m = np.asarray(origins_m, dtype=np.float64)
-        directions = np.asarray(directions, dtype=np.float64)
-        if origins_m.ndim != 2 or origins_m.shape[1] != 3 or directions.shape != origins_m.shape:
-            raise ValueError(
-                f"origins and directions must both be (N, 3); got {origins_m.shape} and "
-                f"{directions.shape}"
-            )
-        rays = np.zeros((len(origins_m), 6), dtype=np.float32)
-        rays[:, :3] = origins_m - self.origin_shift_m
-        rays[:, 3:] = directions
+        return self.cast_rays(self.rays(origins_m, directions))
+
+    def cast_rays(self, rays: NDArray[np.float32]) -> Hits:
+        """Cast rays already in Open3D's layout (see :meth:`rays`)."""
         result = self._scene.cast_rays(self._o3d.core.Tensor(rays))
-        t_hit = result["t_hit"].numpy().astype(np.float64)
-        geometry = result["geometry_ids"].numpy().astype(np.int64)
-        missed = (geometry == self._invalid_id) | ~np.isfinite(t_hit)
-        geometry[missed] = len(self._object_of_geometry) - 1  # maps to -1
-        object_index = self._object_of_geometry[geometry]
-        normal = result["primitive_normals"].numpy().astype(np.float64)
-        length = np.linalg.norm(normal, axis=1, keepdims=True)
-        np.divide(normal, length, out=normal, where=length > 0)
-        normal[missed] = 0.0
-        t_hit[missed] = np.inf
-        return Hits(range_m=t_hit, object_index=object_index, normal=normal)
+        # Geometry ids are 0..n-1 in insertion order; INVALID_ID (2^32 - 1) read as int32
+        # is exactly -1, the miss marker. Misses have t = inf and a zero normal already.
+        object_index = result["geometry_ids"].numpy().view(np.int32)
+        return Hits(
+            range_m=result["t_hit"].numpy(),
+            object_index=object_index,
+            normal=result["primitive_normals"].numpy(),
+        )

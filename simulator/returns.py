@@ -29,10 +29,19 @@ from . import physics
 from .config import ScannerConfig
 from .pointcloud import PointCloud
 from .raycast import Hits
-from .scanner import FiringSchedule
+from .scanner import SpinningPattern
 from .scene import MaterialTable, Scene
+from .trajectory import StaticTrajectory
 
-__all__ = ["ReturnModel", "SceneTables", "Streams", "detect_returns"]
+__all__ = [
+    "HitResults",
+    "ReturnModel",
+    "SceneTables",
+    "Streams",
+    "assemble_returns",
+    "evaluate_hits",
+    "evaluate_hits_fast",
+]
 
 # Stream numbers of the survey seed (see Streams).
 _STREAM_MICRO_SLOPE = 1
@@ -153,8 +162,36 @@ def _in_plane_coords(
     return u, v
 
 
-def detect_returns(
-    schedule: FiringSchedule,
+@dataclass
+class HitResults:
+    """The per-hit model's results for the pulses of a chunk that hit something.
+
+    Attributes
+    ----------
+    idx : (H,) int64
+        Positions of the hits in the chunk.
+    keep : (H,) bool
+        Detected and inside the range window.
+    range_m : (H,) float64
+        Measured range (relief, jitter, quantisation).
+    intensity : (H,) float64
+        Calibrated reflectivity.
+    cos_incidence, cos_effective, spread_m, peak_factor : (H,) float64
+        Diagnostics.
+    """
+
+    idx: NDArray[np.int64]
+    keep: NDArray[np.bool_]
+    range_m: NDArray[np.float64]
+    intensity: NDArray[np.float64]
+    cos_incidence: NDArray[np.float64]
+    cos_effective: NDArray[np.float64]
+    spread_m: NDArray[np.float64]
+    peak_factor: NDArray[np.float64]
+
+
+def evaluate_hits(
+    pulse_start: int,
     origins_m: NDArray[np.float64],
     directions: NDArray[np.float64],
     sensor_up: NDArray[np.float64],
@@ -162,45 +199,39 @@ def detect_returns(
     tables: SceneTables,
     model: ReturnModel,
     streams: Streams,
-    *,
-    frame: str = "sensor",
-    diagnostics: bool = False,
-) -> PointCloud:
-    """Apply the per-hit model to one chunk of pulses and keep the detected returns.
+) -> HitResults:
+    """Apply the per-hit model to one chunk of N pulses (pure numpy: the specification).
 
     Parameters
     ----------
-    schedule : FiringSchedule
-        The chunk's pulses (N), with sensor-frame beams.
+    pulse_start : int
+        Global id of the chunk's first pulse (pulse ``i`` of the chunk has id
+        ``pulse_start + i``).
     origins_m, directions : (N, 3) float64
-        The same beams in the world frame.
-    sensor_up : (N, 3) or (3,) float64
+        World-frame beams.
+    sensor_up : (N, 3) or (1, 3) float64
         Sensor z axis in the world at each firing (the beam's vertical reference).
     hits : Hits
         First hits of the N rays.
     tables : SceneTables
     model : ReturnModel
     streams : Streams
-    frame : {"sensor", "world"}
-        Frame of the output ``xyz``.
-    diagnostics : bool
-        Add the ground-truth fields.
 
     Returns
     -------
-    PointCloud
-        One point per detected return, in pulse order.
+    HitResults
     """
     idx = np.flatnonzero(hits.hit)
     d = directions[idx]
-    range_true = hits.range_m[idx]
+    range_true = hits.range_m[idx].astype(np.float64)
     obj = hits.object_index[idx]
     mat = tables.material_of_object[obj]
     mt = tables.materials
+    hit_normal = hits.normal[idx].astype(np.float64)
 
     # 1. incidence, with the normal turned to face the sensor
-    n_dot_d = _rowdot(hits.normal[idx], d)
-    normal = hits.normal[idx] * np.where(n_dot_d > 0.0, -1.0, 1.0)[:, None]
+    n_dot_d = _rowdot(hit_normal, d)
+    normal = hit_normal * np.where(n_dot_d > 0.0, -1.0, 1.0)[:, None]
     cos_inc = np.minimum(np.abs(n_dot_d), 1.0)
 
     # 2. micro-slope tilt, fixed to the place
@@ -215,7 +246,7 @@ def detect_returns(
 
     # 4. in-plane divergence: angle between the receding direction and the beam's vertical
     recede = normal + cos_inc[:, None] * d  # n minus its part along d (n . d = -cos_inc)
-    up = np.broadcast_to(sensor_up, d.shape) if np.ndim(sensor_up) == 1 else sensor_up[idx]
+    up = np.broadcast_to(sensor_up, d.shape) if len(sensor_up) == 1 else sensor_up[idx]
     beam_v = up - _rowdot(up, d)[:, None] * d
     recede_len = np.linalg.norm(recede, axis=1)
     beam_v_len = np.linalg.norm(beam_v, axis=1)
@@ -236,7 +267,7 @@ def detect_returns(
     detected = received >= model.threshold
 
     # 7. measured range
-    pulse_id = schedule.pulse_id[idx]
+    pulse_id = np.uint64(pulse_start) + idx.astype(np.uint64)
     relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * physics.place_normal(
         u, v, cell, streams.relief
     )
@@ -250,33 +281,88 @@ def detect_returns(
 
     # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
     intensity = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+    return HitResults(idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak)
 
-    sel = idx[keep]
-    r = range_meas[keep]
-    if frame == "world":
-        xyz = origins_m[sel] + r[:, None] * directions[sel]
-    else:
-        xyz = schedule.origin_m[sel] + r[:, None] * schedule.direction[sel]
+
+def evaluate_hits_fast(
+    pulse_start: int,
+    origins_m: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    sensor_up: NDArray[np.float64],
+    hits: Hits,
+    tables: SceneTables,
+    model: ReturnModel,
+    streams: Streams,
+) -> HitResults:
+    """The same as :func:`evaluate_hits`, in one fused numba kernel over both cores."""
+    from . import fast
+
+    idx = np.flatnonzero(hits.hit)
+    h = len(idx)
+    out = [np.zeros(h, dtype=np.bool_)] + [np.zeros(h) for _ in range(6)]
+    mt = tables.materials
+    fast.evaluate_hits(
+        idx, origins_m, directions, hits.range_m, hits.normal, hits.object_index,
+        np.uint64(pulse_start), np.ascontiguousarray(sensor_up, dtype=np.float64),
+        tables.material_of_object, mt.reflectance, mt.minnaert_k, mt.roughness_m,
+        mt.micro_slope_rad, mt.micro_slope_cell_m,
+        model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
+        model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
+        model.range_noise_m, model.intensity_scale, model.intensity_max,
+        streams.micro_slope, streams.relief, streams.sensor_noise, *out,
+    )  # fmt: skip
+    keep, range_meas, intensity, cos_inc, cos_eff, spread, peak = out
+    return HitResults(idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak)
+
+
+def assemble_returns(
+    results: HitResults,
+    pulse_start: int,
+    origins_m: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    hits: Hits,
+    tables: SceneTables,
+    pattern: SpinningPattern,
+    trajectory: StaticTrajectory,
+    *,
+    frame: str = "sensor",
+    diagnostics: bool = False,
+) -> PointCloud:
+    """Turn the per-hit results of a chunk into its point record (detected returns only).
+
+    ``xyz`` is the measured range along the world ray, moved to the sensor frame at the
+    pulse's firing time when ``frame == "sensor"``; ``ring`` and ``time_s`` come from the
+    scan pattern by pulse id.
+    """
+    keep = results.keep
+    sel = results.idx[keep]
+    r = results.range_m[keep]
+    pulse_id = np.uint64(pulse_start) + sel.astype(np.uint64)
+    time_s, ring = pattern.time_and_channel(pulse_id)
+    xyz = origins_m[sel] + r[:, None] * directions[sel]
+    if frame == "sensor":
+        xyz = trajectory.to_sensor(xyz, time_s)
+    obj = hits.object_index[sel]
     count = len(sel)
     fields = {
         "xyz": xyz.astype(np.float32),
-        "intensity": intensity[keep].astype(np.float32),
+        "intensity": results.intensity[keep].astype(np.float32),
         "range_m": r.astype(np.float32),
-        "ring": schedule.channel[sel],
-        "time_s": schedule.time_s[sel],
+        "ring": ring,
+        "time_s": time_s,
         "return_number": np.ones(count, dtype=np.uint8),
         "num_returns": np.ones(count, dtype=np.uint8),
-        "label": tables.label_of_object[obj[keep]],
-        "instance": tables.instance_of_object[obj[keep]],
+        "label": tables.label_of_object[obj],
+        "instance": tables.instance_of_object[obj],
     }
     if diagnostics:
         fields.update(
-            range_true_m=range_true[keep],
-            cos_incidence=cos_inc[keep].astype(np.float32),
-            cos_effective=cos_eff[keep].astype(np.float32),
-            footprint_spread_m=spread[keep].astype(np.float32),
-            peak_factor=peak[keep].astype(np.float32),
-            object_id=obj[keep].astype(np.int32),
-            pulse_id=pulse_id[keep],
+            range_true_m=hits.range_m[sel].astype(np.float64),
+            cos_incidence=results.cos_incidence[keep].astype(np.float32),
+            cos_effective=results.cos_effective[keep].astype(np.float32),
+            footprint_spread_m=results.spread_m[keep].astype(np.float32),
+            peak_factor=results.peak_factor[keep].astype(np.float32),
+            object_id=obj.astype(np.int32),
+            pulse_id=pulse_id,
         )
     return PointCloud(fields)

@@ -88,12 +88,21 @@ class SpinningPattern:
             firings = round(float(revolutions or 0.0) * s.firings_per_revolution)
         return int(firings) * self.channels
 
-    def schedule(self, start: int, stop: int) -> FiringSchedule:
-        """Firing schedule of pulses ``start <= pulse_id < stop``."""
-        pulse_id = np.arange(start, stop, dtype=np.uint64)
+    def time_and_channel(
+        self, pulse_id: NDArray[np.uint64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.uint16]]:
+        """Firing time (s from the survey start) and channel of each pulse id."""
+        pulse_id = np.asarray(pulse_id, dtype=np.uint64)
         firing = pulse_id // np.uint64(self.channels)
         channel = (pulse_id - firing * np.uint64(self.channels)).astype(np.intp)
         time_s = firing.astype(np.float64) * self.period_s + self.firing_offset_s[channel]
+        return time_s, channel.astype(np.uint16)
+
+    def schedule(self, start: int, stop: int) -> FiringSchedule:
+        """Firing schedule of pulses ``start <= pulse_id < stop``."""
+        pulse_id = np.arange(start, stop, dtype=np.uint64)
+        time_s, channel_u16 = self.time_and_channel(pulse_id)
+        channel = channel_u16.astype(np.intp)
         head = np.radians(self.scanner.start_azimuth_deg) + self.sign * 2.0 * np.pi * (
             self.scanner.rotation_hz * time_s
         )
@@ -109,7 +118,7 @@ class SpinningPattern:
         return FiringSchedule(
             pulse_id=pulse_id,
             time_s=time_s,
-            channel=channel.astype(np.uint16),
+            channel=channel_u16,
             azimuth_rad=azimuth,
             elevation_rad=elevation,
             origin_m=origin,

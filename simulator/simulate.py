@@ -19,7 +19,15 @@ from .config import ScannerConfig, Survey, load_scanner, load_survey
 from .labels import label_name
 from .pointcloud import PointCloud, record_spec
 from .raycast import RayEngine
-from .returns import ReturnModel, SceneTables, Streams, detect_returns
+from . import fast
+from .returns import (
+    ReturnModel,
+    SceneTables,
+    Streams,
+    assemble_returns,
+    evaluate_hits,
+    evaluate_hits_fast,
+)
 from .scanner import SpinningPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import StaticTrajectory
@@ -98,6 +106,9 @@ class Simulation:
     model: ReturnModel = field(init=False)
     streams: Streams = field(init=False)
     timings_s: dict[str, float] = field(init=False)
+    #: Use the fused numba kernels (default when numba is installed); ``False`` runs the
+    #: pure numpy specification, e.g. to check the kernels against it.
+    use_fast: bool = field(default=fast.AVAILABLE)
 
     def __post_init__(self) -> None:
         self.pattern = pattern_for(self.scanner)
@@ -155,23 +166,39 @@ class Simulation:
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
         """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
         t0 = time.perf_counter()
-        schedule = self.pattern.schedule(start, stop)
-        origins, directions, up = self.trajectory.to_world(
-            schedule.origin_m, schedule.direction, schedule.time_s
-        )
+        if self.use_fast:
+            origins, directions, rays = fast.spinning_rays(
+                self.pattern,
+                start,
+                stop,
+                self.trajectory.rotation,
+                self.trajectory.position_m,
+                self.engine.origin_shift_m,
+            )
+        else:
+            schedule = self.pattern.schedule(start, stop)
+            origins, directions, _ = self.trajectory.to_world(
+                schedule.origin_m, schedule.direction, schedule.time_s
+            )
+            rays = self.engine.rays(origins, directions)
+        up = self.trajectory.sensor_up()
         t1 = time.perf_counter()
-        hits = self.engine.cast(origins, directions)
+        hits = self.engine.cast_rays(rays)
         t2 = time.perf_counter()
+        evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
+        results = evaluate(
+            start, origins, directions, up, hits, self.tables, self.model, self.streams
+        )
         out = self.survey.output
-        cloud = detect_returns(
-            schedule,
+        cloud = assemble_returns(
+            results,
+            start,
             origins,
             directions,
-            up,
             hits,
             self.tables,
-            self.model,
-            self.streams,
+            self.pattern,
+            self.trajectory,
             frame=out.frame,
             diagnostics=out.diagnostics,
         )

@@ -56,13 +56,33 @@ class StaticTrajectory:
         -------
         origins_m, directions : (N, 3) float64
             World-frame rays.
-        sensor_up : (N, 3) or (3,) float64
-            The sensor's z axis in the world at each firing (broadcastable).
+        sensor_up : (N, 3) or (1, 3) float64
+            The sensor's z axis in the world at each firing (one row if it is constant).
         """
         del time_s
         origins = origins_sensor_m @ self.rotation.T + self.position_m
         directions = directions_sensor @ self.rotation.T
-        return origins, directions, self.rotation[:, 2]
+        return origins, directions, self.sensor_up()
+
+    def sensor_up(self) -> NDArray[np.float64]:
+        """(1, 3) the sensor's z axis in the world."""
+        return self.rotation[:, 2].reshape(1, 3).copy()
+
+    def to_sensor(self, points_m: NDArray[np.float64], time_s: NDArray[np.float64]) -> NDArray:
+        """Move world points to the sensor frame at the given times.
+
+        Parameters
+        ----------
+        points_m : (N, 3) float64
+        time_s : (N,) float64
+            Times of the points (unused by a static pose).
+
+        Returns
+        -------
+        (N, 3) float64
+        """
+        del time_s
+        return (points_m - self.position_m) @ self.rotation
 
 
 Trajectory = StaticTrajectory

@@ -1,0 +1,205 @@
+"""Fused numba kernels of the hot path: ray generation and the per-hit model.
+
+The numpy functions in :mod:`simulator.physics`, :mod:`simulator.scanner` and
+:mod:`simulator.returns` are the specification; these kernels compute the same
+quantities in one pass per pulse, over both cores, without temporary arrays. The
+tests compare the two value for value. Each pulse is computed on its own from its
+inputs and its global pulse id, so the result does not depend on threads or chunks.
+
+If numba cannot be imported, :data:`AVAILABLE` is false and the pipeline uses the
+numpy path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+try:
+    import numba
+    from numba import njit, prange
+
+    # OpenMP first: numba's TBB layer wants a newer TBB than Open3D's, and warns.
+    numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - exercised only without numba
+    AVAILABLE = False
+
+__all__ = ["AVAILABLE", "evaluate_hits", "spinning_rays"]
+
+if AVAILABLE:
+    _U = np.uint64
+    _M1 = _U(0xBF58476D1CE4E5B9)
+    _M2 = _U(0x94D049BB133111EB)
+    _GAMMA = _U(0x9E3779B97F4A7C15)
+    _S30, _S27, _S31, _S11 = _U(30), _U(27), _U(31), _U(11)
+    _TWO_M53 = 2.0**-53
+    _TOP = 1.0 - 2.0**-53
+    _HALF_PI_BELOW = float(np.nextafter(np.pi / 2.0, 0.0))
+    _TWO_PI = 2.0 * math.pi
+
+    @njit(inline="always", cache=True)
+    def _mix64(x):  # type: ignore[no-untyped-def]
+        x = (x ^ (x >> _S30)) * _M1
+        x = (x ^ (x >> _S27)) * _M2
+        return x ^ (x >> _S31)
+
+    @njit(inline="always", cache=True)
+    def _uniform(h):  # type: ignore[no-untyped-def]
+        return min((float(h >> _S11) + 0.5) * _TWO_M53, _TOP)
+
+    @njit(inline="always", cache=True)
+    def _hash_normal(h):  # type: ignore[no-untyped-def]
+        u1 = _uniform(h)
+        u2 = _uniform(_mix64(h + _GAMMA))
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+
+    @njit(inline="always", cache=True)
+    def _place_normal(x, y, cell, seed):  # type: ignore[no-untyped-def]
+        i = _U(np.int64(math.floor(x / cell)))
+        j = _U(np.int64(math.floor(y / cell)))
+        return _hash_normal(_mix64(_mix64(_mix64(seed + _GAMMA) + i) + j))
+
+    @njit(parallel=True, cache=True)
+    def _spinning_rays(  # type: ignore[no-untyped-def]
+        start, n, channels, period_s, offset_s, el_cos, el_sin, az_offset, sign, az0, rate,
+        r0, rot, pos, shift, origins, directions, rays,
+    ):
+        for k in prange(n):
+            pid = start + k
+            firing = pid // channels
+            ch = pid - firing * channels
+            t = firing * period_s + offset_s[ch]
+            head = (az0 + sign * _TWO_PI * (rate * t)) % _TWO_PI
+            az = head + az_offset[ch]
+            ds0, ds1, ds2 = el_cos[ch] * math.cos(az), el_cos[ch] * math.sin(az), el_sin[ch]
+            os0, os1 = r0 * math.cos(head), r0 * math.sin(head)
+            for a in range(3):
+                o = rot[a, 0] * os0 + rot[a, 1] * os1 + pos[a]
+                d = rot[a, 0] * ds0 + rot[a, 1] * ds1 + rot[a, 2] * ds2
+                origins[k, a] = o
+                directions[k, a] = d
+                rays[k, a] = o - shift[a]
+                rays[k, 3 + a] = d
+
+    @njit(parallel=True, cache=True)
+    def _evaluate_hits(  # type: ignore[no-untyped-def]
+        idx, origins, directions, range_true, normals, obj, pulse_start, up,
+        mat_of_obj, refl, mk, rough, slope, cell,
+        beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
+        seed_slope, seed_relief, seed_noise,
+        keep, range_meas, intensity, cos_inc_out, cos_eff_out, spread_out, peak_out,
+    ):
+        for q in prange(len(idx)):
+            i = idx[q]
+            m = mat_of_obj[obj[i]]
+            d0, d1, d2 = directions[i, 0], directions[i, 1], directions[i, 2]
+            n0, n1, n2 = float(normals[i, 0]), float(normals[i, 1]), float(normals[i, 2])
+            r = float(range_true[i])
+            # 1. incidence, normal turned to face the sensor
+            ndd = n0 * d0 + n1 * d1 + n2 * d2
+            if ndd > 0.0:
+                n0, n1, n2 = -n0, -n1, -n2
+            cos_inc = min(abs(ndd), 1.0)
+            # 2. micro-slope at the hit point, coordinates across the dominant axis
+            p0 = origins[i, 0] + r * d0
+            p1 = origins[i, 1] + r * d1
+            p2 = origins[i, 2] + r * d2
+            a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+            if a0 >= a1 and a0 >= a2:
+                u, v = p1, p2
+            elif a1 >= a2:
+                u, v = p0, p2
+            else:
+                u, v = p0, p1
+            c = cell[m]
+            delta = slope[m] * _place_normal(u, v, c, seed_slope)
+            theta = math.acos(min(max(cos_inc, 0.0), 1.0)) + delta
+            cos_eff = math.cos(min(max(theta, 0.0), _HALF_PI_BELOW))
+            # 3. Minnaert backscatter
+            b = refl[m] * min(max(cos_eff, 1e-4), 1.0) ** mk[m]
+            # 4. in-plane divergence
+            e0, e1, e2 = n0 + cos_inc * d0, n1 + cos_inc * d1, n2 + cos_inc * d2
+            w0, w1, w2 = up[i % up.shape[0], 0], up[i % up.shape[0], 1], up[i % up.shape[0], 2]
+            ud = w0 * d0 + w1 * d1 + w2 * d2
+            w0, w1, w2 = w0 - ud * d0, w1 - ud * d1, w2 - ud * d2
+            le = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+            lw = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+            cos_psi = 1.0
+            if le > 1e-12 and lw > 1e-12:
+                cos_psi = abs(e0 * w0 + e1 * w1 + e2 * w2) / (le * lw)
+            cp = min(max(cos_psi, 0.0), 1.0)
+            beta = math.sqrt((beta_v * cp) ** 2 + beta_h * beta_h * (1.0 - cp * cp))
+            # 5. footprint spread and peak factor
+            cf = min(max(cos_eff, 1e-4), 1.0)
+            spread = r * (math.sqrt(1.0 - cf * cf) / cf) * beta
+            peak = 1.0
+            if pulse_m > 0.0:
+                peak = pulse_m / math.sqrt(pulse_m * pulse_m + spread * spread)
+            # 6. detection
+            rs = max(r, 1e-6)
+            received = b * peak / (rs * rs)
+            if ext > 0.0:
+                received *= math.exp(-2.0 * ext * r)
+            # 7. range: place-fixed relief + per-pulse jitter, quantised, windowed
+            cr = min(max(cos_eff, 0.05), 1.0)
+            relief = rough[m] * cr**-1.5 * _place_normal(u, v, c, seed_relief)
+            jitter = noise * _hash_normal(_mix64(seed_noise + _U(pulse_start + i)))
+            rm = r + relief + jitter
+            if res > 0.0:
+                rm = np.rint(rm / res) * res
+            keep[q] = received >= threshold and rm >= rmin and rm <= rmax
+            range_meas[q] = rm
+            # 8. intensity
+            intensity[q] = min(max(iscale * b, 0.0), imax)
+            cos_inc_out[q] = cos_inc
+            cos_eff_out[q] = cos_eff
+            spread_out[q] = spread
+            peak_out[q] = peak
+
+
+def spinning_rays(
+    pattern: object,
+    start: int,
+    stop: int,
+    rotation: NDArray[np.float64],
+    position_m: NDArray[np.float64],
+    shift_m: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float32]]:
+    """World rays of pulses ``start..stop`` of a :class:`~simulator.scanner.SpinningPattern`.
+
+    Returns
+    -------
+    origins_m, directions : (N, 3) float64
+        World frame.
+    rays : (N, 6) float32
+        Origins less ``shift_m`` and directions, as Open3D takes them.
+    """
+    p = pattern
+    n = stop - start
+    origins = np.zeros((n, 3))
+    directions = np.zeros((n, 3))
+    rays = np.zeros((n, 6), dtype=np.float32)
+    el = p.elevation_rad  # type: ignore[attr-defined]
+    _spinning_rays(
+        start, n, p.channels, p.period_s, p.firing_offset_s,  # type: ignore[attr-defined]
+        np.cos(el), np.sin(el), p.azimuth_offset_rad,  # type: ignore[attr-defined]
+        p.sign, math.radians(p.scanner.start_azimuth_deg),  # type: ignore[attr-defined]
+        p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,  # type: ignore[attr-defined]
+        np.ascontiguousarray(rotation, dtype=np.float64),
+        np.ascontiguousarray(position_m, dtype=np.float64),
+        np.ascontiguousarray(shift_m, dtype=np.float64), origins, directions, rays,
+    )
+    return origins, directions, rays
+
+
+def evaluate_hits(*args: object, **kwargs: object) -> object:
+    """Run the fused per-hit kernel (see :func:`simulator.returns.evaluate_hits`)."""
+    return _evaluate_hits(*args, **kwargs)
+
+
+def threads() -> int:
+    """Number of threads the kernels use."""
+    return int(numba.get_num_threads()) if AVAILABLE else 1
