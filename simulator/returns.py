@@ -39,6 +39,7 @@ __all__ = [
     "SceneTables",
     "Streams",
     "assemble_returns",
+    "assemble_returns_fast",
     "evaluate_hits",
     "evaluate_hits_fast",
 ]
@@ -190,10 +191,17 @@ class HitResults:
     peak_factor: NDArray[np.float64]
 
 
+def _world_rays(
+    rays: NDArray[np.float32], shift_m: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """World origins and directions of the rays as cast (float32 rays, float64 shift)."""
+    return rays[:, :3].astype(np.float64) + shift_m, rays[:, 3:].astype(np.float64)
+
+
 def evaluate_hits(
     pulse_start: int,
-    origins_m: NDArray[np.float64],
-    directions: NDArray[np.float64],
+    rays: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
     sensor_up: NDArray[np.float64],
     hits: Hits,
     tables: SceneTables,
@@ -207,8 +215,10 @@ def evaluate_hits(
     pulse_start : int
         Global id of the chunk's first pulse (pulse ``i`` of the chunk has id
         ``pulse_start + i``).
-    origins_m, directions : (N, 3) float64
-        World-frame beams.
+    rays : (N, 6) float32
+        The rays as cast (:meth:`RayEngine.rays`): they are the geometry's truth.
+    shift_m : (3,) float64
+        The engine's local origin (added back to the ray origins).
     sensor_up : (N, 3) or (1, 3) float64
         Sensor z axis in the world at each firing (the beam's vertical reference).
     hits : Hits
@@ -221,6 +231,7 @@ def evaluate_hits(
     -------
     HitResults
     """
+    origins_m, directions = _world_rays(rays, shift_m)
     idx = np.flatnonzero(hits.hit)
     d = directions[idx]
     range_true = hits.range_m[idx].astype(np.float64)
@@ -286,8 +297,8 @@ def evaluate_hits(
 
 def evaluate_hits_fast(
     pulse_start: int,
-    origins_m: NDArray[np.float64],
-    directions: NDArray[np.float64],
+    rays: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
     sensor_up: NDArray[np.float64],
     hits: Hits,
     tables: SceneTables,
@@ -302,7 +313,7 @@ def evaluate_hits_fast(
     out = [np.zeros(h, dtype=np.bool_)] + [np.zeros(h) for _ in range(6)]
     mt = tables.materials
     fast.evaluate_hits(
-        idx, origins_m, directions, hits.range_m, hits.normal, hits.object_index,
+        idx, rays, shift_m, hits.range_m, hits.normal, hits.object_index,
         np.uint64(pulse_start), np.ascontiguousarray(sensor_up, dtype=np.float64),
         tables.material_of_object, mt.reflectance, mt.minnaert_k, mt.roughness_m,
         mt.micro_slope_rad, mt.micro_slope_cell_m,
@@ -318,8 +329,8 @@ def evaluate_hits_fast(
 def assemble_returns(
     results: HitResults,
     pulse_start: int,
-    origins_m: NDArray[np.float64],
-    directions: NDArray[np.float64],
+    rays: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
     hits: Hits,
     tables: SceneTables,
     pattern: SpinningPattern,
@@ -339,7 +350,8 @@ def assemble_returns(
     r = results.range_m[keep]
     pulse_id = np.uint64(pulse_start) + sel.astype(np.uint64)
     time_s, ring = pattern.time_and_channel(pulse_id)
-    xyz = origins_m[sel] + r[:, None] * directions[sel]
+    origins_m, directions = _world_rays(rays[sel], shift_m)
+    xyz = origins_m + r[:, None] * directions
     if frame == "sensor":
         xyz = trajectory.to_sensor(xyz, time_s)
     obj = hits.object_index[sel]
@@ -365,4 +377,50 @@ def assemble_returns(
             object_id=obj.astype(np.int32),
             pulse_id=pulse_id,
         )
+    return PointCloud(fields)
+
+
+def assemble_returns_fast(
+    results: HitResults,
+    pulse_start: int,
+    rays: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
+    hits: Hits,
+    tables: SceneTables,
+    pattern: SpinningPattern,
+    trajectory: StaticTrajectory,
+    *,
+    frame: str = "sensor",
+    diagnostics: bool = False,
+) -> PointCloud:
+    """The same as :func:`assemble_returns`, as one numba kernel (diagnostics via numpy)."""
+    from . import fast
+
+    if diagnostics:  # rare; the numpy path has every field
+        return assemble_returns(
+            results, pulse_start, rays, shift_m, hits, tables, pattern, trajectory,
+            frame=frame, diagnostics=True,
+        )  # fmt: skip
+    sel_hit = np.flatnonzero(results.keep)
+    sel = results.idx[sel_hit]
+    n = len(sel)
+    fields = {
+        "xyz": np.zeros((n, 3), dtype=np.float32),
+        "intensity": np.zeros(n, dtype=np.float32),
+        "range_m": np.zeros(n, dtype=np.float32),
+        "ring": np.zeros(n, dtype=np.uint16),
+        "time_s": np.zeros(n, dtype=np.float64),
+        "return_number": np.ones(n, dtype=np.uint8),
+        "num_returns": np.ones(n, dtype=np.uint8),
+        "label": np.zeros(n, dtype=np.uint16),
+        "instance": np.zeros(n, dtype=np.uint16),
+    }
+    fast.assemble(
+        sel, sel_hit, rays, shift_m, results.range_m, results.intensity, hits.object_index,
+        pulse_start, pattern.channels, pattern.period_s, pattern.firing_offset_s,
+        trajectory.rotation, trajectory.position_m, frame == "sensor",
+        tables.label_of_object, tables.instance_of_object,
+        fields["xyz"], fields["intensity"], fields["range_m"], fields["ring"], fields["time_s"],
+        fields["label"], fields["instance"],
+    )  # fmt: skip
     return PointCloud(fields)

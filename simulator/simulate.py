@@ -15,16 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from . import fast
 from .config import ScannerConfig, Survey, load_scanner, load_survey
 from .labels import label_name
 from .pointcloud import PointCloud, record_spec
 from .raycast import RayEngine
-from . import fast
 from .returns import (
     ReturnModel,
     SceneTables,
     Streams,
     assemble_returns,
+    assemble_returns_fast,
     evaluate_hits,
     evaluate_hits_fast,
 )
@@ -166,14 +167,15 @@ class Simulation:
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
         """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
         t0 = time.perf_counter()
+        shift = self.engine.origin_shift_m
         if self.use_fast:
-            origins, directions, rays = fast.spinning_rays(
+            rays = fast.spinning_rays(
                 self.pattern,
                 start,
                 stop,
                 self.trajectory.rotation,
                 self.trajectory.position_m,
-                self.engine.origin_shift_m,
+                shift,
             )
         else:
             schedule = self.pattern.schedule(start, stop)
@@ -186,15 +188,14 @@ class Simulation:
         hits = self.engine.cast_rays(rays)
         t2 = time.perf_counter()
         evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
-        results = evaluate(
-            start, origins, directions, up, hits, self.tables, self.model, self.streams
-        )
+        assemble = assemble_returns_fast if self.use_fast else assemble_returns
+        results = evaluate(start, rays, shift, up, hits, self.tables, self.model, self.streams)
         out = self.survey.output
-        cloud = assemble_returns(
+        cloud = assemble(
             results,
             start,
-            origins,
-            directions,
+            rays,
+            shift,
             hits,
             self.tables,
             self.pattern,
