@@ -27,13 +27,13 @@ demo: system-deps $(STAMP)
 	$(BIN)/lidar-sim scan scenes/farm/survey.yaml -o out/demo.npz -o out/demo.pcd -o out/demo.las
 
 test: system-deps $(STAMP)
-	$(BIN)/ruff check simulator tests scenes
-	$(BIN)/ruff format --check simulator tests scenes
+	$(BIN)/ruff check simulator tests scenes benchmarks
+	$(BIN)/ruff format --check simulator tests scenes benchmarks
 	$(BIN)/pytest -q
 
 format: $(STAMP)
-	$(BIN)/ruff format simulator tests scenes
-	$(BIN)/ruff check --fix simulator tests scenes
+	$(BIN)/ruff format simulator tests scenes benchmarks
+	$(BIN)/ruff check --fix simulator tests scenes benchmarks
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import trimesh
 
+from . import fast
 from .config import Pose, Survey, load_materials, load_scanner
 from .labels import label_id
-from .pointcloud import record_spec
 from .scene import Scene, SceneObject
 from .simulate import Simulation
 
@@ -137,14 +137,49 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _trimesh_embree_rays_per_s(scene: Scene, rays: np.ndarray) -> dict[str, float] | None:
+    """Rays per second of trimesh's Embree (embreex) intersector on the same rays.
+
+    ``first``: ``intersects_first`` (triangle index only, its fastest call);
+    ``location``: ``intersects_location`` (hit points, what a simulator needs).
+    """
+    try:
+        from trimesh.ray.ray_pyembree import RayMeshIntersector
+    except ImportError:
+        return None
+    offsets = np.cumsum([0] + [len(o.vertices_m) for o in scene.objects[:-1]])
+    mesh = trimesh.Trimesh(
+        np.concatenate([o.vertices_m for o in scene.objects]),
+        np.concatenate([o.faces + k for o, k in zip(scene.objects, offsets, strict=True)]),
+        process=False,
+    )
+    intersector = RayMeshIntersector(mesh)
+    origins = rays[:, :3].astype(np.float64)
+    directions = rays[:, 3:].astype(np.float64)
+    intersector.intersects_first(origins[:10], directions[:10])
+    t0 = time.perf_counter()
+    intersector.intersects_first(origins, directions)
+    t1 = time.perf_counter()
+    intersector.intersects_location(origins, directions, multiple_hits=False)
+    t2 = time.perf_counter()
+    return {"first": len(rays) / (t1 - t0), "location": len(rays) / (t2 - t1)}
+
+
 def run_bench(
-    revolutions: float = 10.0,
+    revolutions: float = 50.0,
     *,
     duration_s: float | None = None,
     output_format: str = "npz",
     chunk_pulses: int = 2**18,
     seed: int = 0,
     scene_scale: float = 1.0,
+    compare_trimesh: bool = False,
+    use_fast: bool = True,
 ) -> BenchResult:
     """Run the benchmark; see the module docstring for what is measured.
 
@@ -163,8 +198,12 @@ def run_bench(
         Scene layout seed.
     scene_scale : float
         See :func:`build_bench_scene`.
+    compare_trimesh : bool
+        Also cast the first chunk's rays with trimesh + embreex (if installed).
+    use_fast : bool
+        Use the numba kernels (``False``: the numpy specification).
     """
-    from .io import open_writer
+    import open3d as o3d
 
     t0 = time.perf_counter()
     scene = build_bench_scene(seed, scene_scale)
@@ -180,64 +219,63 @@ def run_bench(
     scanner = load_scanner("rs-helios-5515")
     t0 = time.perf_counter()
     sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."))
+    sim.use_fast = use_fast
     t_engine = time.perf_counter() - t0
-    # Open3D builds its BVH on the first cast: time it on its own.
+    # Open3D builds its BVH on the first cast; numba compiles (or loads) on the first call.
     t0 = time.perf_counter()
     sim.engine.cast(np.zeros((1, 3)), np.array([[1.0, 0.0, 0.0]]))
     t_bvh = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sim.scan_pulses(0, 1000)
+    t_warm = time.perf_counter() - t0
+    sim.timings_s = dict.fromkeys(sim.timings_s, 0.0)
 
     total = sim.total_pulses
+    rss_before = _rss_mib()
+    marks: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"bench.{output_format}"
-        spec = record_spec(False)
-        writer = open_writer(path, spec, sim.meta()) if output_format != "none" else None
-        stage = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
-        points = 0
-        steady_pulses, steady_s = 0, 0.0
+        paths = [] if output_format == "none" else [Path(tmp) / f"bench.{output_format}"]
         t_all = time.perf_counter()
-        for start in range(0, total, chunk_pulses):
-            stop = min(start + chunk_pulses, total)
-            before = dict(sim.timings_s)
-            tc = time.perf_counter()
-            chunk = sim.scan_pulses(start, stop)
-            to = time.perf_counter()
-            if writer is not None:
-                writer.write(chunk)
-            dt_out = time.perf_counter() - to
-            for key in ("schedule", "cast", "physics"):
-                stage[key] += sim.timings_s[key] - before[key]
-            stage["output"] += dt_out
-            points += len(chunk)
-            if start > 0 or total <= chunk_pulses:
-                steady_pulses += stop - start
-                steady_s += time.perf_counter() - tc
-        if writer is not None:
-            to = time.perf_counter()
-            writer.close()
-            stage["output"] += time.perf_counter() - to
-            file_mib = path.stat().st_size / 2**20
-        else:
-            file_mib = 0.0
+        marks.append((0, t_all))
+        summary = sim.write(
+            paths, progress=lambda done, _: marks.append((done, time.perf_counter()))
+        )
         t_pipeline = time.perf_counter() - t_all
-    # The bare cast of the same rays (schedule and transforms done beforehand, untimed).
-    t_cast = 0.0
+        file_mib = sum(p.stat().st_size for p in summary.files) / 2**20
+    peak = _peak_rss_mib()
+    points = summary.points
+    stage = dict(sim.timings_s)
+    # Steady state: from the end of the first chunk (BVH and caches warm) to the end.
+    (p0, t0), (p1, t1) = (marks[1] if len(marks) > 2 else marks[0]), marks[-1]
+    pulses_per_s = (p1 - p0) / (t1 - t0) if t1 > t0 else float("nan")
+
+    # The bare Open3D cast of the same rays: all made beforehand (untimed), cast back to back.
+    tensors = []
     for start in range(0, total, chunk_pulses):
         stop = min(start + chunk_pulses, total)
         s = sim.pattern.schedule(start, stop)
         origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
-        tc = time.perf_counter()
-        sim.engine.cast(origins, directions)
-        t_cast += time.perf_counter() - tc
+        tensors.append(o3d.core.Tensor(sim.engine.rays(origins, directions)))
+    first_rays = tensors[0].numpy() if tensors else None
+    tc = time.perf_counter()
+    for tensor in tensors:
+        sim.engine._scene.cast_rays(tensor)
+    t_cast = time.perf_counter() - tc
+    del tensors
+    trimesh_rate = None
+    if compare_trimesh and first_rays is not None:
+        trimesh_rate = _trimesh_embree_rays_per_s(scene, first_rays)
 
-    pulses_per_s = steady_pulses / steady_s if steady_s > 0 else float("nan")
     figures: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, Open3D {o3d.__version__}",
+        "kernels": "numba" if use_fast and fast.AVAILABLE else "numpy",
         "scanner": scanner.name,
         "sensor_pulses_per_s": scanner.pulses_per_second,
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
         "pulses": total,
+        "sensor_time_s": round(total / scanner.pulses_per_second, 3),
         "points": points,
         "chunk_pulses": chunk_pulses,
         "output_format": output_format,
@@ -245,6 +283,7 @@ def run_bench(
         "scene_build_s": round(t_scene, 3),
         "engine_setup_s": round(t_engine, 3),
         "bvh_build_s": round(t_bvh, 3),
+        "warm_up_s": round(t_warm, 3),
         "pipeline_s": round(t_pipeline, 3),
         "pipeline_pulses_per_s": round(pulses_per_s),
         "real_time_factor": round(pulses_per_s / scanner.pulses_per_second, 2),
@@ -252,7 +291,11 @@ def run_bench(
         "cast_only_rays_per_s": round(total / t_cast),
         "pipeline_to_cast_ratio": round(t_pipeline / t_cast, 2),
         "stages_s": {k: round(v, 3) for k, v in stage.items()},
-        "peak_rss_mib": round(_peak_rss_mib(), 1),
+        "trimesh_embree_rays_per_s": (
+            {k: round(v) for k, v in trimesh_rate.items()} if trimesh_rate else None
+        ),
+        "rss_before_scan_mib": round(rss_before, 1),
+        "peak_rss_mib": round(peak, 1),
     }
     return BenchResult(figures)
 
@@ -265,8 +308,9 @@ def format_result(result: BenchResult) -> str:
         f"machine            {f['machine']}",
         f"scene              {f['triangles']:,} triangles in {f['objects']} objects "
         f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
-        f"BVH {f['bvh_build_s']:.2f} s)",
-        f"survey             {f['scanner']}, {f['pulses']:,} pulses -> {f['points']:,} points, "
+        f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
+        f"survey             {f['scanner']}, {f['pulses']:,} pulses ({f['sensor_time_s']} s of "
+        f"sensor time) -> {f['points']:,} points, "
         f"chunks of {f['chunk_pulses']:,}, output .{f['output_format']} ({f['output_mib']} MiB)",
         f"pipeline           {f['pipeline_pulses_per_s'] / 1e6:.2f} M pulses/s steady state = "
         f"{f['real_time_factor']:.1f} x real time ({f['pipeline_s']:.2f} s in all)",
@@ -274,7 +318,15 @@ def format_result(result: BenchResult) -> str:
         f"({f['cast_only_s']:.2f} s for the same rays)",
         f"pipeline / cast    {f['pipeline_to_cast_ratio']:.2f}",
         f"stages             schedule {s['schedule']:.2f} s, cast {s['cast']:.2f} s, "
-        f"physics {s['physics']:.2f} s, output {s['output']:.2f} s",
-        f"peak memory        {f['peak_rss_mib']:.0f} MiB (max resident set)",
+        f"physics {s['physics']:.2f} s, output {s['output']:.2f} s ({f['kernels']} kernels)",
+        f"peak memory        {f['peak_rss_mib']:.0f} MiB max resident set "
+        f"({f['rss_before_scan_mib']:.0f} MiB before the scan)",
     ]
+    if f["trimesh_embree_rays_per_s"]:
+        rate = f["trimesh_embree_rays_per_s"]
+        lines.append(
+            f"trimesh+embreex    first chunk's rays: {rate['location'] / 1e6:.2f} M rays/s with "
+            f"hit points (intersects_location), {rate['first'] / 1e6:.2f} M rays/s triangle "
+            "ids only (intersects_first)"
+        )
     return "\n".join(lines)

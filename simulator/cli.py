@@ -136,6 +136,40 @@ def validate(
     _out.print(f"{file}: ok ({validate_file(file)})")
 
 
+@app.command()
+def bench(
+    revolutions: Annotated[float, typer.Option(help="Survey length in revolutions.")] = 50.0,
+    duration: Annotated[
+        float | None, typer.Option("--duration", help="Survey length in seconds (overrides).")
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--format", help="Output written during the run: npz, las, ..., none.")
+    ] = "npz",
+    chunk_pulses: Annotated[int, typer.Option(help="Pulses per chunk.")] = 2**18,
+    scene_scale: Annotated[
+        float, typer.Option(help="Scene size: 1 is ~1.15 M triangles, 10 is ~10 M.")
+    ] = 1.0,
+    compare_trimesh: Annotated[
+        bool, typer.Option(help="Also cast with trimesh + embreex (pip install embreex).")
+    ] = False,
+    numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+) -> None:
+    """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
+    from .bench import format_result, run_bench
+
+    result = run_bench(
+        revolutions,
+        duration_s=duration,
+        output_format=output_format.lstrip("."),
+        chunk_pulses=chunk_pulses,
+        scene_scale=scene_scale,
+        compare_trimesh=compare_trimesh,
+        use_fast=not numpy,
+    )
+    typer.echo(result.to_json() if as_json else format_result(result))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``lidar-sim``: run the app, turning input errors into exit code 2."""
     try:

@@ -58,12 +58,13 @@ if AVAILABLE:
         return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
 
     @njit(inline="always", cache=True)
-    def _cell_hash(x, y, cell, seed):  # type: ignore[no-untyped-def]
+    def _cell_hash(x, y, cell, seed_mixed):  # type: ignore[no-untyped-def]
+        """place_normal's hash; ``seed_mixed`` is ``mix64(seed + GAMMA)``, made once."""
         i = _U(np.int64(math.floor(x / cell)))
         j = _U(np.int64(math.floor(y / cell)))
-        return _mix64(_mix64(_mix64(seed + _GAMMA) + i) + j)
+        return _mix64(_mix64(seed_mixed + i) + j)
 
-    @njit(parallel=True, cache=True)
+    @njit(parallel=True, cache=True, nogil=True)
     def _spinning_rays(  # type: ignore[no-untyped-def]
         start, n, channels, period_s, offset_s, el_cos, el_sin, az_offset, sign, az0, rate,
         r0, rot, pos, rays,
@@ -75,13 +76,16 @@ if AVAILABLE:
             t = firing * period_s + offset_s[ch]
             head = (az0 + sign * _TWO_PI * (rate * t)) % _TWO_PI
             az = head + az_offset[ch]
-            ds0, ds1, ds2 = el_cos[ch] * math.cos(az), el_cos[ch] * math.sin(az), el_sin[ch]
-            os0, os1 = r0 * math.cos(head), r0 * math.sin(head)
+            ca, sa = math.cos(az), math.sin(az)
+            ds0, ds1, ds2 = el_cos[ch] * ca, el_cos[ch] * sa, el_sin[ch]
+            if az_offset[ch] != 0.0:
+                ca, sa = math.cos(head), math.sin(head)
+            os0, os1 = r0 * ca, r0 * sa
             for a in range(3):
                 rays[k, a] = rot[a, 0] * os0 + rot[a, 1] * os1 + pos[a]
                 rays[k, 3 + a] = rot[a, 0] * ds0 + rot[a, 1] * ds1 + rot[a, 2] * ds2
 
-    @njit(parallel=True, cache=True)
+    @njit(parallel=True, cache=True, nogil=True)
     def _evaluate_hits(  # type: ignore[no-untyped-def]
         idx, rays, shift, range_true, normals, obj, pulse_start, up,
         mat_of_obj, refl, mk, rough, slope, cell,
@@ -90,6 +94,8 @@ if AVAILABLE:
         keep, range_meas, intensity, cos_inc_out, cos_eff_out, spread_out, peak_out,
     ):  # fmt: skip
         per_pulse_up = up.shape[0] > 1
+        slope_key = _mix64(seed_slope + _GAMMA)
+        relief_key = _mix64(seed_relief + _GAMMA)
         for q in prange(len(idx)):
             i = idx[q]
             m = mat_of_obj[obj[i]]
@@ -119,7 +125,7 @@ if AVAILABLE:
             c = cell[m]
             cos_eff = cos_inc
             if slope[m] != 0.0:
-                delta = slope[m] * _hash_normal(_cell_hash(u, v, c, seed_slope))
+                delta = slope[m] * _hash_normal(_cell_hash(u, v, c, slope_key))
                 theta = math.acos(cos_inc) + delta
                 cos_eff = math.cos(min(max(theta, 0.0), _HALF_PI_BELOW))
             elif cos_inc == 0.0:  # tilted_cos keeps theta below pi/2
@@ -131,6 +137,8 @@ if AVAILABLE:
                 b = refl[m]
             elif k == 1.0:
                 b = refl[m] * cm
+            elif k == 0.5:
+                b = refl[m] * math.sqrt(cm)
             else:
                 b = refl[m] * cm**k
             # 4. in-plane divergence
@@ -161,7 +169,7 @@ if AVAILABLE:
             if rough[m] != 0.0:
                 cr = min(max(cos_eff, 0.05), 1.0)
                 rm += (
-                    rough[m] / (cr * math.sqrt(cr)) * _hash_normal(_cell_hash(u, v, c, seed_relief))
+                    rough[m] / (cr * math.sqrt(cr)) * _hash_normal(_cell_hash(u, v, c, relief_key))
                 )
             if noise != 0.0:
                 rm += noise * _hash_normal(_mix64(seed_noise + _U(pulse_start + i)))
@@ -176,7 +184,7 @@ if AVAILABLE:
             spread_out[q] = spread
             peak_out[q] = peak
 
-    @njit(parallel=True, cache=True)
+    @njit(parallel=True, cache=True, nogil=True)
     def _assemble(  # type: ignore[no-untyped-def]
         sel_idx, sel_hit, rays, shift, range_meas, intensity, obj, pulse_start, channels,
         period_s, offset_s, rot, pos, sensor_frame, labels, instances,

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import fast
 from .config import ScannerConfig, Survey, load_scanner, load_survey
 from .labels import label_name
 from .pointcloud import PointCloud, record_spec
-from .raycast import RayEngine
+from .raycast import Hits, RayEngine
 from .returns import (
     ReturnModel,
     SceneTables,
@@ -118,7 +120,7 @@ class Simulation:
         self.tables = SceneTables.from_scene(self.scene)
         self.model = ReturnModel.from_scanner(self.scanner)
         self.streams = Streams.from_seed(self.survey.seed)
-        self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0}
+        self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
 
     @classmethod
     def from_survey(
@@ -164,29 +166,30 @@ class Simulation:
             "scene": self.scene.source,
         }
 
-    def scan_pulses(self, start: int, stop: int) -> PointCloud:
-        """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
+    def cast_pulses(self, start: int, stop: int) -> tuple[NDArray[np.float32], Hits]:
+        """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits."""
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         if self.use_fast:
-            rays = fast.spinning_rays(
-                self.pattern,
-                start,
-                stop,
-                self.trajectory.rotation,
-                self.trajectory.position_m,
-                shift,
-            )
+            t = self.trajectory
+            rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
         else:
             schedule = self.pattern.schedule(start, stop)
             origins, directions, _ = self.trajectory.to_world(
                 schedule.origin_m, schedule.direction, schedule.time_s
             )
             rays = self.engine.rays(origins, directions)
-        up = self.trajectory.sensor_up()
         t1 = time.perf_counter()
         hits = self.engine.cast_rays(rays)
-        t2 = time.perf_counter()
+        self.timings_s["schedule"] += t1 - t0
+        self.timings_s["cast"] += time.perf_counter() - t1
+        return rays, hits
+
+    def returns_of(self, start: int, rays: NDArray[np.float32], hits: Hits) -> PointCloud:
+        """Second stage: the per-hit model and the point record of a cast chunk."""
+        t0 = time.perf_counter()
+        shift = self.engine.origin_shift_m
+        up = self.trajectory.sensor_up()
         evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
         assemble = assemble_returns_fast if self.use_fast else assemble_returns
         results = evaluate(start, rays, shift, up, hits, self.tables, self.model, self.streams)
@@ -203,21 +206,35 @@ class Simulation:
             frame=out.frame,
             diagnostics=out.diagnostics,
         )
-        t3 = time.perf_counter()
-        self.timings_s["schedule"] += t1 - t0
-        self.timings_s["cast"] += t2 - t1
-        self.timings_s["physics"] += t3 - t2
+        self.timings_s["physics"] += time.perf_counter() - t0
         return cloud
 
+    def scan_pulses(self, start: int, stop: int) -> PointCloud:
+        """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
+        rays, hits = self.cast_pulses(start, stop)
+        return self.returns_of(start, rays, hits)
+
     def chunks(self, progress: ProgressCallback | None = None) -> Iterator[PointCloud]:
-        """Yield the scan chunk by chunk (``survey.chunk_pulses`` pulses each)."""
+        """Yield the scan chunk by chunk (``survey.chunk_pulses`` pulses each).
+
+        The next chunk's rays are cast on a second thread while this chunk's returns
+        are computed (Open3D releases the GIL while it casts), so the stages overlap.
+        Every chunk is computed from its pulse ids alone: the overlap changes nothing
+        in the result.
+        """
         total = self.total_pulses
         step = self.survey.chunk_pulses
-        for start in range(0, total, step):
-            stop = min(start + step, total)
-            yield self.scan_pulses(start, stop)
-            if progress is not None:
-                progress(stop, total)
+        starts = list(range(0, total, step))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cast") as pool:
+            ahead = [pool.submit(self.cast_pulses, s, min(s + step, total)) for s in starts[:1]]
+            for k, start in enumerate(starts):
+                if k + 1 < len(starts):
+                    nxt = starts[k + 1]
+                    ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, total)))
+                rays, hits = ahead.pop(0).result()
+                yield self.returns_of(start, rays, hits)
+                if progress is not None:
+                    progress(min(start + step, total), total)
 
     def run(self, progress: ProgressCallback | None = None) -> PointCloud:
         """Simulate the whole survey and return one cloud."""
@@ -229,7 +246,9 @@ class Simulation:
         """Simulate the survey and write it to every path, chunk by chunk (bounded memory).
 
         Every path is checked before the scan starts; on any error or interruption
-        all outputs are dropped, and no partial file is left.
+        all outputs are dropped, and no partial file is left. Writing runs on a thread
+        of its own, one chunk behind the scan, so the two overlap (chunks are written
+        in order; at most two chunks are held at once).
         """
         from .io import open_writer
 
@@ -237,16 +256,32 @@ class Simulation:
         meta = self.meta()
         spec = record_spec(self.survey.output.diagnostics)
         writers = []
+
+        def write_chunk(chunk: PointCloud) -> None:
+            t0 = time.perf_counter()
+            for writer in writers:
+                writer.write(chunk)
+            self.timings_s["output"] += time.perf_counter() - t0
+
         try:
             for path in paths:
                 writers.append(open_writer(path, spec, meta))
             summary = ScanSummary(pulses=self.total_pulses)
-            for chunk in self.chunks(progress):
-                for writer in writers:
-                    writer.write(chunk)
-                summary.add(chunk)
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer") as pool:
+                pending: Future[None] | None = None
+                try:
+                    for chunk in self.chunks(progress):
+                        if pending is not None:
+                            pending.result()
+                        pending = pool.submit(write_chunk, chunk)
+                        summary.add(chunk)
+                finally:
+                    if pending is not None:
+                        pending.result()
+            t0 = time.perf_counter()
             for writer in writers:
                 summary.files.extend(writer.close())
+            self.timings_s["output"] += time.perf_counter() - t0
         except BaseException:
             for writer in writers:
                 writer.abort()

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
+from .spool import bytes_view
 
 __all__ = ["KittiWriter", "read_kitti"]
 
@@ -38,9 +39,9 @@ class KittiWriter:
         data = np.zeros((len(chunk), 4), dtype="<f4")
         data[:, :3] = chunk["xyz"]
         data[:, 3] = chunk["intensity"] / self.intensity_max
-        data.tofile(self._bin)
+        self._bin.write(bytes_view(data))
         instance = chunk["instance"].astype("<u4") << np.uint32(16)
-        (chunk["label"].astype("<u4") | instance).tofile(self._label)
+        self._label.write(bytes_view(chunk["label"].astype("<u4") | instance))
 
     def close(self) -> list[Path]:
         """Rename both files into place."""
