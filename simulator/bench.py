@@ -34,6 +34,7 @@ import trimesh
 from . import fast
 from .config import Pose, Survey, load_materials, load_scanner
 from .labels import label_id
+from .raycast import RayEngine
 from .scene import Scene, SceneObject
 from .simulate import Simulation
 
@@ -330,3 +331,67 @@ def format_result(result: BenchResult) -> str:
             "ids only (intersects_first)"
         )
     return "\n".join(lines)
+
+
+def write_load_mesh(path: Path, triangles: int = 10_000_000) -> None:
+    """Write a binary PLY terrain grid of about ``triangles`` triangles."""
+    cells = int(np.sqrt(triangles / 2.0))
+    _ground(float(cells), cells).export(str(path))
+
+
+def run_load_bench(path: str | Path) -> dict[str, Any]:
+    """Load a mesh file as a scene, set up the ray engine, and cast once (BVH build).
+
+    Times :func:`~simulator.scene.load_scene` (trimesh), the ray engine's set-up and
+    its first cast (Embree builds the BVH then), with the resident memory at each
+    step. Run it in a fresh process for a meaningful peak (``lidar-sim bench --load``).
+    """
+    import open3d as o3d
+
+    from .scene import load_scene
+
+    path = Path(path)
+    rss0 = _rss_mib()
+    t0 = time.perf_counter()
+    scene = load_scene(path)
+    t_load = time.perf_counter() - t0
+    rss_loaded = _rss_mib()
+    t0 = time.perf_counter()
+    engine = RayEngine(scene)
+    t_engine = time.perf_counter() - t0
+    rss_engine = _rss_mib()
+    t0 = time.perf_counter()
+    centre = scene.bounds_m.mean(axis=0) + np.array([0.0, 0.0, 10.0])
+    hits = engine.cast(centre[None, :], np.array([[0.0, 0.0, -1.0]]))
+    t_bvh = time.perf_counter() - t0
+    mesh_mib = sum(o.vertices_m.nbytes + o.faces.nbytes for o in scene.objects) / 2**20
+    return {
+        "triangles": scene.triangle_count,
+        "file_mib": round(path.stat().st_size / 2**20, 1),
+        "arrays_mib": round(mesh_mib, 1),
+        "load_s": round(t_load, 2),
+        "engine_setup_s": round(t_engine, 2),
+        "bvh_build_s": round(t_bvh, 2),
+        "hit_ok": bool(hits.hit[0]),
+        "rss_start_mib": round(rss0, 1),
+        "rss_after_load_mib": round(rss_loaded, 1),
+        "rss_after_engine_mib": round(rss_engine, 1),
+        "peak_rss_mib": round(_peak_rss_mib(), 1),
+        "open3d": o3d.__version__,
+    }
+
+
+def format_load(figures: dict[str, Any]) -> str:
+    """Human-readable lines of :func:`run_load_bench`'s figures."""
+    f = figures
+    return "\n".join(
+        [
+            f"mesh file          {f['triangles']:,} triangles, binary PLY {f['file_mib']} MiB "
+            f"(vertices + faces as float64/int64 arrays: {f['arrays_mib']} MiB)",
+            f"load (trimesh)     {f['load_s']:.2f} s, resident {f['rss_start_mib']:.0f} -> "
+            f"{f['rss_after_load_mib']:.0f} MiB",
+            f"engine set-up      {f['engine_setup_s']:.2f} s (resident "
+            f"{f['rss_after_engine_mib']:.0f} MiB), BVH build {f['bvh_build_s']:.2f} s "
+            f"(first cast), peak {f['peak_rss_mib']:.0f} MiB",
+        ]
+    )

@@ -154,9 +154,36 @@ def bench(
     ] = False,
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    load: Annotated[
+        int,
+        typer.Option(help="Instead: load a mesh file of this many triangles (e.g. 10000000)."),
+    ] = 0,
 ) -> None:
     """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
-    from .bench import format_result, run_bench
+    import json
+    import subprocess
+    import tempfile
+
+    from .bench import format_load, format_result, run_bench, write_load_mesh
+
+    if load:
+        with tempfile.TemporaryDirectory() as tmp:
+            mesh = Path(tmp) / "terrain.ply"
+            write_load_mesh(mesh, load)
+            # A fresh process, so that its peak memory is the load's alone.
+            code = (
+                "import json, sys, simulator.bench as b; "
+                "print(json.dumps(b.run_load_bench(sys.argv[1])))"
+            )
+            res = subprocess.run(
+                [sys.executable, "-c", code, str(mesh)], capture_output=True, text=True
+            )
+        if res.returncode != 0:
+            typer.echo(res.stderr, err=True)
+            raise typer.Exit(res.returncode)
+        figures = json.loads(res.stdout.strip().splitlines()[-1])
+        typer.echo(json.dumps(figures, indent=2) if as_json else format_load(figures))
+        return
 
     result = run_bench(
         revolutions,

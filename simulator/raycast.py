@@ -60,12 +60,16 @@ class RayEngine:
         self._scene = o3d.t.geometry.RaycastingScene()
         ids = []
         for obj in scene.objects:
+            # One float32 and one uint32 copy each, shared with Open3D (from_numpy), which
+            # copies them into Embree's buffers; both are freed after.
             vertices = (obj.vertices_m - self.origin_shift_m).astype(np.float32)
+            faces = obj.faces.astype(np.uint32)
             ids.append(
                 self._scene.add_triangles(
-                    o3d.core.Tensor(vertices), o3d.core.Tensor(obj.faces.astype(np.uint32))
+                    o3d.core.Tensor.from_numpy(vertices), o3d.core.Tensor.from_numpy(faces)
                 )
             )
+            del vertices, faces
         if ids != list(range(len(ids))):  # what cast_rays relies on
             raise RuntimeError(f"Open3D numbered the geometries unexpectedly: {ids[:5]}...")
         if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:

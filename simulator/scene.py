@@ -176,10 +176,26 @@ def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
     )
 
 
-def _mesh_parts(
-    path: Path, source: str | Path, key: str
-) -> list[tuple[str, str | None, trimesh.Trimesh]]:
-    """Load a mesh file as (part name, material name or None, mesh in the file's frame)."""
+@dataclass
+class _Part:
+    """A mesh part as loaded: its own vertices and faces, and where the file places it."""
+
+    name: str
+    material: str | None
+    vertices: NDArray[np.float64]
+    faces: NDArray[np.int64]
+    transform: NDArray[np.float64]
+
+
+def _place(vertices: NDArray[np.float64], matrix: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Vertices moved by a 4x4 matrix, as one new array (no other copy)."""
+    out = vertices @ matrix[:3, :3].T
+    out += matrix[:3, 3]
+    return out
+
+
+def _mesh_parts(path: Path, source: str | Path, key: str) -> list[_Part]:
+    """Load a mesh file's parts (shared data, not copied) with their scene-graph transforms."""
     if not path.is_file():
         raise ConfigError(source, key, f"mesh file not found: {path}")
     try:
@@ -190,23 +206,29 @@ def _mesh_parts(
         raise SceneError(
             f"{path}: cannot be read as a mesh ({type(exc).__name__}: {exc})"
         ) from None
-    parts: list[tuple[str, str | None, trimesh.Trimesh]] = []
+    parts: list[_Part] = []
     for node in loaded.graph.nodes_geometry:
         transform, geom_name = loaded.graph[node]
         geom = loaded.geometry[geom_name]
         if not isinstance(geom, trimesh.Trimesh) or len(geom.faces) == 0:
             continue
-        mesh = geom.copy()
-        mesh.apply_transform(transform)
         material = getattr(getattr(geom.visual, "material", None), "name", None)
-        parts.append((str(node), material or None, mesh))
+        parts.append(
+            _Part(
+                name=str(node),
+                material=material or None,
+                vertices=np.asarray(geom.vertices, dtype=np.float64),
+                faces=np.asarray(geom.faces, dtype=np.int64),
+                transform=np.asarray(transform, dtype=np.float64),
+            )
+        )
     if not parts:
         raise SceneError(f"{path}: holds no triangles")
     return parts
 
 
-def _check_finite(mesh: trimesh.Trimesh, where: str) -> None:
-    if not np.all(np.isfinite(mesh.vertices)):
+def _check_finite(vertices: NDArray[np.float64], where: str) -> None:
+    if not np.isfinite(vertices).all():
         raise SceneError(f"{where}: mesh has NaN or infinite vertex coordinates")
 
 
@@ -270,11 +292,13 @@ def build_scene(
         if obj.mesh is not None:
             parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
         else:
-            parts = [(obj.name, None, primitive_mesh(obj))]
+            mesh = primitive_mesh(obj)
+            parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
         object_instance: int | None = obj.instance  # all parts of one object share it
-        for part_name, part_material, mesh in parts:
-            name = obj.name if len(parts) == 1 else f"{obj.name}/{part_name}"
-            _check_finite(mesh, f"{source}: {key} ({name})")
+        for part in parts:
+            part_material = part.material
+            name = obj.name if len(parts) == 1 else f"{obj.name}/{part.name}"
+            _check_finite(part.vertices, f"{source}: {key} ({name})")
             if obj.material is not None:
                 mat = material_key(obj.material, f"{key}.material", obj.name)
             elif part_material is not None and part_material in library:
@@ -300,12 +324,11 @@ def build_scene(
                 instance = object_instance
             else:
                 instance = 0
-            vertices = trimesh.transform_points(np.asarray(mesh.vertices, np.float64), placement)
             objects.append(
                 SceneObject(
                     name=name,
-                    vertices_m=vertices,
-                    faces=np.asarray(mesh.faces, dtype=np.int64),
+                    vertices_m=_place(part.vertices, placement @ part.transform),
+                    faces=np.asarray(part.faces, dtype=np.int64),
                     material=mat,
                     label=label,
                     instance=instance,
