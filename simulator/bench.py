@@ -276,27 +276,25 @@ def run_bench(
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
         "pulses": total,
-        "sensor_time_s": round(total / scanner.pulses_per_second, 3),
+        "sensor_time_s": total / scanner.pulses_per_second,
         "points": points,
         "chunk_pulses": chunk_pulses,
         "output_format": output_format,
-        "output_mib": round(file_mib, 1),
-        "scene_build_s": round(t_scene, 3),
-        "engine_setup_s": round(t_engine, 3),
-        "bvh_build_s": round(t_bvh, 3),
-        "warm_up_s": round(t_warm, 3),
-        "pipeline_s": round(t_pipeline, 3),
-        "pipeline_pulses_per_s": round(pulses_per_s),
-        "real_time_factor": round(pulses_per_s / scanner.pulses_per_second, 2),
-        "cast_only_s": round(t_cast, 3),
-        "cast_only_rays_per_s": round(total / t_cast),
-        "pipeline_to_cast_ratio": round(t_pipeline / t_cast, 2),
-        "stages_s": {k: round(v, 3) for k, v in stage.items()},
-        "trimesh_embree_rays_per_s": (
-            {k: round(v) for k, v in trimesh_rate.items()} if trimesh_rate else None
-        ),
-        "rss_before_scan_mib": round(rss_before, 1),
-        "peak_rss_mib": round(peak, 1),
+        "output_mib": file_mib,
+        "scene_build_s": t_scene,
+        "engine_setup_s": t_engine,
+        "bvh_build_s": t_bvh,
+        "warm_up_s": t_warm,
+        "pipeline_s": t_pipeline,
+        "pipeline_pulses_per_s": pulses_per_s,
+        "real_time_factor": pulses_per_s / scanner.pulses_per_second,
+        "cast_only_s": t_cast,
+        "cast_only_rays_per_s": total / t_cast,
+        "pipeline_to_cast_ratio": t_pipeline / t_cast,
+        "stages_s": stage,
+        "trimesh_embree_rays_per_s": trimesh_rate,
+        "rss_before_scan_mib": rss_before,
+        "peak_rss_mib": peak,
     }
     return BenchResult(figures)
 
@@ -310,9 +308,9 @@ def format_result(result: BenchResult) -> str:
         f"scene              {f['triangles']:,} triangles in {f['objects']} objects "
         f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
-        f"survey             {f['scanner']}, {f['pulses']:,} pulses ({f['sensor_time_s']} s of "
-        f"sensor time) -> {f['points']:,} points, "
-        f"chunks of {f['chunk_pulses']:,}, output .{f['output_format']} ({f['output_mib']} MiB)",
+        f"survey             {f['scanner']}, {f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
+        f"of sensor time) -> {f['points']:,} points, "
+        f"chunks of {f['chunk_pulses']:,}, output .{f['output_format']} ({f['output_mib']:.1f} MiB)",
         f"pipeline           {f['pipeline_pulses_per_s'] / 1e6:.2f} M pulses/s steady state = "
         f"{f['real_time_factor']:.1f} x real time ({f['pipeline_s']:.2f} s in all)",
         f"bare cast          {f['cast_only_rays_per_s'] / 1e6:.2f} M rays/s "
