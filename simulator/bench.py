@@ -310,7 +310,8 @@ def format_result(result: BenchResult) -> str:
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
         f"survey             {f['scanner']}, {f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "
-        f"chunks of {f['chunk_pulses']:,}, output .{f['output_format']} ({f['output_mib']:.1f} MiB)",
+        f"chunks of {f['chunk_pulses']:,}, "
+        f"output .{f['output_format']} ({f['output_mib']:.1f} MiB)",
         f"pipeline           {f['pipeline_pulses_per_s'] / 1e6:.2f} M pulses/s steady state = "
         f"{f['real_time_factor']:.1f} x real time ({f['pipeline_s']:.2f} s in all)",
         f"bare cast          {f['cast_only_rays_per_s'] / 1e6:.2f} M rays/s "
