@@ -35,21 +35,25 @@ def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     return header
 
 
-def _records(chunk: PointCloud, offset_m: np.ndarray) -> laspy.ScaleAwarePointRecord:
-    data = laspy.LasData(_header(offset_m))
+def _records(chunk: PointCloud, header: laspy.LasHeader) -> laspy.PackedPointRecord:
+    """The chunk packed straight into the point format's record layout (no per-field copies
+    through laspy's accessors)."""
+    fmt = header.point_format
+    data = np.zeros(len(chunk), dtype=fmt.dtype())
     xyz = chunk["xyz"].astype(np.float64)
-    data.x, data.y, data.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-    data.intensity = np.clip(np.round(chunk["intensity"]), 0, 65535).astype(np.uint16)
-    data.return_number = chunk["return_number"]
-    data.number_of_returns = chunk["num_returns"]
-    data.gps_time = chunk["time_s"]
+    for axis, name in enumerate("XYZ"):
+        data[name] = np.round((xyz[:, axis] - header.offsets[axis]) / header.scales[axis])
+    data["intensity"] = np.clip(np.round(chunk["intensity"]), 0, 65535)
+    # Point format 6: return number in bits 0-3, number of returns in bits 4-7.
+    data["bit_fields"] = (chunk["return_number"] & 0x0F) | (chunk["num_returns"] << 4)
     label = chunk["label"]
-    data.classification = np.where(label < 256, label, 0).astype(np.uint8)
-    data.ring = chunk["ring"]
-    data.label = label
-    data.instance = chunk["instance"]
-    data.range = chunk["range_m"]
-    return data.points
+    data["classification"] = np.where(label < 256, label, 0)
+    data["gps_time"] = chunk["time_s"]
+    data["ring"] = chunk["ring"]
+    data["label"] = label
+    data["instance"] = chunk["instance"]
+    data["range"] = chunk["range_m"]
+    return laspy.PackedPointRecord(data, fmt)
 
 
 class LasWriter:
@@ -62,7 +66,6 @@ class LasWriter:
         self._atomic = atomic_path(path)
         self._tmp = self._atomic.__enter__()
         self._writer: laspy.LasWriter | None = None
-        self._offset_m = np.zeros(3)
 
     def _open(self, offset_m: np.ndarray) -> laspy.LasWriter:
         return laspy.open(
@@ -74,9 +77,8 @@ class LasWriter:
         if len(chunk) == 0:
             return
         if self._writer is None:
-            self._offset_m = np.floor(chunk["xyz"].min(axis=0).astype(np.float64))
-            self._writer = self._open(self._offset_m)
-        self._writer.write_points(_records(chunk, self._offset_m))
+            self._writer = self._open(np.floor(chunk["xyz"].min(axis=0).astype(np.float64)))
+        self._writer.write_points(_records(chunk, self._writer.header))
 
     def close(self) -> list[Path]:
         """Finish the header and rename the file into place."""
