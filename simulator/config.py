@@ -139,6 +139,13 @@ class ScannerConfig(_Model):
     range_noise_m: NonNegFloat
     intensity_scale: PositiveFloat
     intensity_max: PositiveFloat = 255.0
+    #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
+    beam_samples: Annotated[int, Field(ge=1)] = 1
+    #: Echoes closer than this merge into one (the pulse length is the physical floor).
+    min_return_separation_m: NonNegFloat = 0.0
+    return_mode: Literal["strongest", "last", "first", "dual", "multi"] = "strongest"
+    #: Returns reported per pulse in ``multi`` mode (the other modes fix it: 1, or 2 for dual).
+    max_returns: Annotated[int, Field(ge=1, le=255)] | None = None
 
     @model_validator(mode="after")
     def _range_window(self) -> ScannerConfig:
@@ -147,6 +154,29 @@ class ScannerConfig(_Model):
                 f"range_min_m ({self.range_min_m}) must be below range_max_m ({self.range_max_m})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _returns(self) -> ScannerConfig:
+        from .beam import RING_COUNTS
+
+        if self.beam_samples not in RING_COUNTS:
+            raise ValueError(
+                f"beam_samples must be one of {', '.join(map(str, RING_COUNTS))} "
+                f"(a centre and hexagonal rings); got {self.beam_samples}"
+            )
+        fixed = {"strongest": 1, "first": 1, "last": 1, "dual": 2}.get(self.return_mode)
+        if fixed is not None and self.max_returns not in (None, fixed):
+            raise ValueError(
+                f"return_mode {self.return_mode} reports {fixed} return(s); max_returns "
+                f"{self.max_returns} applies to return_mode multi"
+            )
+        return self
+
+    @property
+    def returns_per_pulse(self) -> int:
+        """Most returns reported for one pulse."""
+        fixed = {"strongest": 1, "first": 1, "last": 1, "dual": 2}
+        return fixed.get(self.return_mode) or self.max_returns or 3
 
     @property
     def firing_period_s(self) -> float:

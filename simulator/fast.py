@@ -92,6 +92,7 @@ if AVAILABLE:
         beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
         seed_slope, seed_relief, seed_noise,
         keep, range_meas, intensity, cos_inc_out, cos_eff_out, spread_out, peak_out,
+        backscatter_out, relief_out,
     ):  # fmt: skip
         per_pulse_up = up.shape[0] > 1
         slope_key = _mix64(seed_slope + _GAMMA)
@@ -165,12 +166,12 @@ if AVAILABLE:
             if ext > 0.0:
                 received *= math.exp(-2.0 * ext * r)
             # 7. range: place-fixed relief + per-pulse jitter, quantised, windowed
-            rm = r
+            relief = 0.0
             if rough[m] != 0.0:
                 cr = min(max(cos_eff, 0.05), 1.0)
-                rm += (
-                    rough[m] / (cr * math.sqrt(cr)) * _hash_normal(_cell_hash(u, v, c, relief_key))
-                )
+                relief = rough[m] / (cr * math.sqrt(cr))
+                relief *= _hash_normal(_cell_hash(u, v, c, relief_key))
+            rm = r + relief
             if noise != 0.0:
                 rm += noise * _hash_normal(_mix64(seed_noise + _U(pulse_start + i)))
             if res > 0.0:
@@ -183,6 +184,8 @@ if AVAILABLE:
             cos_eff_out[q] = cos_eff
             spread_out[q] = spread
             peak_out[q] = peak
+            backscatter_out[q] = b
+            relief_out[q] = relief
 
     @njit(parallel=True, cache=True, nogil=True)
     def _assemble(  # type: ignore[no-untyped-def]

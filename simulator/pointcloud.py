@@ -38,6 +38,7 @@ DIAGNOSTIC_FIELDS: dict[str, tuple[type, tuple[int, ...]]] = {
     "peak_factor": (np.float32, ()),
     "object_id": (np.int32, ()),
     "pulse_id": (np.uint64, ()),
+    "energy_fraction": (np.float32, ()),
 }
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "Streams",
     "assemble_returns",
     "assemble_returns_fast",
+    "echo_returns",
     "evaluate_hits",
     "evaluate_hits_fast",
 ]
@@ -179,6 +180,10 @@ class HitResults:
         Calibrated reflectivity.
     cos_incidence, cos_effective, spread_m, peak_factor : (H,) float64
         Diagnostics.
+    backscatter : (H,) float64
+        Minnaert backscatter (before the intensity scale and clip).
+    relief_m : (H,) float64
+        The place-fixed relief offset of the range.
     """
 
     idx: NDArray[np.int64]
@@ -189,6 +194,8 @@ class HitResults:
     cos_effective: NDArray[np.float64]
     spread_m: NDArray[np.float64]
     peak_factor: NDArray[np.float64]
+    backscatter: NDArray[np.float64]
+    relief_m: NDArray[np.float64]
 
 
 def _world_rays(
@@ -292,7 +299,9 @@ def evaluate_hits(
 
     # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
     intensity = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
-    return HitResults(idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak)
+    return HitResults(
+        idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak, backscatter, relief
+    )
 
 
 def evaluate_hits_fast(
@@ -310,7 +319,7 @@ def evaluate_hits_fast(
 
     idx = np.flatnonzero(hits.hit)
     h = len(idx)
-    out = [np.zeros(h, dtype=np.bool_)] + [np.zeros(h) for _ in range(6)]
+    out = [np.zeros(h, dtype=np.bool_)] + [np.zeros(h) for _ in range(8)]
     mt = tables.materials
     fast.evaluate_hits(
         idx, rays, shift_m, hits.range_m, hits.normal, hits.object_index,
@@ -322,8 +331,7 @@ def evaluate_hits_fast(
         model.range_noise_m, model.intensity_scale, model.intensity_max,
         streams.micro_slope, streams.relief, streams.sensor_noise, *out,
     )  # fmt: skip
-    keep, range_meas, intensity, cos_inc, cos_eff, spread, peak = out
-    return HitResults(idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak)
+    return HitResults(idx, *out)
 
 
 def assemble_returns(
@@ -376,6 +384,7 @@ def assemble_returns(
             peak_factor=results.peak_factor[keep].astype(np.float32),
             object_id=obj.astype(np.int32),
             pulse_id=pulse_id,
+            energy_fraction=np.ones(count, dtype=np.float32),
         )
     return PointCloud(fields)
 
@@ -423,4 +432,113 @@ def assemble_returns_fast(
         fields["xyz"], fields["intensity"], fields["range_m"], fields["ring"], fields["time_s"],
         fields["label"], fields["instance"],
     )  # fmt: skip
+    return PointCloud(fields)
+
+
+def echo_returns(
+    results: HitResults,
+    samples: int,
+    weights: NDArray[np.float64],
+    pulse_start: int,
+    beams: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
+    hits: Hits,
+    tables: SceneTables,
+    model: ReturnModel,
+    streams: Streams,
+    scanner: ScannerConfig,
+    pattern: SpinningPattern,
+    trajectory: StaticTrajectory,
+    *,
+    frame: str = "sensor",
+    diagnostics: bool = False,
+) -> PointCloud:
+    """The point record of a chunk cast as footprint sub-rays (see :mod:`simulator.echoes`).
+
+    Parameters
+    ----------
+    results : HitResults
+        The per-hit model of the sub-ray hits (sub-ray ``k`` of pulse ``p`` is ray
+        ``p * samples + k``).
+    samples : int
+        Sub-rays per pulse.
+    weights : (samples,) float64
+        Their energy shares.
+    beams : (P, 6) float32
+        The pulses' central rays (points are reported along them).
+    hits : Hits
+        The sub-rays' hits.
+    """
+    from .echoes import form_echoes, select_returns
+
+    idx = results.idx
+    echoes = form_echoes(
+        idx // samples,
+        weights[idx % samples],
+        hits.range_m[idx].astype(np.float64),
+        results.relief_m,
+        results.backscatter,
+        results.spread_m,
+        hits.object_index[idx],
+        results.cos_incidence,
+        results.cos_effective,
+        separation_m=max(scanner.min_return_separation_m, model.pulse_length_m),
+        pulse_length_m=model.pulse_length_m,
+    )
+    r_true = echoes.range_true_m
+    r_safe = np.maximum(r_true, 1e-6)
+    received = echoes.energy * echoes.peak_factor / (r_safe * r_safe)
+    if model.extinction_per_m > 0.0:
+        received *= np.exp(-2.0 * model.extinction_per_m * r_true)
+    pulse_id = np.uint64(pulse_start) + echoes.pulse.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = physics.mix64(streams.sensor_noise + pulse_id)
+        later = physics.mix64(key + echoes.rank.astype(np.uint64))
+    key = np.where(echoes.rank == 0, key, later)
+    range_meas = r_true + echoes.relief_m + model.range_noise_m * physics.hash_normal(key)
+    if model.range_resolution_m > 0.0:
+        range_meas = np.round(range_meas / model.range_resolution_m) * model.range_resolution_m
+    ok = (
+        (received >= model.threshold)
+        & (range_meas >= model.range_min_m)
+        & (range_meas <= model.range_max_m)
+    )
+    sel = np.flatnonzero(ok)
+    chosen, number, total = select_returns(
+        echoes.pulse[sel], range_meas[sel], received[sel], scanner.return_mode,
+        scanner.returns_per_pulse,
+    )  # fmt: skip
+    e = sel[chosen]
+    p = echoes.pulse[e]
+    r = range_meas[e]
+    time_s, ring = pattern.time_and_channel(pulse_id[e])
+    origins_m, directions = _world_rays(beams[p], shift_m)
+    xyz = origins_m + r[:, None] * directions
+    if frame == "sensor":
+        xyz = trajectory.to_sensor(xyz, time_s)
+    obj = echoes.object_index[e]
+    fields = {
+        "xyz": xyz.astype(np.float32),
+        "intensity": np.clip(
+            model.intensity_scale * echoes.energy[e], 0.0, model.intensity_max
+        ).astype(np.float32),
+        "range_m": r.astype(np.float32),
+        "ring": ring,
+        "time_s": time_s,
+        "return_number": number,
+        "num_returns": total,
+        "label": tables.label_of_object[obj],
+        "instance": tables.instance_of_object[obj],
+    }
+    if diagnostics:
+        fields.update(
+            range_true_m=r_true[e],
+            cos_incidence=echoes.cos_incidence[e].astype(np.float32),
+            cos_effective=echoes.cos_effective[e].astype(np.float32),
+            footprint_spread_m=echoes.spread_m[e].astype(np.float32),
+            peak_factor=echoes.peak_factor[e].astype(np.float32),
+            object_id=obj.astype(np.int32),
+            pulse_id=pulse_id[e],
+            energy_fraction=echoes.energy_fraction[e].astype(np.float32),
+        )
     return PointCloud(fields)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import fast
+from .beam import beam_pattern, sub_ray_directions
 from .config import ScannerConfig, Survey, load_scanner, load_survey
 from .labels import label_name
 from .pointcloud import PointCloud, record_spec
@@ -28,6 +29,7 @@ from .returns import (
     Streams,
     assemble_returns,
     assemble_returns_fast,
+    echo_returns,
     evaluate_hits,
     evaluate_hits_fast,
 )
@@ -109,6 +111,8 @@ class Simulation:
     model: ReturnModel = field(init=False)
     streams: Streams = field(init=False)
     timings_s: dict[str, float] = field(init=False)
+    beam_offsets: NDArray[np.float64] = field(init=False)
+    beam_weights: NDArray[np.float64] = field(init=False)
     #: Use the fused numba kernels (default when numba is installed); ``False`` runs the
     #: pure numpy specification, e.g. to check the kernels against it.
     use_fast: bool = field(default=fast.AVAILABLE)
@@ -121,6 +125,7 @@ class Simulation:
         self.model = ReturnModel.from_scanner(self.scanner)
         self.streams = Streams.from_seed(self.survey.seed)
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
+        self.beam_offsets, self.beam_weights = beam_pattern(self.scanner.beam_samples)
 
     @classmethod
     def from_survey(
@@ -142,6 +147,12 @@ class Simulation:
         """Load a survey YAML (with ``dotted.key=value`` overrides) and resolve it."""
         survey, base = load_survey(path, overrides)
         return cls.from_survey(survey, base, source=path)
+
+    @property
+    def chunk_step(self) -> int:
+        """Pulses per chunk: ``chunk_pulses``, divided by ``beam_samples`` (rays per chunk
+        stay the same, and so does memory)."""
+        return max(1, self.survey.chunk_pulses // self.scanner.beam_samples)
 
     @property
     def total_pulses(self) -> int:
@@ -166,8 +177,14 @@ class Simulation:
             "scene": self.scene.source,
         }
 
-    def cast_pulses(self, start: int, stop: int) -> tuple[NDArray[np.float32], Hits]:
-        """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits."""
+    def cast_pulses(
+        self, start: int, stop: int
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], Hits]:
+        """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits.
+
+        Returns the pulses' central rays, the rays actually cast (the same, or
+        ``beam_samples`` sub-rays per pulse, pulse-major) and the hits of the latter.
+        """
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         if self.use_fast:
@@ -179,21 +196,50 @@ class Simulation:
                 schedule.origin_m, schedule.direction, schedule.time_s
             )
             rays = self.engine.rays(origins, directions)
+        cast = rays if self.scanner.beam_samples == 1 else self._sub_rays(rays)
         t1 = time.perf_counter()
-        hits = self.engine.cast_rays(rays)
+        hits = self.engine.cast_rays(cast)
         self.timings_s["schedule"] += t1 - t0
         self.timings_s["cast"] += time.perf_counter() - t1
-        return rays, hits
+        return rays, cast, hits
 
-    def returns_of(self, start: int, rays: NDArray[np.float32], hits: Hits) -> PointCloud:
+    def _sub_rays(self, rays: NDArray[np.float32]) -> NDArray[np.float32]:
+        """``beam_samples`` sub-rays per beam over its elliptical footprint (pulse-major)."""
+        n = self.scanner.beam_samples
+        div = self.scanner.divergence_mrad
+        rot = self.trajectory.rotation
+        directions = sub_ray_directions(
+            rays[:, 3:].astype(np.float64),
+            rot[:, 2],
+            rot[:, 0],
+            0.5e-3 * div.horizontal,
+            0.5e-3 * div.vertical,
+            self.beam_offsets,
+        )
+        out = np.zeros((len(rays), n, 6), dtype=np.float32)
+        out[:, :, :3] = rays[:, None, :3]
+        out[:, :, 3:] = directions
+        return out.reshape(-1, 6)
+
+    def returns_of(
+        self, start: int, rays: NDArray[np.float32], cast: NDArray[np.float32], hits: Hits
+    ) -> PointCloud:
         """Second stage: the per-hit model and the point record of a cast chunk."""
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         up = self.trajectory.sensor_up()
         evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
-        assemble = assemble_returns_fast if self.use_fast else assemble_returns
-        results = evaluate(start, rays, shift, up, hits, self.tables, self.model, self.streams)
+        results = evaluate(start, cast, shift, up, hits, self.tables, self.model, self.streams)
         out = self.survey.output
+        if self.scanner.beam_samples > 1:
+            cloud = echo_returns(
+                results, self.scanner.beam_samples, self.beam_weights, start, rays, shift,
+                hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
+                self.trajectory, frame=out.frame, diagnostics=out.diagnostics,
+            )  # fmt: skip
+            self.timings_s["physics"] += time.perf_counter() - t0
+            return cloud
+        assemble = assemble_returns_fast if self.use_fast else assemble_returns
         cloud = assemble(
             results,
             start,
@@ -211,8 +257,7 @@ class Simulation:
 
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
         """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
-        rays, hits = self.cast_pulses(start, stop)
-        return self.returns_of(start, rays, hits)
+        return self.returns_of(start, *self.cast_pulses(start, stop))
 
     def chunks(self, progress: ProgressCallback | None = None) -> Iterator[PointCloud]:
         """Yield the scan chunk by chunk (``survey.chunk_pulses`` pulses each).
@@ -223,7 +268,7 @@ class Simulation:
         in the result.
         """
         total = self.total_pulses
-        step = self.survey.chunk_pulses
+        step = self.chunk_step
         starts = list(range(0, total, step))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cast") as pool:
             ahead = [pool.submit(self.cast_pulses, s, min(s + step, total)) for s in starts[:1]]
@@ -231,8 +276,7 @@ class Simulation:
                 if k + 1 < len(starts):
                     nxt = starts[k + 1]
                     ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, total)))
-                rays, hits = ahead.pop(0).result()
-                yield self.returns_of(start, rays, hits)
+                yield self.returns_of(start, *ahead.pop(0).result())
                 if progress is not None:
                     progress(min(start + step, total), total)
 

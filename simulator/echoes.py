@@ -1,0 +1,249 @@
+"""Echo formation from footprint sub-rays, and the sensor's return modes.
+
+With ``beam_samples > 1`` every pulse is cast as a fan of sub-rays over its
+elliptical Gaussian beam (:mod:`simulator.beam`), each carrying its share ``w`` of the
+pulse energy. Each sub-ray hit goes through the per-hit model of a single ray
+(incidence, micro-slope, Minnaert backscatter ``b``, in-plane footprint spread, relief),
+then:
+
+1. **Grouping.** A pulse's sub-ray hits are sorted by range; a new echo starts where
+   the gap to the previous hit exceeds the separation the sensor resolves,
+   ``max(min_return_separation_m, pulse length)``.
+2. **Energy and range.** An echo's energy is ``E = sum(w b)``; its true range is the
+   energy-weighted range of its sub-rays (a mixed point at an edge whose two targets
+   are closer than the separation), and its measured range adds the energy-weighted
+   relief, the sensor jitter, quantisation and the range window.
+3. **Peak factor.** The echo's range extent combines the seed's in-plane footprint
+   spread (energy-weighted over its sub-rays) with the spread between the surfaces it
+   is made of (twice the energy-weighted standard deviation of the per-object ranges,
+   which is the distance between two equal surfaces): ``s = sqrt(s_plane^2 +
+   s_between^2)``, peak ``L / sqrt(L^2 + s^2)``. On one plane ``s_between = 0`` and
+   the echo is the single-ray result.
+4. **Detection** against the single ray's threshold: ``E * peak * exp(-2 alpha R) / R^2``.
+5. **Labels.** An echo takes the label, instance and material of the object that gave
+   it most energy; ``energy_fraction`` is that object's share.
+
+Return modes (``return_mode``), among the detected echoes of a pulse: ``strongest``
+(highest received peak), ``first``, ``last``, ``dual`` (the RS-Helios rule: the
+strongest and the last, or the strongest and the second strongest when the strongest
+is the last), and ``multi`` (the first ``max_returns`` by range). ``return_number``
+counts the reported returns of a pulse by range from 1; ``num_returns`` is how many.
+
+The sensor jitter of the nearest echo of a pulse is the single ray's
+(``hash_normal(mix64(seed + pulse_id))``); echo ``k > 0`` uses
+``hash_normal(mix64(mix64(seed + pulse_id) + k))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import physics
+
+__all__ = ["Echoes", "form_echoes", "select_returns"]
+
+
+@dataclass
+class Echoes:
+    """One row per echo of a chunk, ordered by pulse then range.
+
+    Attributes
+    ----------
+    pulse : (E,) int64
+        Pulse (index in the chunk) of each echo.
+    rank : (E,) int64
+        Position of the echo among its pulse's echoes by range, from 0.
+    energy : (E,) float64
+        ``sum(w b)`` of its sub-rays.
+    range_true_m : (E,) float64
+        Energy-weighted geometric range.
+    relief_m : (E,) float64
+        Energy-weighted relief offset.
+    spread_m, peak_factor : (E,) float64
+        Combined range extent and the echo's peak factor.
+    object_index : (E,) int32
+        The object that gave the echo most energy.
+    energy_fraction : (E,) float64
+        That object's share of the echo's energy.
+    cos_incidence, cos_effective : (E,) float64
+        Energy-weighted incidence cosines (diagnostics).
+    """
+
+    pulse: NDArray[np.int64]
+    rank: NDArray[np.int64]
+    energy: NDArray[np.float64]
+    range_true_m: NDArray[np.float64]
+    relief_m: NDArray[np.float64]
+    spread_m: NDArray[np.float64]
+    peak_factor: NDArray[np.float64]
+    object_index: NDArray[np.int32]
+    energy_fraction: NDArray[np.float64]
+    cos_incidence: NDArray[np.float64]
+    cos_effective: NDArray[np.float64]
+
+
+def _group_starts(keys: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Start positions of the runs of equal, sorted keys."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+
+
+def form_echoes(
+    pulse: NDArray[np.int64],
+    weight: NDArray[np.float64],
+    range_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    backscatter: NDArray[np.float64],
+    spread_m: NDArray[np.float64],
+    object_index: NDArray[np.int32],
+    cos_incidence: NDArray[np.float64],
+    cos_effective: NDArray[np.float64],
+    separation_m: float,
+    pulse_length_m: float,
+) -> Echoes:
+    """Group sub-ray hits into echoes (see the module docstring).
+
+    Parameters
+    ----------
+    pulse : (H,) int64
+        Pulse of each sub-ray hit.
+    weight : (H,) float64
+        Energy share of the sub-ray in its beam.
+    range_m, relief_m, backscatter, spread_m, cos_incidence, cos_effective : (H,) float64
+        The per-hit model's results for each sub-ray hit.
+    object_index : (H,) int32
+        Object each sub-ray hit.
+    separation_m : float
+        Echoes closer than this merge.
+    pulse_length_m : float
+        ``c * FWHM / 2`` (the peak factor's ``L``; 0 turns stretching off).
+
+    Returns
+    -------
+    Echoes
+    """
+    order = np.lexsort((range_m, pulse))
+    p = pulse[order]
+    r = range_m[order]
+    w = weight[order]
+    e = w * backscatter[order]
+    obj = object_index[order].astype(np.int64)
+    new_pulse = np.concatenate([[True], p[1:] != p[:-1]]) if len(p) else np.zeros(0, bool)
+    gap = np.concatenate([[np.inf], np.diff(r)]) if len(p) else np.zeros(0)
+    echo = np.cumsum(new_pulse | (gap > separation_m)) - 1
+    n = int(echo[-1]) + 1 if len(echo) else 0
+
+    energy = np.bincount(echo, e, minlength=n)
+    # Energy weights; an echo of black surfaces (E = 0) falls back to the beam shares.
+    ew = np.where(energy[echo] > 0.0, e, w)
+    norm = np.bincount(echo, ew, minlength=n)
+
+    def mean(values: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.bincount(echo, ew * values, minlength=n) / norm
+
+    range_true = mean(r)
+    # Per (echo, object) runs: the dominant object and the spread between surfaces.
+    by_obj = np.lexsort((obj, echo))
+    key = echo[by_obj] * (int(obj.max()) + 1 if len(obj) else 1) + obj[by_obj]
+    starts = _group_starts(key)
+    run_echo = echo[by_obj][starts]
+    run_obj = obj[by_obj][starts]
+    run_w = np.add.reduceat(ew[by_obj], starts) if len(starts) else np.zeros(0)
+    run_e = np.add.reduceat(e[by_obj], starts) if len(starts) else np.zeros(0)
+    run_r = (np.add.reduceat((ew * r)[by_obj], starts) / run_w) if len(starts) else run_w
+    between_var = np.bincount(
+        run_echo, run_w * (run_r - range_true[run_echo]) ** 2, minlength=n
+    ) / np.maximum(norm, 1e-300)
+    # Runs by echo, then energy: each echo's most energetic object is the last of its group.
+    best = np.lexsort((run_e, run_echo))
+    best_echo = run_echo[best]
+    dominant_run = best[np.append(best_echo[1:] != best_echo[:-1], True)] if n else best
+    spread_plane = mean(spread_m[order])
+    spread = np.sqrt(spread_plane**2 + 4.0 * between_var)
+    peak = physics.pulse_peak_factor(pulse_length_m, spread)
+    echo_pulse = p[_group_starts(echo)] if n else np.zeros(0, dtype=np.int64)
+    first_echo_of_pulse = np.concatenate([[True], echo_pulse[1:] != echo_pulse[:-1]])
+    pulse_start_idx = np.maximum.accumulate(np.where(first_echo_of_pulse, np.arange(n), 0))
+    dominant_e = run_e[dominant_run]
+    return Echoes(
+        pulse=echo_pulse.astype(np.int64),
+        rank=np.arange(n) - pulse_start_idx,
+        energy=energy,
+        range_true_m=range_true,
+        relief_m=mean(relief_m[order]),
+        spread_m=spread,
+        peak_factor=np.asarray(peak, dtype=np.float64),
+        object_index=run_obj[dominant_run].astype(np.int32),
+        energy_fraction=np.where(energy > 0.0, dominant_e / np.maximum(energy, 1e-300), 1.0),
+        cos_incidence=mean(cos_incidence[order]),
+        cos_effective=mean(cos_effective[order]),
+    )
+
+
+def select_returns(
+    pulse: NDArray[np.int64],
+    range_m: NDArray[np.float64],
+    received: NDArray[np.float64],
+    mode: str,
+    max_returns: int,
+) -> tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.uint8]]:
+    """Pick the reported returns among a chunk's detected echoes.
+
+    Parameters
+    ----------
+    pulse : (D,) int64
+        Pulse of each detected echo.
+    range_m : (D,) float64
+        Measured range of each.
+    received : (D,) float64
+        Received peak of each (what "strongest" compares).
+    mode : {"strongest", "first", "last", "dual", "multi"}
+    max_returns : int
+        For ``multi``.
+
+    Returns
+    -------
+    chosen : (K,) int64
+        Indices into the inputs, ordered by pulse then range.
+    return_number, num_returns : (K,) uint8
+    """
+    d = len(pulse)
+    by_range = np.lexsort((range_m, pulse))
+    starts = _group_starts(pulse[by_range])
+    counts = np.diff(np.append(starts, d))
+    group = np.repeat(np.arange(len(starts)), counts)  # pulse group of each sorted position
+    group_of = np.zeros(d, dtype=np.int64)  # ... and of each echo
+    group_of[by_range] = group
+    rank_r = np.zeros(d, dtype=np.int64)
+    rank_r[by_range] = np.arange(d) - starts[group]
+    by_strength = np.lexsort((-received, pulse))
+    rank_s = np.zeros(d, dtype=np.int64)
+    rank_s[by_strength] = np.arange(d) - starts[group]
+    is_last = rank_r == counts[group_of] - 1
+    if mode == "strongest":
+        keep = rank_s == 0
+    elif mode == "first":
+        keep = rank_r == 0
+    elif mode == "last":
+        keep = is_last
+    elif mode == "dual":
+        strongest = rank_s == 0
+        strongest_is_last = np.zeros(len(starts), dtype=bool)
+        strongest_is_last[group_of[strongest]] = is_last[strongest]
+        keep = strongest | np.where(strongest_is_last[group_of], rank_s == 1, is_last)
+    elif mode == "multi":
+        keep = rank_r < max_returns
+    else:
+        raise ValueError(f"unknown return mode {mode!r}")
+    chosen = by_range[keep[by_range]]
+    cp = pulse[chosen]
+    cstarts = _group_starts(cp)
+    ccounts = np.diff(np.append(cstarts, len(chosen)))
+    cgroup = np.repeat(np.arange(len(cstarts)), ccounts)
+    number = (np.arange(len(chosen)) - cstarts[cgroup] + 1).astype(np.uint8)
+    total = ccounts[cgroup].astype(np.uint8)
+    return chosen, number, total
