@@ -181,6 +181,7 @@ def run_bench(
     scene_scale: float = 1.0,
     compare_trimesh: bool = False,
     use_fast: bool = True,
+    beam_samples: int = 1,
 ) -> BenchResult:
     """Run the benchmark; see the module docstring for what is measured.
 
@@ -203,6 +204,8 @@ def run_bench(
         Also cast the first chunk's rays with trimesh + embreex (if installed).
     use_fast : bool
         Use the numba kernels (``False``: the numpy specification).
+    beam_samples : int
+        Sub-rays per pulse (the bare cast then casts all of them).
     """
     import open3d as o3d
 
@@ -217,7 +220,7 @@ def run_bench(
         duration_s=duration_s,
         chunk_pulses=chunk_pulses,
     )
-    scanner = load_scanner("rs-helios-5515")
+    scanner = load_scanner("rs-helios-5515", {"beam_samples": beam_samples})
     t0 = time.perf_counter()
     sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."))
     sim.use_fast = use_fast
@@ -252,11 +255,12 @@ def run_bench(
 
     # The bare Open3D cast of the same rays: all made beforehand (untimed), cast back to back.
     tensors = []
-    for start in range(0, total, chunk_pulses):
-        stop = min(start + chunk_pulses, total)
+    for start in range(0, total, sim.chunk_step):
+        stop = min(start + sim.chunk_step, total)
         s = sim.pattern.schedule(start, stop)
         origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
-        tensors.append(o3d.core.Tensor(sim.engine.rays(origins, directions)))
+        rays = sim.engine.rays(origins, directions)
+        tensors.append(o3d.core.Tensor(rays if beam_samples == 1 else sim._sub_rays(rays)))
     first_rays = tensors[0].numpy() if tensors else None
     tc = time.perf_counter()
     for tensor in tensors:
@@ -272,6 +276,7 @@ def run_bench(
         f"Python {platform.python_version()}, Open3D {o3d.__version__}",
         "kernels": "numba" if use_fast and fast.AVAILABLE else "numpy",
         "scanner": scanner.name,
+        "beam_samples": beam_samples,
         "sensor_pulses_per_s": scanner.pulses_per_second,
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
@@ -289,7 +294,7 @@ def run_bench(
         "pipeline_pulses_per_s": pulses_per_s,
         "real_time_factor": pulses_per_s / scanner.pulses_per_second,
         "cast_only_s": t_cast,
-        "cast_only_rays_per_s": total / t_cast,
+        "cast_only_rays_per_s": total * beam_samples / t_cast,
         "pipeline_to_cast_ratio": t_pipeline / t_cast,
         "stages_s": stage,
         "trimesh_embree_rays_per_s": trimesh_rate,
@@ -308,7 +313,8 @@ def format_result(result: BenchResult) -> str:
         f"scene              {f['triangles']:,} triangles in {f['objects']} objects "
         f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
-        f"survey             {f['scanner']}, {f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
+        f"survey             {f['scanner']} ({f['beam_samples']} ray(s) a pulse), "
+        f"{f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "
         f"chunks of {f['chunk_pulses']:,}, "
         f"output .{f['output_format']} ({f['output_mib']:.1f} MiB)",

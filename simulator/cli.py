@@ -153,6 +153,7 @@ def bench(
         bool, typer.Option(help="Also cast with trimesh + embreex (pip install embreex).")
     ] = False,
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
+    beam_samples: Annotated[int, typer.Option(help="Sub-rays per pulse: 1, 7, 19, ...")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     load: Annotated[
         int,
@@ -193,6 +194,7 @@ def bench(
         scene_scale=scene_scale,
         compare_trimesh=compare_trimesh,
         use_fast=not numpy,
+        beam_samples=beam_samples,
     )
     typer.echo(result.to_json() if as_json else format_result(result))
 
