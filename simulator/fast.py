@@ -28,7 +28,15 @@ try:
 except ImportError:  # pragma: no cover - exercised only without numba
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "assemble", "evaluate_hits", "spinning_rays", "threads"]
+__all__ = [
+    "AVAILABLE",
+    "assemble",
+    "evaluate_hits",
+    "form_echoes",
+    "spinning_rays",
+    "sub_rays",
+    "threads",
+]
 
 if AVAILABLE:
     _U = np.uint64
@@ -270,3 +278,196 @@ def assemble(*args: Any) -> None:
 def threads() -> int:
     """Number of threads the kernels use."""
     return int(numba.get_num_threads()) if AVAILABLE else 1
+
+
+if AVAILABLE:
+
+    @njit(parallel=True, cache=True, nogil=True)
+    def _form_echoes(  # type: ignore[no-untyped-def]
+        samples, weights, valid, rng, relief, b, spread, obj, cos_inc, cos_eff, separation,
+        count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
+        e_cos_inc, e_cos_eff,
+    ):  # fmt: skip
+        """Per pulse: sort its sub-ray hits by range, split at gaps, accumulate each echo."""
+        pulses = valid.shape[0] // samples
+        for p in prange(pulses):
+            base = p * samples
+            order = np.zeros(samples, dtype=np.int64)
+            n = 0
+            for k in range(samples):  # insertion sort of the valid sub-rays by range
+                if valid[base + k]:
+                    j = n
+                    while j > 0 and rng[base + order[j - 1]] > rng[base + k]:
+                        order[j] = order[j - 1]
+                        j -= 1
+                    order[j] = k
+                    n += 1
+            objs = np.zeros(samples, dtype=np.int64)
+            obj_e = np.zeros(samples)
+            obj_w = np.zeros(samples)
+            obj_wr = np.zeros(samples)
+            echo = -1
+            start = 0
+            prev = 0.0
+            for q in range(n + 1):
+                close = q == n
+                if not close:
+                    k = order[q]
+                    r = rng[base + k]
+                    close = q > 0 and r - prev > separation
+                if close and echo >= 0:  # finish echo `echo` over order[start:q]
+                    slot = base + echo
+                    energy = 0.0
+                    for t in range(start, q):
+                        energy += weights[order[t]] * b[base + order[t]]
+                    wsum = wr = wrel = wsp = wci = wce = 0.0
+                    m = 0
+                    for t in range(start, q):
+                        kk = order[t]
+                        i = base + kk
+                        e = weights[kk] * b[i]
+                        ew = e if energy > 0.0 else weights[kk]
+                        wsum += ew
+                        wr += ew * rng[i]
+                        wrel += ew * relief[i]
+                        wsp += ew * spread[i]
+                        wci += ew * cos_inc[i]
+                        wce += ew * cos_eff[i]
+                        f = 0
+                        while f < m and objs[f] != obj[i]:
+                            f += 1
+                        if f == m:
+                            objs[m] = obj[i]
+                            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+                            m += 1
+                        obj_e[f] += e
+                        obj_w[f] += ew
+                        obj_wr[f] += ew * rng[i]
+                    mean_r = wr / wsum
+                    var = 0.0
+                    best = 0
+                    for f in range(m):
+                        var += obj_w[f] * (obj_wr[f] / obj_w[f] - mean_r) ** 2
+                        # Most energy; on a tie the higher object index, as the numpy spec.
+                        if obj_e[f] > obj_e[best] or (
+                            obj_e[f] == obj_e[best] and objs[f] > objs[best]
+                        ):
+                            best = f
+                    e_energy[slot] = energy
+                    e_norm[slot] = wsum
+                    e_range[slot] = mean_r
+                    e_relief[slot] = wrel / wsum
+                    e_spread_plane[slot] = wsp / wsum
+                    e_between[slot] = var / wsum
+                    e_obj[slot] = objs[best]
+                    e_dom[slot] = obj_e[best]
+                    e_cos_inc[slot] = wci / wsum
+                    e_cos_eff[slot] = wce / wsum
+                if q == n:
+                    break
+                if q == 0 or close:
+                    echo += 1
+                    start = q
+                prev = r
+            count[p] = echo + 1
+
+
+def form_echoes(
+    samples: int,
+    weights: NDArray[np.float64],
+    total_rays: int,
+    idx: NDArray[np.int64],
+    range_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    backscatter: NDArray[np.float64],
+    spread_m: NDArray[np.float64],
+    object_index: NDArray[np.int32],
+    cos_incidence: NDArray[np.float64],
+    cos_effective: NDArray[np.float64],
+    separation_m: float,
+    pulse_length_m: float,
+) -> Any:
+    """:func:`simulator.echoes.form_echoes` as one kernel (per-hit inputs at rays ``idx``)."""
+    from . import physics
+    from .echoes import Echoes
+
+    def scatter(values: NDArray, dtype: type = np.float64) -> NDArray:
+        full = np.zeros(total_rays, dtype=dtype)
+        full[idx] = values
+        return full
+
+    valid = scatter(np.ones(len(idx), dtype=np.bool_), np.bool_)
+    slots = [np.zeros(total_rays) for _ in range(8)]
+    e_obj = np.zeros(total_rays, dtype=np.int64)
+    count = np.zeros(total_rays // samples, dtype=np.int64)
+    energy, norm, rng, relief, spread_plane, between, dominant, cos_inc = slots[:8]
+    cos_eff = np.zeros(total_rays)
+    _form_echoes(
+        samples, weights, valid, scatter(range_m), scatter(relief_m), scatter(backscatter),
+        scatter(spread_m), scatter(object_index, np.int64), scatter(cos_incidence),
+        scatter(cos_effective), separation_m, count, energy, norm, rng, relief, spread_plane,
+        between, e_obj, dominant, cos_inc, cos_eff,
+    )  # fmt: skip
+    slot_echo = np.arange(total_rays) % samples
+    used = slot_echo < np.repeat(count, samples)
+    spread = np.sqrt(spread_plane[used] ** 2 + 4.0 * between[used])
+    e = energy[used]
+    return Echoes(
+        pulse=np.flatnonzero(used) // samples,
+        rank=slot_echo[used],
+        energy=e,
+        range_true_m=rng[used],
+        relief_m=relief[used],
+        spread_m=spread,
+        peak_factor=np.asarray(physics.pulse_peak_factor(pulse_length_m, spread), np.float64),
+        object_index=e_obj[used].astype(np.int32),
+        energy_fraction=np.where(e > 0.0, dominant[used] / np.maximum(e, 1e-300), 1.0),
+        cos_incidence=cos_inc[used],
+        cos_effective=cos_eff[used],
+    )
+
+
+if AVAILABLE:
+
+    @njit(parallel=True, cache=True, nogil=True)
+    def _sub_rays(rays, up, fwd, tan_h, tan_v, out):  # type: ignore[no-untyped-def]
+        """Fan each beam into sub-rays: d + tan_h e_h + tan_v e_v, normalised (beam.py)."""
+        n = tan_h.shape[0]
+        for p in prange(rays.shape[0]):
+            d0, d1, d2 = np.float64(rays[p, 3]), np.float64(rays[p, 4]), np.float64(rays[p, 5])
+            ud = up[0] * d0 + up[1] * d1 + up[2] * d2
+            v0, v1, v2 = up[0] - ud * d0, up[1] - ud * d1, up[2] - ud * d2
+            lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+            if lv < 1e-9:
+                fd = fwd[0] * d0 + fwd[1] * d1 + fwd[2] * d2
+                v0, v1, v2 = fwd[0] - fd * d0, fwd[1] - fd * d1, fwd[2] - fd * d2
+                lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+            v0, v1, v2 = v0 / lv, v1 / lv, v2 / lv
+            h0, h1, h2 = d1 * v2 - d2 * v1, d2 * v0 - d0 * v2, d0 * v1 - d1 * v0
+            for k in range(n):
+                s0 = d0 + tan_h[k] * h0 + tan_v[k] * v0
+                s1 = d1 + tan_h[k] * h1 + tan_v[k] * v1
+                s2 = d2 + tan_h[k] * h2 + tan_v[k] * v2
+                ls = math.sqrt(s0 * s0 + s1 * s1 + s2 * s2)
+                row = p * n + k
+                out[row, 0], out[row, 1], out[row, 2] = rays[p, 0], rays[p, 1], rays[p, 2]
+                out[row, 3], out[row, 4], out[row, 5] = s0 / ls, s1 / ls, s2 / ls
+
+
+def sub_rays(
+    rays: NDArray[np.float32],
+    sensor_up: NDArray[np.float64],
+    sensor_forward: NDArray[np.float64],
+    half_angle_h_rad: float,
+    half_angle_v_rad: float,
+    offsets: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """:func:`simulator.beam.sub_ray_directions` fused with the ray layout: (P*N, 6) float32."""
+    tan_h = np.tan(offsets[:, 0] * half_angle_h_rad)
+    tan_v = np.tan(offsets[:, 1] * half_angle_v_rad)
+    out = np.zeros((len(rays) * len(offsets), 6), dtype=np.float32)
+    _sub_rays(
+        rays, np.asarray(sensor_up, np.float64), np.asarray(sensor_forward, np.float64),
+        tan_h, tan_v, out,
+    )  # fmt: skip
+    return out

@@ -452,6 +452,7 @@ def echo_returns(
     *,
     frame: str = "sensor",
     diagnostics: bool = False,
+    use_fast: bool = False,
 ) -> PointCloud:
     """The point record of a chunk cast as footprint sub-rays (see :mod:`simulator.echoes`).
 
@@ -468,13 +469,14 @@ def echo_returns(
         The pulses' central rays (points are reported along them).
     hits : Hits
         The sub-rays' hits.
+    use_fast : bool
+        Form the echoes with the numba kernel (else the numpy specification).
     """
     from .echoes import form_echoes, select_returns
 
     idx = results.idx
-    echoes = form_echoes(
-        idx // samples,
-        weights[idx % samples],
+    separation = max(scanner.min_return_separation_m, model.pulse_length_m)
+    per_hit = (
         hits.range_m[idx].astype(np.float64),
         results.relief_m,
         results.backscatter,
@@ -482,9 +484,17 @@ def echo_returns(
         hits.object_index[idx],
         results.cos_incidence,
         results.cos_effective,
-        separation_m=max(scanner.min_return_separation_m, model.pulse_length_m),
-        pulse_length_m=model.pulse_length_m,
     )
+    if use_fast:
+        from . import fast
+
+        echoes = fast.form_echoes(
+            samples, weights, len(hits.range_m), idx, *per_hit, separation, model.pulse_length_m
+        )
+    else:
+        echoes = form_echoes(
+            idx // samples, weights[idx % samples], *per_hit, separation, model.pulse_length_m
+        )
     r_true = echoes.range_true_m
     r_safe = np.maximum(r_true, 1e-6)
     received = echoes.energy * echoes.peak_factor / (r_safe * r_safe)

@@ -208,6 +208,15 @@ class Simulation:
         n = self.scanner.beam_samples
         div = self.scanner.divergence_mrad
         rot = self.trajectory.rotation
+        if self.use_fast:
+            return fast.sub_rays(
+                rays,
+                rot[:, 2],
+                rot[:, 0],
+                0.5e-3 * div.horizontal,
+                0.5e-3 * div.vertical,
+                self.beam_offsets,
+            )
         directions = sub_ray_directions(
             rays[:, 3:].astype(np.float64),
             rot[:, 2],
@@ -236,6 +245,7 @@ class Simulation:
                 results, self.scanner.beam_samples, self.beam_weights, start, rays, shift,
                 hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
                 self.trajectory, frame=out.frame, diagnostics=out.diagnostics,
+                use_fast=self.use_fast,
             )  # fmt: skip
             self.timings_s["physics"] += time.perf_counter() - t0
             return cloud

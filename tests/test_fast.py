@@ -91,3 +91,60 @@ def test_fast_and_numpy_pipelines_give_the_same_cloud(
         np.testing.assert_allclose(
             fast_cloud[name], ref_cloud[name], rtol=1e-6, atol=3e-3, err_msg=name
         )
+
+
+def test_echo_kernel_matches_the_numpy_echoes() -> None:
+    """Echo formation: the kernel's echoes equal the specification's, field by field."""
+    from simulator.echoes import form_echoes
+
+    sim = simulator.Simulation.from_file(
+        SURVEY,
+        ["revolutions=0.3", "scanner_overrides.beam_samples=19",
+         "scanner_overrides.divergence_mrad.horizontal=40"],
+    )  # fmt: skip
+    beams, cast, hits = sim.cast_pulses(0, sim.total_pulses)
+    args = (0, cast, sim.engine.origin_shift_m, sim.trajectory.sensor_up(), hits)
+    res = evaluate_hits(*args, sim.tables, sim.model, sim.streams)
+    idx, n = res.idx, 19
+    per_hit = (
+        hits.range_m[idx].astype(np.float64),
+        res.relief_m,
+        res.backscatter,
+        res.spread_m,
+        hits.object_index[idx],
+        res.cos_incidence,
+        res.cos_effective,
+    )
+    sep, length = 0.75, sim.model.pulse_length_m
+    ref = form_echoes(idx // n, sim.beam_weights[idx % n], *per_hit, sep, length)
+    got = fast.form_echoes(n, sim.beam_weights, len(cast), idx, *per_hit, sep, length)
+    assert len(ref.pulse) > len(beams) * 0.5
+    assert np.count_nonzero(np.bincount(ref.pulse) > 1) > 50  # multi-echo pulses exercised
+    for name in ("pulse", "rank", "object_index"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+    for name in (
+        "energy",
+        "range_true_m",
+        "relief_m",
+        "spread_m",
+        "peak_factor",
+        "energy_fraction",
+        "cos_incidence",
+        "cos_effective",
+    ):
+        np.testing.assert_allclose(
+            getattr(got, name), getattr(ref, name), rtol=1e-9, atol=1e-12, err_msg=name
+        )
+
+
+def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation) -> None:
+    from simulator.beam import beam_pattern, sub_ray_directions
+
+    offsets, _ = beam_pattern(19)
+    beams = _reference_rays(sim, 0, 20_000)
+    rot = sim.trajectory.rotation
+    got = fast.sub_rays(beams, rot[:, 2], rot[:, 0], 0.004, 0.0035, offsets).reshape(-1, 19, 6)
+    ref = sub_ray_directions(beams[:, 3:].astype(np.float64), rot[:, 2], rot[:, 0], 0.004,
+                             0.0035, offsets)  # fmt: skip
+    np.testing.assert_array_equal(got[:, :, :3], np.repeat(beams[:, None, :3], 19, axis=1))
+    np.testing.assert_allclose(got[:, :, 3:], ref, atol=1.5e-7)  # float32 rounding
