@@ -11,6 +11,7 @@ Paths inside a YAML file are relative to that file.
 from __future__ import annotations
 
 import copy
+import itertools
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
@@ -39,6 +40,8 @@ __all__ = [
     "ScannerConfig",
     "SceneSpec",
     "Survey",
+    "TrajectorySpec",
+    "Waypoint",
     "apply_overrides",
     "config_dir",
     "deep_merge",
@@ -297,9 +300,65 @@ class Pose(_Model):
     rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
 
 
+class Waypoint(_Model):
+    """A timed pose of the platform."""
+
+    time_s: FiniteFloat
+    position_m: Vec3
+    rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+
+
+class TrajectorySpec(_Model):
+    """A moving platform: waypoints, constant motion, or a pose file (exactly one).
+
+    - ``waypoints``: positions interpolated linearly (or by a Catmull-Rom spline with
+      ``interpolation: spline``), rotations by spherical linear interpolation; the first
+      and last pose are held outside their times.
+    - ``start`` + ``velocity_mps`` (world frame) + ``yaw_rate_deg_s``: constant motion.
+    - ``file``: TUM (``t x y z qx qy qz qw``) or KITTI (12 numbers, 3x4 row-major, one line
+      per pose at ``period_s`` intervals from ``start_time_s``); ``format`` says which, or
+      it is told by the number of columns.
+    """
+
+    waypoints: Annotated[list[Waypoint], Field(min_length=1)] | None = None
+    interpolation: Literal["linear", "spline"] = "linear"
+    start: Pose | None = None
+    velocity_mps: Vec3 | None = None
+    yaw_rate_deg_s: FiniteFloat = 0.0
+    file: str | None = None
+    format: Literal["tum", "kitti"] | None = None
+    period_s: PositiveFloat | None = None
+    start_time_s: FiniteFloat = 0.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TrajectorySpec:
+        kinds = [
+            k
+            for k, given in (
+                ("waypoints", self.waypoints is not None),
+                ("start", self.start is not None or self.velocity_mps is not None),
+                ("file", self.file is not None),
+            )
+            if given
+        ]
+        if len(kinds) != 1:
+            raise ValueError(
+                "give exactly one of waypoints, start (+ velocity_mps) or file; got "
+                + (", ".join(kinds) or "none")
+            )
+        if self.waypoints is not None:
+            times = [w.time_s for w in self.waypoints]
+            if any(b <= a for a, b in itertools.pairwise(times)):
+                raise ValueError("waypoint times must increase")
+        return self
+
+
 class OutputSpec(_Model):
     path: str = "out/scan.npz"
-    frame: Literal["sensor", "world"] = "sensor"
+    #: ``sensor``: each point in the sensor frame at its own firing (what a real sensor
+    #: reports, distorted by motion); ``world``; ``sensor_compensated``: in the sensor frame
+    #: at the survey start (for ``sequence``: at each frame's start), motion removed.
+    frame: Literal["sensor", "world", "sensor_compensated"] = "sensor"
     diagnostics: bool = False
 
 
@@ -310,6 +369,9 @@ class Survey(_Model):
     scanner_overrides: dict[str, Any] = Field(default_factory=dict)
     scene: Annotated[str, Field(min_length=1)]
     pose: Pose = Field(default_factory=Pose)
+    trajectory: TrajectorySpec | None = None
+    #: The sensor's mounting on the platform that the trajectory moves (extrinsic).
+    mount: Pose | None = None
     revolutions: PositiveFloat | None = None
     duration_s: PositiveFloat | None = None
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
@@ -322,6 +384,8 @@ class Survey(_Model):
             raise ValueError("give revolutions or duration_s, not both")
         if self.revolutions is None and self.duration_s is None:
             self.revolutions = 1.0
+        if self.trajectory is not None and "pose" in self.model_fields_set:
+            raise ValueError("give pose (a static sensor) or trajectory (a moving one), not both")
         return self
 
 

@@ -433,14 +433,18 @@ if AVAILABLE:
     def _sub_rays(rays, up, fwd, tan_h, tan_v, out):  # type: ignore[no-untyped-def]
         """Fan each beam into sub-rays: d + tan_h e_h + tan_v e_v, normalised (beam.py)."""
         n = tan_h.shape[0]
+        stride = 1 if up.shape[0] > 1 else 0  # one axis row per beam, or one for all
         for p in prange(rays.shape[0]):
+            a = p * stride
+            u0, u1, u2 = up[a, 0], up[a, 1], up[a, 2]
             d0, d1, d2 = np.float64(rays[p, 3]), np.float64(rays[p, 4]), np.float64(rays[p, 5])
-            ud = up[0] * d0 + up[1] * d1 + up[2] * d2
-            v0, v1, v2 = up[0] - ud * d0, up[1] - ud * d1, up[2] - ud * d2
+            ud = u0 * d0 + u1 * d1 + u2 * d2
+            v0, v1, v2 = u0 - ud * d0, u1 - ud * d1, u2 - ud * d2
             lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
             if lv < 1e-9:
-                fd = fwd[0] * d0 + fwd[1] * d1 + fwd[2] * d2
-                v0, v1, v2 = fwd[0] - fd * d0, fwd[1] - fd * d1, fwd[2] - fd * d2
+                f0, f1, f2 = fwd[a, 0], fwd[a, 1], fwd[a, 2]
+                fd = f0 * d0 + f1 * d1 + f2 * d2
+                v0, v1, v2 = f0 - fd * d0, f1 - fd * d1, f2 - fd * d2
                 lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
             v0, v1, v2 = v0 / lv, v1 / lv, v2 / lv
             h0, h1, h2 = d1 * v2 - d2 * v1, d2 * v0 - d0 * v2, d0 * v1 - d1 * v0
@@ -462,12 +466,14 @@ def sub_rays(
     half_angle_v_rad: float,
     offsets: NDArray[np.float64],
 ) -> NDArray[np.float32]:
-    """:func:`simulator.beam.sub_ray_directions` fused with the ray layout: (P*N, 6) float32."""
+    """:func:`simulator.beam.sub_ray_directions` fused with the ray layout: (P*N, 6) float32.
+
+    ``sensor_up`` and ``sensor_forward`` are (3,), (1, 3) or one row per beam.
+    """
     tan_h = np.tan(offsets[:, 0] * half_angle_h_rad)
     tan_v = np.tan(offsets[:, 1] * half_angle_v_rad)
     out = np.zeros((len(rays) * len(offsets), 6), dtype=np.float32)
-    _sub_rays(
-        rays, np.asarray(sensor_up, np.float64), np.asarray(sensor_forward, np.float64),
-        tan_h, tan_v, out,
-    )  # fmt: skip
+    up = np.ascontiguousarray(np.asarray(sensor_up, np.float64).reshape(-1, 3))
+    fwd = np.ascontiguousarray(np.asarray(sensor_forward, np.float64).reshape(-1, 3))
+    _sub_rays(rays, up, fwd, tan_h, tan_v, out)
     return out

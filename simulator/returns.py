@@ -20,6 +20,7 @@ For each pulse that hits (origin ``o``, unit direction ``d``, range ``R``, norma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,9 @@ __all__ = [
     "evaluate_hits",
     "evaluate_hits_fast",
 ]
+
+#: ``to_output(points_m, time_s)``: world points (N, 3) float64 to the output frame.
+OutputFrame = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
 
 # Stream numbers of the survey seed (see Streams).
 _STREAM_MICRO_SLOPE = 1
@@ -342,16 +346,15 @@ def assemble_returns(
     hits: Hits,
     tables: SceneTables,
     pattern: SpinningPattern,
-    trajectory: StaticTrajectory,
+    to_output: OutputFrame,
     *,
-    frame: str = "sensor",
     diagnostics: bool = False,
 ) -> PointCloud:
     """Turn the per-hit results of a chunk into its point record (detected returns only).
 
-    ``xyz`` is the measured range along the world ray, moved to the sensor frame at the
-    pulse's firing time when ``frame == "sensor"``; ``ring`` and ``time_s`` come from the
-    scan pattern by pulse id.
+    ``xyz`` is the measured range along the world ray, moved to the output frame by
+    ``to_output(points_m, time_s)``; ``ring`` and ``time_s`` come from the scan pattern by
+    pulse id.
     """
     keep = results.keep
     sel = results.idx[keep]
@@ -359,9 +362,7 @@ def assemble_returns(
     pulse_id = np.uint64(pulse_start) + sel.astype(np.uint64)
     time_s, ring = pattern.time_and_channel(pulse_id)
     origins_m, directions = _world_rays(rays[sel], shift_m)
-    xyz = origins_m + r[:, None] * directions
-    if frame == "sensor":
-        xyz = trajectory.to_sensor(xyz, time_s)
+    xyz = to_output(origins_m + r[:, None] * directions, time_s)
     obj = hits.object_index[sel]
     count = len(sel)
     fields = {
@@ -399,17 +400,14 @@ def assemble_returns_fast(
     pattern: SpinningPattern,
     trajectory: StaticTrajectory,
     *,
-    frame: str = "sensor",
-    diagnostics: bool = False,
+    sensor_frame: bool = True,
 ) -> PointCloud:
-    """The same as :func:`assemble_returns`, as one numba kernel (diagnostics via numpy)."""
+    """:func:`assemble_returns` for a static sensor, as one numba kernel (no diagnostics).
+
+    ``xyz`` is in the sensor frame when ``sensor_frame``, else in the world.
+    """
     from . import fast
 
-    if diagnostics:  # rare; the numpy path has every field
-        return assemble_returns(
-            results, pulse_start, rays, shift_m, hits, tables, pattern, trajectory,
-            frame=frame, diagnostics=True,
-        )  # fmt: skip
     sel_hit = np.flatnonzero(results.keep)
     sel = results.idx[sel_hit]
     n = len(sel)
@@ -427,7 +425,7 @@ def assemble_returns_fast(
     fast.assemble(
         sel, sel_hit, rays, shift_m, results.range_m, results.intensity, hits.object_index,
         pulse_start, pattern.channels, pattern.period_s, pattern.firing_offset_s,
-        trajectory.rotation, trajectory.position_m, frame == "sensor",
+        trajectory.rotation, trajectory.position_m, sensor_frame,
         tables.label_of_object, tables.instance_of_object,
         fields["xyz"], fields["intensity"], fields["range_m"], fields["ring"], fields["time_s"],
         fields["label"], fields["instance"],
@@ -448,9 +446,8 @@ def echo_returns(
     streams: Streams,
     scanner: ScannerConfig,
     pattern: SpinningPattern,
-    trajectory: StaticTrajectory,
+    to_output: OutputFrame,
     *,
-    frame: str = "sensor",
     diagnostics: bool = False,
     use_fast: bool = False,
 ) -> PointCloud:
@@ -523,9 +520,7 @@ def echo_returns(
     r = range_meas[e]
     time_s, ring = pattern.time_and_channel(pulse_id[e])
     origins_m, directions = _world_rays(beams[p], shift_m)
-    xyz = origins_m + r[:, None] * directions
-    if frame == "sensor":
-        xyz = trajectory.to_sensor(xyz, time_s)
+    xyz = to_output(origins_m + r[:, None] * directions, time_s)
     obj = echoes.object_index[e]
     fields = {
         "xyz": xyz.astype(np.float32),

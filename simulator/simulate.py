@@ -35,12 +35,34 @@ from .returns import (
 )
 from .scanner import SpinningPattern, pattern_for
 from .scene import Scene, load_scene
-from .trajectory import StaticTrajectory
+from .trajectory import StaticTrajectory, Trajectory, trajectory_from_survey
 
 __all__ = ["ScanSummary", "Simulation", "scan"]
 
 #: Called after each chunk with (pulses done, pulses in all).
 ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class CastChunk:
+    """What the cast stage hands to the physics stage.
+
+    Attributes
+    ----------
+    rays : (P, 6) float32
+        The pulses' central rays (Open3D layout, local origin).
+    cast : (P * beam_samples, 6) float32
+        The rays cast: the same, or the sub-rays of each pulse (pulse-major).
+    up : (1, 3) or (len(cast), 3) float64
+        The sensor's up axis in the world for each cast ray (one row if constant).
+    hits : Hits
+        The hits of ``cast``.
+    """
+
+    rays: NDArray[np.float32]
+    cast: NDArray[np.float32]
+    up: NDArray[np.float64]
+    hits: Hits
 
 
 @dataclass
@@ -106,7 +128,7 @@ class Simulation:
     base_dir: Path
     pattern: SpinningPattern = field(init=False)
     engine: RayEngine = field(init=False)
-    trajectory: StaticTrajectory = field(init=False)
+    trajectory: Trajectory = field(init=False)
     tables: SceneTables = field(init=False)
     model: ReturnModel = field(init=False)
     streams: Streams = field(init=False)
@@ -116,11 +138,17 @@ class Simulation:
     #: Use the fused numba kernels (default when numba is installed); ``False`` runs the
     #: pure numpy specification, e.g. to check the kernels against it.
     use_fast: bool = field(default=fast.AVAILABLE)
+    #: Time whose sensor frame ``output.frame: sensor_compensated`` reports in (s).
+    reference_time_s: float = 0.0
+    source: str | Path = "survey"
 
     def __post_init__(self) -> None:
         self.pattern = pattern_for(self.scanner)
         self.engine = RayEngine(self.scene)
-        self.trajectory = StaticTrajectory.from_pose(self.survey.pose)
+        s = self.survey
+        self.trajectory = trajectory_from_survey(
+            s.pose, s.trajectory, s.mount, self.base_dir, self.source
+        )
         self.tables = SceneTables.from_scene(self.scene)
         self.model = ReturnModel.from_scanner(self.scanner)
         self.streams = Streams.from_seed(self.survey.seed)
@@ -140,7 +168,7 @@ class Simulation:
             survey.scanner, survey.scanner_overrides, base_dir=base, source=source
         )
         scene = load_scene(base / survey.scene)
-        return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base)
+        return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base, source=source)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Simulation:
@@ -172,102 +200,101 @@ class Simulation:
             "intensity_max": self.scanner.intensity_max,
             "pulses": self.total_pulses,
             "seed": self.survey.seed,
-            "sensor_position_m": self.trajectory.position_m.tolist(),
-            "sensor_rotation": self.trajectory.rotation.tolist(),
+            "sensor_position_m": self.trajectory.pose_at(0.0)[1].tolist(),
+            "sensor_rotation": self.trajectory.pose_at(0.0)[0].tolist(),
             "scene": self.scene.source,
         }
 
-    def cast_pulses(
-        self, start: int, stop: int
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32], Hits]:
-        """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits.
-
-        Returns the pulses' central rays, the rays actually cast (the same, or
-        ``beam_samples`` sub-rays per pulse, pulse-major) and the hits of the latter.
-        """
+    def cast_pulses(self, start: int, stop: int) -> CastChunk:
+        """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits."""
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
-        if self.use_fast:
-            t = self.trajectory
+        t = self.trajectory
+        if self.use_fast and isinstance(t, StaticTrajectory):
             rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
-        else:
+            up, forward = t.axes(np.zeros(0))
+        else:  # a moving sensor: the pose of every pulse at its own firing time
             schedule = self.pattern.schedule(start, stop)
-            origins, directions, _ = self.trajectory.to_world(
+            origins, directions, _ = t.to_world(
                 schedule.origin_m, schedule.direction, schedule.time_s
             )
             rays = self.engine.rays(origins, directions)
-        cast = rays if self.scanner.beam_samples == 1 else self._sub_rays(rays)
+            up, forward = t.axes(schedule.time_s)
+        n = self.scanner.beam_samples
+        cast, cast_up = rays, up
+        if n > 1:
+            cast = self._sub_rays(rays, up, forward)
+            cast_up = up if len(up) == 1 else np.repeat(up, n, axis=0)
         t1 = time.perf_counter()
         hits = self.engine.cast_rays(cast)
         self.timings_s["schedule"] += t1 - t0
         self.timings_s["cast"] += time.perf_counter() - t1
-        return rays, cast, hits
+        return CastChunk(rays, cast, cast_up, hits)
 
-    def _sub_rays(self, rays: NDArray[np.float32]) -> NDArray[np.float32]:
-        """``beam_samples`` sub-rays per beam over its elliptical footprint (pulse-major)."""
+    def _sub_rays(
+        self, rays: NDArray[np.float32], up: NDArray[np.float64], forward: NDArray[np.float64]
+    ) -> NDArray[np.float32]:
+        """``beam_samples`` sub-rays per beam over its elliptical footprint (pulse-major).
+
+        ``up`` and ``forward`` are the sensor's axes in the world, (1, 3) or one row a beam.
+        """
         n = self.scanner.beam_samples
         div = self.scanner.divergence_mrad
-        rot = self.trajectory.rotation
+        half_h, half_v = 0.5e-3 * div.horizontal, 0.5e-3 * div.vertical
         if self.use_fast:
-            return fast.sub_rays(
-                rays,
-                rot[:, 2],
-                rot[:, 0],
-                0.5e-3 * div.horizontal,
-                0.5e-3 * div.vertical,
-                self.beam_offsets,
-            )
+            return fast.sub_rays(rays, up, forward, half_h, half_v, self.beam_offsets)
         directions = sub_ray_directions(
-            rays[:, 3:].astype(np.float64),
-            rot[:, 2],
-            rot[:, 0],
-            0.5e-3 * div.horizontal,
-            0.5e-3 * div.vertical,
-            self.beam_offsets,
+            rays[:, 3:].astype(np.float64), up, forward, half_h, half_v, self.beam_offsets
         )
         out = np.zeros((len(rays), n, 6), dtype=np.float32)
         out[:, :, :3] = rays[:, None, :3]
         out[:, :, 3:] = directions
         return out.reshape(-1, 6)
 
-    def returns_of(
-        self, start: int, rays: NDArray[np.float32], cast: NDArray[np.float32], hits: Hits
-    ) -> PointCloud:
+    def to_output(
+        self, points_m: NDArray[np.float64], time_s: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """World points in the survey's output frame (see ``OutputSpec.frame``)."""
+        frame = self.survey.output.frame
+        if frame == "world":
+            return points_m
+        if frame == "sensor":
+            return self.trajectory.to_sensor(points_m, time_s)
+        rot, pos = self.trajectory.pose_at(self.reference_time_s)
+        return (points_m - pos) @ rot
+
+    def returns_of(self, start: int, chunk: CastChunk) -> PointCloud:
         """Second stage: the per-hit model and the point record of a cast chunk."""
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
-        up = self.trajectory.sensor_up()
         evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
-        results = evaluate(start, cast, shift, up, hits, self.tables, self.model, self.streams)
+        results = evaluate(
+            start, chunk.cast, shift, chunk.up, chunk.hits, self.tables, self.model, self.streams
+        )
         out = self.survey.output
+        t = self.trajectory
         if self.scanner.beam_samples > 1:
             cloud = echo_returns(
-                results, self.scanner.beam_samples, self.beam_weights, start, rays, shift,
-                hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
-                self.trajectory, frame=out.frame, diagnostics=out.diagnostics,
-                use_fast=self.use_fast,
+                results, self.scanner.beam_samples, self.beam_weights, start, chunk.rays, shift,
+                chunk.hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
+                self.to_output, diagnostics=out.diagnostics, use_fast=self.use_fast,
             )  # fmt: skip
-            self.timings_s["physics"] += time.perf_counter() - t0
-            return cloud
-        assemble = assemble_returns_fast if self.use_fast else assemble_returns
-        cloud = assemble(
-            results,
-            start,
-            rays,
-            shift,
-            hits,
-            self.tables,
-            self.pattern,
-            self.trajectory,
-            frame=out.frame,
-            diagnostics=out.diagnostics,
-        )
+        elif self.use_fast and isinstance(t, StaticTrajectory) and not out.diagnostics:
+            cloud = assemble_returns_fast(
+                results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern, t,
+                sensor_frame=out.frame != "world",
+            )  # fmt: skip
+        else:
+            cloud = assemble_returns(
+                results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern,
+                self.to_output, diagnostics=out.diagnostics,
+            )  # fmt: skip
         self.timings_s["physics"] += time.perf_counter() - t0
         return cloud
 
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
         """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
-        return self.returns_of(start, *self.cast_pulses(start, stop))
+        return self.returns_of(start, self.cast_pulses(start, stop))
 
     def chunks(self, progress: ProgressCallback | None = None) -> Iterator[PointCloud]:
         """Yield the scan chunk by chunk (``survey.chunk_pulses`` pulses each).
@@ -286,7 +313,7 @@ class Simulation:
                 if k + 1 < len(starts):
                     nxt = starts[k + 1]
                     ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, total)))
-                yield self.returns_of(start, *ahead.pop(0).result())
+                yield self.returns_of(start, ahead.pop(0).result())
                 if progress is not None:
                     progress(min(start + step, total), total)
 

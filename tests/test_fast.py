@@ -102,8 +102,9 @@ def test_echo_kernel_matches_the_numpy_echoes() -> None:
         ["revolutions=0.3", "scanner_overrides.beam_samples=19",
          "scanner_overrides.divergence_mrad.horizontal=40"],
     )  # fmt: skip
-    beams, cast, hits = sim.cast_pulses(0, sim.total_pulses)
-    args = (0, cast, sim.engine.origin_shift_m, sim.trajectory.sensor_up(), hits)
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    beams, cast, hits = chunk.rays, chunk.cast, chunk.hits
+    args = (0, cast, sim.engine.origin_shift_m, chunk.up, hits)
     res = evaluate_hits(*args, sim.tables, sim.model, sim.streams)
     idx, n = res.idx, 19
     per_hit = (
