@@ -22,7 +22,7 @@ from rich.table import Table
 from .config import load_scanner, scanner_presets, validate_file
 from .errors import SimulatorError
 from .io import FORMATS, check_writable
-from .simulate import ScanSummary, Simulation
+from .simulate import ScanSummary, Simulation, write_sequence
 
 __all__ = ["app", "main"]
 
@@ -105,6 +105,54 @@ def scan(
             f"({sim.scene.triangle_count:,} triangles, loaded in {loaded_s:.2f} s)"
         )
         _print_summary(summary)
+
+
+@app.command()
+def sequence(
+    survey: Annotated[Path, typer.Argument(help="Survey YAML (usually with a trajectory).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output folder.")],
+    fmt: Annotated[
+        str, typer.Option("--format", help="Frame format: npz, bin, pcd, ply, las, laz.")
+    ] = "npz",
+    compensate: Annotated[
+        bool, typer.Option(help="Remove the motion: points in the frame-start sensor frame.")
+    ] = False,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")
+    ] = False,
+) -> None:
+    """Write a survey as frames (one per revolution) with ground-truth poses."""
+    fmt = fmt.lstrip(".").lower()
+    check_writable(output / "frames" / f"000000.{fmt}")
+    sim = Simulation.from_file(survey, set_ or [])
+    for note in sim.scene.warnings:
+        _err.print(f"[yellow]warning:[/] {note}")
+    with Progress(
+        TextColumn("frames"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} pulses"),
+        TimeRemainingColumn(),
+        console=_err,
+        disable=quiet,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sequence", total=sim.total_pulses)
+        summary = write_sequence(
+            sim,
+            output,
+            fmt,
+            compensate=compensate,
+            progress=lambda done, _: bar.update(task, completed=done),
+        )
+    if not quiet:
+        _out.print(
+            f"{summary.frames} frames, {summary.points:,} points from {summary.pulses:,} pulses "
+            f"in {summary.seconds:.2f} s -> {output}/frames, poses_tum.txt, poses_kitti.txt"
+        )
 
 
 @app.command()

@@ -37,7 +37,7 @@ from .scanner import SpinningPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import StaticTrajectory, Trajectory, trajectory_from_survey
 
-__all__ = ["ScanSummary", "Simulation", "scan"]
+__all__ = ["ScanSummary", "SequenceSummary", "Simulation", "scan", "write_sequence"]
 
 #: Called after each chunk with (pulses done, pulses in all).
 ProgressCallback = Callable[[int, int], None]
@@ -296,40 +296,52 @@ class Simulation:
         """Simulate pulses ``start <= pulse_id < stop``; return their detected returns."""
         return self.returns_of(start, self.cast_pulses(start, stop))
 
-    def chunks(self, progress: ProgressCallback | None = None) -> Iterator[PointCloud]:
-        """Yield the scan chunk by chunk (``survey.chunk_pulses`` pulses each).
+    def chunks(
+        self,
+        progress: ProgressCallback | None = None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[PointCloud]:
+        """Yield the scan of pulses ``start..stop`` (default: all) chunk by chunk.
 
         The next chunk's rays are cast on a second thread while this chunk's returns
         are computed (Open3D releases the GIL while it casts), so the stages overlap.
         Every chunk is computed from its pulse ids alone: the overlap changes nothing
-        in the result.
+        in the result. ``progress`` gets (pulses done, pulses in all) of the range.
         """
-        total = self.total_pulses
+        stop = self.total_pulses if stop is None else stop
         step = self.chunk_step
-        starts = list(range(0, total, step))
+        starts = list(range(start, stop, step))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cast") as pool:
-            ahead = [pool.submit(self.cast_pulses, s, min(s + step, total)) for s in starts[:1]]
-            for k, start in enumerate(starts):
+            ahead = [pool.submit(self.cast_pulses, a, min(a + step, stop)) for a in starts[:1]]
+            for k, first in enumerate(starts):
                 if k + 1 < len(starts):
                     nxt = starts[k + 1]
-                    ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, total)))
-                yield self.returns_of(start, ahead.pop(0).result())
+                    ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, stop)))
+                yield self.returns_of(first, ahead.pop(0).result())
                 if progress is not None:
-                    progress(min(start + step, total), total)
+                    progress(min(first + step, stop) - start, stop - start)
 
     def run(self, progress: ProgressCallback | None = None) -> PointCloud:
         """Simulate the whole survey and return one cloud."""
         return PointCloud.concatenate(list(self.chunks(progress)), meta=self.meta())
 
     def write(
-        self, paths: list[str | Path], progress: ProgressCallback | None = None
+        self,
+        paths: list[str | Path],
+        progress: ProgressCallback | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        time_offset_s: float = 0.0,
     ) -> ScanSummary:
         """Simulate the survey and write it to every path, chunk by chunk (bounded memory).
 
         Every path is checked before the scan starts; on any error or interruption
         all outputs are dropped, and no partial file is left. Writing runs on a thread
         of its own, one chunk behind the scan, so the two overlap (chunks are written
-        in order; at most two chunks are held at once).
+        in order; at most two chunks are held at once). ``start``/``stop`` limit the
+        pulses (one frame of a sequence); ``time_offset_s`` is taken off ``time_s``.
         """
         from .io import open_writer
 
@@ -340,6 +352,8 @@ class Simulation:
 
         def write_chunk(chunk: PointCloud) -> None:
             t0 = time.perf_counter()
+            if time_offset_s:
+                chunk.fields["time_s"] = chunk.fields["time_s"] - time_offset_s
             for writer in writers:
                 writer.write(chunk)
             self.timings_s["output"] += time.perf_counter() - t0
@@ -347,11 +361,12 @@ class Simulation:
         try:
             for path in paths:
                 writers.append(open_writer(path, spec, meta))
-            summary = ScanSummary(pulses=self.total_pulses)
+            stop = self.total_pulses if stop is None else stop
+            summary = ScanSummary(pulses=stop - start)
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer") as pool:
                 pending: Future[None] | None = None
                 try:
-                    for chunk in self.chunks(progress):
+                    for chunk in self.chunks(progress, start, stop):
                         if pending is not None:
                             pending.result()
                         pending = pool.submit(write_chunk, chunk)
@@ -369,6 +384,76 @@ class Simulation:
             raise
         summary.seconds = time.perf_counter() - started
         return summary
+
+
+def write_sequence(
+    sim: Simulation,
+    out_dir: str | Path,
+    fmt: str = "npz",
+    *,
+    compensate: bool = False,
+    progress: ProgressCallback | None = None,
+) -> SequenceSummary:
+    """Write a survey as a sequence of frames, one per revolution, with ground-truth poses.
+
+    Frames are cut where the head completes a turn (every ``firings_per_revolution``
+    firings, starting at the survey's start azimuth), so no pulse is lost or written
+    twice; a last partial turn is a shorter last frame. A frame's reference time is its
+    first firing. Files: ``frames/NNNNNN.EXT``, ``poses_tum.txt`` (``t x y z qx qy qz qw``)
+    and ``poses_kitti.txt`` (3x4 row-major), both world from sensor at each frame's
+    reference time, and ``times.txt``. Points are in the sensor frame at their own firing
+    time, distorted by the motion as a real sensor's are, or with ``compensate`` in the
+    sensor frame at the frame's reference time; ``time_s`` is relative to the frame.
+    """
+    from .trajectory import quaternion_from_matrix
+
+    out = Path(out_dir)
+    frames_dir = out / "frames"
+    frames_dir.mkdir(parents=True, exist_ok=True)
+    sim.survey.output.frame = "sensor_compensated" if compensate else "sensor"
+    per_frame = sim.scanner.firings_per_revolution * sim.pattern.channels
+    total = sim.total_pulses
+    starts = list(range(0, total, per_frame))
+    summary = SequenceSummary(frames=len(starts), pulses=total)
+    tum, kitti, times = [], [], []
+    started = time.perf_counter()
+    for k, first in enumerate(starts):
+        ref_time = (first // sim.pattern.channels) * sim.pattern.period_s
+        sim.reference_time_s = ref_time
+        frame = sim.write(
+            [frames_dir / f"{k:06d}.{fmt}"],
+            start=first,
+            stop=min(first + per_frame, total),
+            time_offset_s=ref_time,
+        )
+        summary.points += frame.points
+        summary.files.extend(frame.files)
+        rot, pos = sim.trajectory.pose_at(ref_time)
+        q = quaternion_from_matrix(rot)
+        tum.append(f"{ref_time:.9f} " + " ".join(f"{v:.9f}" for v in [*pos, *q]))
+        kitti.append(" ".join(f"{v:.9e}" for v in np.hstack([rot, pos[:, None]]).ravel()))
+        times.append(f"{ref_time:.9f}")
+        if progress is not None:
+            progress(min(first + per_frame, total), total)
+    for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
+        path = out / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        summary.files.append(path)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+@dataclass
+class SequenceSummary:
+    """What :func:`write_sequence` wrote."""
+
+    frames: int
+    pulses: int
+    points: int = 0
+    seconds: float = 0.0
+    files: list[Path] = field(default_factory=list)
 
 
 def scan(

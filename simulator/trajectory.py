@@ -342,6 +342,21 @@ def _read_pose_file(spec: TrajectorySpec, path: Path, source: str | Path) -> Way
     return WaypointTrajectory(times, positions, quats, spline=spec.interpolation == "spline")
 
 
+def _motionless_pose(spec: TrajectorySpec) -> Pose | None:
+    """The pose of a trajectory spec that never moves (it then takes the static path and
+    gives the static scan bit for bit), else None."""
+    if spec.waypoints is not None:
+        first = spec.waypoints[0]
+        if all(
+            w.position_m == first.position_m and w.rotation_deg == first.rotation_deg
+            for w in spec.waypoints
+        ):
+            return Pose(position_m=first.position_m, rotation_deg=first.rotation_deg)
+    elif spec.file is None and not any(spec.velocity_mps or [0.0]) and not spec.yaw_rate_deg_s:
+        return spec.start or Pose()
+    return None
+
+
 def trajectory_from_survey(
     pose: Pose,
     spec: TrajectorySpec | None,
@@ -350,9 +365,10 @@ def trajectory_from_survey(
     source: str | Path = "survey",
 ) -> Trajectory:
     """The sensor's trajectory described by a survey's ``pose``/``trajectory`` and ``mount``."""
-    if spec is None:
-        platform: Trajectory = StaticTrajectory.from_pose(pose)
-    elif spec.waypoints is not None:
+    still = _motionless_pose(spec) if spec is not None else pose
+    if still is not None:
+        platform: Trajectory = StaticTrajectory.from_pose(still)
+    elif spec is not None and spec.waypoints is not None:
         w = spec.waypoints
         rot = np.stack([rotation_from_rpy_deg(p.rotation_deg) for p in w])
         platform = WaypointTrajectory(
@@ -361,10 +377,11 @@ def trajectory_from_survey(
             quaternion_from_matrix(rot),
             spline=spec.interpolation == "spline",
         )
-    elif spec.file is not None:
+    elif spec is not None and spec.file is not None:
         path = Path(spec.file)
         platform = _read_pose_file(spec, path if path.is_absolute() else base_dir / path, source)
     else:
+        assert spec is not None
         start = spec.start or Pose()
         platform = ConstantMotion(
             rotation_from_rpy_deg(start.rotation_deg),
