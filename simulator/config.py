@@ -429,7 +429,7 @@ def _raise_validation(source: str | Path, err: ValidationError, prefix: str = ""
         msg = "unknown key (misspelt?); it is not one this section accepts"
     elif first["type"] == "missing":
         msg = "required key is missing"
-    if "input" in first and first["type"] not in ("missing", "extra_forbidden"):
+    if loc and "input" in first and first["type"] not in ("missing", "extra_forbidden"):
         shown = repr(first["input"])
         if len(shown) > 60:
             shown = shown[:57] + "..."

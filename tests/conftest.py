@@ -75,6 +75,7 @@ class Workspace:
             "output": {"path": "out/scan.npz", "frame": "world", "diagnostics": True},
         }
         survey.update(keys)
+        survey = {k: v for k, v in survey.items() if v is not None}  # None drops a key
         return self.write("survey.yaml", survey)
 
     def scan(self, objects: list[dict[str, Any]], **kw: Any) -> PointCloud:

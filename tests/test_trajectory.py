@@ -1,0 +1,221 @@
+"""Moving sensors: interpolation, pose files, mounts, motion distortion, sequences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simulator
+from simulator.config import Pose, TrajectorySpec
+from simulator.io.kitti import read_kitti
+from simulator.trajectory import (
+    StaticTrajectory,
+    matrix_from_quaternion,
+    quaternion_from_matrix,
+    trajectory_from_survey,
+)
+from simulator.transforms import rotation_from_rpy_deg
+
+from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+
+
+def _trajectory(spec: dict, mount: dict | None = None, base: Path = Path(".")):
+    return trajectory_from_survey(
+        Pose(), TrajectorySpec.model_validate(spec), Pose(**mount) if mount else None, base
+    )
+
+
+def test_waypoints_interpolate_position_linearly_and_rotation_by_slerp() -> None:
+    traj = _trajectory(
+        {"waypoints": [
+            {"time_s": 0.0, "position_m": [0, 0, 0], "rotation_deg": [0, 0, 0]},
+            {"time_s": 2.0, "position_m": [4, 2, 0], "rotation_deg": [0, 0, 90]},
+            {"time_s": 3.0, "position_m": [4, 2, 1], "rotation_deg": [90, 0, 90]},
+        ]}
+    )  # fmt: skip
+    rot, pos = traj.poses(np.array([-1.0, 0.5, 1.0, 2.0, 2.5, 9.0]))
+    np.testing.assert_allclose(pos, [[0, 0, 0], [1, 0.5, 0], [2, 1, 0], [4, 2, 0], [4, 2, 0.5],
+                                     [4, 2, 1]], atol=1e-12)  # fmt: skip
+    # About one axis, slerp turns at a constant rate: yaw 22.5 deg at a quarter of the way.
+    np.testing.assert_allclose(rot[1], rotation_from_rpy_deg([0, 0, 22.5]), atol=1e-12)
+    np.testing.assert_allclose(rot[2], rotation_from_rpy_deg([0, 0, 45.0]), atol=1e-12)
+    # Between yaw 90 and roll 90 + yaw 90: a roll of 45 after the yaw.
+    np.testing.assert_allclose(rot[4], rotation_from_rpy_deg([45, 0, 90]), atol=1e-12)
+    np.testing.assert_allclose(rot[0], np.eye(3), atol=1e-12)  # held before the first
+    np.testing.assert_allclose(rot[5], rotation_from_rpy_deg([90, 0, 90]), atol=1e-12)
+
+
+def test_spline_passes_through_waypoints_and_is_smooth() -> None:
+    wps = [{"time_s": t, "position_m": [t, np.sin(t), 0.0]} for t in np.linspace(0, 3, 7)]
+    traj = _trajectory({"waypoints": wps, "interpolation": "spline"})
+    _, at_wp = traj.poses(np.linspace(0, 3, 7))
+    np.testing.assert_allclose(at_wp[:, 1], np.sin(np.linspace(0, 3, 7)), atol=1e-12)
+    t = np.linspace(0.6, 2.4, 200)
+    _, pos = traj.poses(t)
+    assert np.abs(pos[:, 1] - np.sin(t)).max() < 5e-3  # far closer than linear
+    _, lin = _trajectory({"waypoints": wps}).poses(t)
+    assert np.abs(pos[:, 1] - np.sin(t)).max() < 0.3 * np.abs(lin[:, 1] - np.sin(t)).max()
+
+
+def test_constant_motion_and_mount() -> None:
+    traj = _trajectory(
+        {"start": {"position_m": [1, 2, 0]}, "velocity_mps": [5, 0, 0], "yaw_rate_deg_s": 90},
+        mount={"position_m": [0.5, 0, 1.8], "rotation_deg": [0, 0, 0]},
+    )
+    rot, pos = traj.poses(np.array([0.0, 1.0]))
+    # At t = 1 the platform is at (6, 2, 0) turned 90 deg: the mount's 0.5 m forward is +y.
+    np.testing.assert_allclose(pos, [[1.5, 2, 1.8], [6, 2.5, 1.8]], atol=1e-12)
+    np.testing.assert_allclose(rot[1], rotation_from_rpy_deg([0, 0, 90]), atol=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-180, 180), min_size=3, max_size=3))
+def test_quaternion_round_trip(rpy: list[float]) -> None:
+    rot = rotation_from_rpy_deg(rpy)
+    q = quaternion_from_matrix(rot)
+    assert abs(np.linalg.norm(q) - 1.0) < 1e-12 and q[3] >= 0
+    np.testing.assert_allclose(matrix_from_quaternion(q), rot, atol=1e-12)
+
+
+def test_tum_and_kitti_pose_files(tmp_path: Path) -> None:
+    rots = [rotation_from_rpy_deg([0, 0, yaw]) for yaw in (0.0, 30.0, 60.0)]
+    pos = np.array([[0, 0, 1.0], [1, 0, 1.0], [2, 1, 1.0]])
+    tum = [
+        f"{t} {p[0]} {p[1]} {p[2]} " + " ".join(map(str, quaternion_from_matrix(r)))
+        for t, p, r in zip((0.0, 0.1, 0.2), pos, rots, strict=True)
+    ]
+    (tmp_path / "poses_tum.txt").write_text("# t x y z qx qy qz qw\n" + "\n".join(tum) + "\n")
+    kitti = [
+        " ".join(map(str, np.hstack([r, p[:, None]]).ravel()))
+        for p, r in zip(pos, rots, strict=True)
+    ]
+    (tmp_path / "poses.txt").write_text("\n".join(kitti) + "\n")
+    a = _trajectory({"file": "poses_tum.txt"}, base=tmp_path)
+    b = _trajectory({"file": "poses.txt", "period_s": 0.1}, base=tmp_path)
+    for traj in (a, b):
+        rot, p = traj.poses(np.array([0.1, 0.15]))
+        np.testing.assert_allclose(p, [[1, 0, 1], [1.5, 0.5, 1]], atol=1e-12)
+        np.testing.assert_allclose(rot[0], rots[1], atol=1e-12)
+        np.testing.assert_allclose(rot[1], rotation_from_rpy_deg([0, 0, 45]), atol=1e-12)
+    with pytest.raises(simulator.ConfigError, match="period_s"):
+        _trajectory({"file": "poses.txt"}, base=tmp_path)
+    (tmp_path / "bad.txt").write_text("1 2 3\n")
+    with pytest.raises(simulator.ConfigError, match="3 columns; expected 8"):
+        _trajectory({"file": "bad.txt"}, base=tmp_path)
+
+
+def test_pose_and_trajectory_are_exclusive(ws: Workspace) -> None:
+    path = ws.survey(
+        [{"name": "g", "plane": {"size_m": [10, 10]}, "material": PLAIN}],
+        trajectory={"start": {"position_m": [0, 0, 1]}, "velocity_mps": [1, 0, 0]},
+    )
+    with pytest.raises(simulator.ConfigError, match="not both"):
+        simulator.load_survey(path)
+
+
+def _wall(y_m: float) -> dict:
+    """A long wall at y = y_m, facing the origin (-y)."""
+    return {"name": "wall", "plane": {"size_m": [400.0, 50.0]}, "position_m": [0.0, y_m, 0.0],
+            "rotation_deg": [90.0, 0.0, 0.0], "material": PLAIN}  # fmt: skip
+
+
+@pytest.fixture
+def drive_past(ws: Workspace):
+    """A one-channel sensor driving along x at 5 m/s past a wall 10 m to its left."""
+
+    def scan(frame: str) -> simulator.PointCloud:
+        return ws.scan(
+            [_wall(10.0)],
+            scanner=single_channel_scanner(),
+            pose=None,
+            trajectory={"start": {"position_m": [0, 0, 0]}, "velocity_mps": [5.0, 0.0, 0.0]},
+            output={"frame": frame, "diagnostics": True},
+        )
+
+    return scan
+
+
+def test_moving_sensor_distorts_the_wall_by_v_times_t(drive_past) -> None:
+    world = drive_past("world")
+    raw = drive_past("sensor")
+    comp = drive_past("sensor_compensated")
+    assert len(world) > 1000
+    np.testing.assert_array_equal(raw["pulse_id"], world["pulse_id"])
+    np.testing.assert_allclose(world["xyz"][:, 1], 10.0, atol=1e-4)  # the wall is where it is
+    t = raw["time_s"]
+    # A real sensor reports each point from where it was at its firing: shifted by -v t.
+    np.testing.assert_allclose(raw["xyz"][:, 0], world["xyz"][:, 0] - 5.0 * t, atol=2e-4)
+    np.testing.assert_allclose(raw["xyz"][:, 1], 10.0, atol=1e-4)
+    # Compensated into the sensor frame at t = 0 (identity pose at the origin): the world.
+    np.testing.assert_allclose(comp["xyz"], world["xyz"], atol=2e-4)
+    assert np.ptp(5.0 * t) > 0.2  # the distortion across the wall is large enough to matter
+
+
+def _pose_fields(cloud: simulator.PointCloud) -> dict[str, np.ndarray]:
+    return {k: cloud[k] for k in cloud.names}
+
+
+def test_a_motionless_trajectory_reproduces_the_static_scan_bit_for_bit(tmp_path: Path) -> None:
+    survey = REPO / "scenes" / "farm" / "survey.yaml"
+    static = simulator.scan(survey, ["revolutions=0.3"])
+    data = yaml.safe_load(survey.read_text())
+    data["scene"] = str(REPO / "scenes" / "farm" / "scene.yaml")
+    del data["pose"]
+    for traj in (
+        {"start": {"position_m": [0, 0, 1.8]}, "velocity_mps": [0, 0, 0]},
+        {"waypoints": [{"time_s": 0, "position_m": [0, 0, 1.8]},
+                       {"time_s": 5, "position_m": [0, 0, 1.8]}]},
+    ):  # fmt: skip
+        path = tmp_path / "still.yaml"
+        path.write_text(yaml.safe_dump({**data, "trajectory": traj}))
+        sim = simulator.Simulation.from_file(path, ["revolutions=0.3"])
+        assert isinstance(sim.trajectory, StaticTrajectory)
+        moving = sim.run()
+        for name in static.names:
+            np.testing.assert_array_equal(moving[name], static[name], err_msg=name)
+
+
+def test_sequence_frames_cut_at_each_revolution(tmp_path: Path) -> None:
+    """Frames hold exactly their revolution's pulses; nothing lost or doubled."""
+    survey = REPO / "scenes" / "farm" / "drive.yaml"
+    sim = simulator.Simulation.from_file(survey, ["duration_s=0.35", "output.diagnostics=true"])
+    whole = sim.run()
+    summary = simulator.simulate.write_sequence(sim, tmp_path / "seq", "npz")
+    assert summary.frames == 4  # 3.5 revolutions: three whole and a half
+    per_frame = 1800 * 32
+    pulse_ids = []
+    for k in range(4):
+        frame = simulator.io.npz.read_npz(tmp_path / "seq" / "frames" / f"{k:06d}.npz")
+        pid = frame["pulse_id"].astype(np.int64)
+        assert pid.min() >= k * per_frame and pid.max() < (k + 1) * per_frame
+        assert frame["time_s"].min() >= 0.0 and frame["time_s"].max() < 0.1
+        pulse_ids.append(pid)
+    np.testing.assert_array_equal(np.concatenate(pulse_ids), whole["pulse_id"])
+    tum = np.loadtxt(tmp_path / "seq" / "poses_tum.txt")
+    np.testing.assert_allclose(tum[:, 0], [0.0, 0.1, 0.2, 0.3], atol=1e-9)
+    np.testing.assert_allclose(tum[:, 1], -25.0 + 5.0 * tum[:, 0], atol=1e-9)
+    np.testing.assert_allclose(tum[:, 3], 1.8, atol=1e-12)
+    kitti = np.loadtxt(tmp_path / "seq" / "poses_kitti.txt").reshape(-1, 3, 4)
+    np.testing.assert_allclose(kitti[:, :, 3], tum[:, 1:4], atol=1e-9)
+
+
+def test_sequence_command_writes_kitti_frames(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "sequence", str(REPO / "scenes/farm/drive.yaml"),
+         "-o", str(tmp_path / "kitti"), "--format", "bin", "--set", "duration_s=0.2", "-q"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    frames = sorted((tmp_path / "kitti" / "frames").glob("*.bin"))
+    assert [f.name for f in frames] == ["000000.bin", "000001.bin"]
+    points, labels = read_kitti(frames[0])
+    assert labels is not None and len(labels) == len(points) > 10_000
+    assert len(np.loadtxt(tmp_path / "kitti" / "times.txt")) == 2
