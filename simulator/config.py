@@ -256,6 +256,9 @@ class ObjectSpec(_Model):
     material: str | Material | None = None
     label: str | None = None
     instance: Annotated[int, Field(ge=0, le=65535)] | None = None
+    #: A moving object: its pose over time (world from object); the placement above is
+    #: then within the object's own frame.
+    trajectory: TrajectorySpec | None = None
 
     @model_validator(mode="after")
     def _one_geometry(self) -> ObjectSpec:
@@ -388,6 +391,9 @@ class Survey(_Model):
             raise ValueError("give pose (a static sensor) or trajectory (a moving one), not both")
         return self
 
+
+ObjectSpec.model_rebuild()
+SceneSpec.model_rebuild()
 
 # --------------------------------------------------------------------------- loading
 

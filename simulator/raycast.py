@@ -46,10 +46,15 @@ class Hits:
 class RayEngine:
     """Casts rays against a :class:`~simulator.scene.Scene` with Open3D.
 
+    Static objects share one ``RaycastingScene``. Each moving object has a scene of
+    its own, holding its mesh in its own frame; a ray is cast into it after moving the
+    ray into the object's frame at the ray's own time, so motion is exact per pulse
+    (no time slices), and the nearest hit of all scenes wins.
+
     Parameters
     ----------
     scene : Scene
-        Its objects become the engine's geometries, in order.
+        Its objects become the engine's geometries.
     """
 
     def __init__(self, scene: Scene) -> None:
@@ -57,23 +62,42 @@ class RayEngine:
 
         self._o3d = o3d
         self.origin_shift_m: NDArray[np.float64] = scene.bounds_m.mean(axis=0)
-        self._scene = o3d.t.geometry.RaycastingScene()
-        ids = []
-        for obj in scene.objects:
-            # One float32 and one uint32 copy each, shared with Open3D (from_numpy), which
-            # copies them into Embree's buffers; both are freed after.
-            vertices = (obj.vertices_m - self.origin_shift_m).astype(np.float32)
-            faces = obj.faces.astype(np.uint32)
-            ids.append(
-                self._scene.add_triangles(
-                    o3d.core.Tensor.from_numpy(vertices), o3d.core.Tensor.from_numpy(faces)
-                )
-            )
-            del vertices, faces
+        static = [i for i, o in enumerate(scene.objects) if not o.moving]
+        self._scene, ids = self._build([scene.objects[i] for i in static], self.origin_shift_m)
         if ids != list(range(len(ids))):  # what cast_rays relies on
             raise RuntimeError(f"Open3D numbered the geometries unexpectedly: {ids[:5]}...")
         if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
+        self._static_index = np.asarray(static, dtype=np.int32)
+        self._identity = static == list(range(len(scene.objects)))
+        self._moving = []
+        for i, obj in enumerate(scene.objects):
+            if obj.moving:
+                local = obj.vertices_m.mean(axis=0)
+                rc, _ = self._build([obj], local)
+                self._moving.append((i, rc, local, obj.trajectory))
+
+    @property
+    def has_moving(self) -> bool:
+        """Whether some objects move (casts then need each ray's time)."""
+        return bool(self._moving)
+
+    def _build(self, objects: list, shift: NDArray[np.float64]) -> tuple[object, list[int]]:
+        o3d = self._o3d
+        rc = o3d.t.geometry.RaycastingScene()
+        ids = []
+        for obj in objects:
+            # One float32 and one uint32 copy each, shared with Open3D (from_numpy), which
+            # copies them into Embree's buffers; both are freed after.
+            vertices = (obj.vertices_m - shift).astype(np.float32)
+            faces = obj.faces.astype(np.uint32)
+            ids.append(
+                rc.add_triangles(
+                    o3d.core.Tensor.from_numpy(vertices), o3d.core.Tensor.from_numpy(faces)
+                )
+            )
+            del vertices, faces
+        return rc, ids
 
     def rays(
         self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]
@@ -91,7 +115,12 @@ class RayEngine:
         rays[:, 3:] = directions
         return rays
 
-    def cast(self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]) -> Hits:
+    def cast(
+        self,
+        origins_m: NDArray[np.float64],
+        directions: NDArray[np.float64],
+        time_s: NDArray[np.float64] | None = None,
+    ) -> Hits:
         """Cast rays; return the first hit of each.
 
         Parameters
@@ -100,21 +129,57 @@ class RayEngine:
             World coordinates of the ray origins.
         directions : (N, 3) float
             Unit directions (world frame).
+        time_s : (N,) float, optional
+            Each ray's time, for moving objects (required when there are some).
 
         Returns
         -------
         Hits
         """
-        return self.cast_rays(self.rays(origins_m, directions))
+        return self.cast_rays(self.rays(origins_m, directions), time_s)
 
-    def cast_rays(self, rays: NDArray[np.float32]) -> Hits:
-        """Cast rays already in Open3D's layout (see :meth:`rays`)."""
+    def cast_rays(
+        self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None = None
+    ) -> Hits:
+        """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
         result = self._scene.cast_rays(self._o3d.core.Tensor(rays))
         # Geometry ids are 0..n-1 in insertion order; INVALID_ID (2^32 - 1) read as int32
         # is exactly -1, the miss marker. Misses have t = inf and a zero normal already.
-        object_index = result["geometry_ids"].numpy().view(np.int32)
-        return Hits(
+        geometry = result["geometry_ids"].numpy().view(np.int32)
+        if self._identity:
+            object_index = geometry
+        else:
+            object_index = np.where(geometry >= 0, self._static_index[np.maximum(geometry, 0)], -1)
+            object_index = object_index.astype(np.int32)
+        hits = Hits(
             range_m=result["t_hit"].numpy(),
             object_index=object_index,
             normal=result["primitive_normals"].numpy(),
         )
+        if self._moving:
+            if time_s is None:
+                raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
+            self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits)
+        return hits
+
+    def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
+        """Intersect each moving object in its own frame at each ray's time; keep the nearest."""
+        origins = rays[:, :3].astype(np.float64) + self.origin_shift_m
+        directions = rays[:, 3:].astype(np.float64)
+        hits.range_m = np.array(hits.range_m)
+        hits.object_index = np.array(hits.object_index)
+        hits.normal = np.array(hits.normal)
+        for index, rc, local, trajectory in self._moving:
+            rot, pos = trajectory.poses(time_s)
+            o = np.einsum("nji,nj->ni", rot, origins - pos) - local
+            d = np.einsum("nji,nj->ni", rot, directions)
+            local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
+            res = rc.cast_rays(self._o3d.core.Tensor(local_rays))
+            t = res["t_hit"].numpy()
+            nearer = t < hits.range_m
+            if not nearer.any():
+                continue
+            hits.range_m[nearer] = t[nearer]
+            hits.object_index[nearer] = index
+            n_local = res["primitive_normals"].numpy()[nearer].astype(np.float64)
+            hits.normal[nearer] = np.einsum("nij,nj->ni", rot[nearer], n_local)

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from .config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
 from .errors import ConfigError, SceneError
 from .labels import THING_LABELS, label_id
+from .trajectory import StaticTrajectory, Trajectory, trajectory_from_spec
 from .transforms import compose
 
 __all__ = ["MaterialTable", "Scene", "SceneObject", "load_scene", "primitive_mesh"]
@@ -69,6 +70,14 @@ class SceneObject:
     material: str
     label: int
     instance: int
+    #: World from object over time, for a moving object (its vertices are then in the
+    #: object's own frame); None for a static one (vertices in the world).
+    trajectory: Trajectory | None = None
+
+    @property
+    def moving(self) -> bool:
+        """Whether the object follows a trajectory."""
+        return self.trajectory is not None
 
 
 @dataclass
@@ -133,9 +142,10 @@ class Scene:
 
     @property
     def bounds_m(self) -> NDArray[np.float64]:
-        """(2, 3) world bounding box, min row first."""
-        lo = np.min([o.vertices_m.min(axis=0) for o in self.objects], axis=0)
-        hi = np.max([o.vertices_m.max(axis=0) for o in self.objects], axis=0)
+        """(2, 3) world bounding box of the static objects (all, if none is static)."""
+        objects = [o for o in self.objects if not o.moving] or self.objects
+        lo = np.min([o.vertices_m.min(axis=0) for o in objects], axis=0)
+        hi = np.max([o.vertices_m.max(axis=0) for o in objects], axis=0)
         return np.stack([lo, hi])
 
     def material_table(self) -> MaterialTable:
@@ -295,6 +305,16 @@ def build_scene(
             mesh = primitive_mesh(obj)
             parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
         object_instance: int | None = obj.instance  # all parts of one object share it
+        moving = (
+            trajectory_from_spec(obj.trajectory, base_dir, source, f"{key}.trajectory")
+            if obj.trajectory is not None
+            else None
+        )
+        if isinstance(moving, StaticTrajectory):  # a trajectory that never moves: a placement
+            fixed = np.eye(4)
+            fixed[:3, :3], fixed[:3, 3] = moving.rotation, moving.position_m
+            placement = fixed @ placement
+            moving = None
         for part in parts:
             part_material = part.material
             name = obj.name if len(parts) == 1 else f"{obj.name}/{part.name}"
@@ -332,6 +352,7 @@ def build_scene(
                     material=mat,
                     label=label,
                     instance=instance,
+                    trajectory=moving,
                 )
             )
     return Scene(objects=objects, materials=used, source=str(source), warnings=notes)

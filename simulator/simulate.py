@@ -225,8 +225,12 @@ class Simulation:
         if n > 1:
             cast = self._sub_rays(rays, up, forward)
             cast_up = up if len(up) == 1 else np.repeat(up, n, axis=0)
+        cast_time = None
+        if self.engine.has_moving:  # moving objects are placed at each ray's own time
+            cast_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+            cast_time = np.repeat(cast_time, n) if n > 1 else cast_time
         t1 = time.perf_counter()
-        hits = self.engine.cast_rays(cast)
+        hits = self.engine.cast_rays(cast, cast_time)
         self.timings_s["schedule"] += t1 - t0
         self.timings_s["cast"] += time.perf_counter() - t1
         return CastChunk(rays, cast, cast_up, hits)

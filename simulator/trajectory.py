@@ -32,6 +32,7 @@ __all__ = [
     "matrix_from_quaternion",
     "quaternion_from_matrix",
     "slerp",
+    "trajectory_from_spec",
     "trajectory_from_survey",
 ]
 
@@ -355,6 +356,14 @@ def _motionless_pose(spec: TrajectorySpec) -> Pose | None:
     elif spec.file is None and not any(spec.velocity_mps or [0.0]) and not spec.yaw_rate_deg_s:
         return spec.start or Pose()
     return None
+
+
+def trajectory_from_spec(
+    spec: TrajectorySpec, base_dir: Path, source: str | Path = "", key: str = "trajectory"
+) -> Trajectory:
+    """The trajectory a :class:`TrajectorySpec` describes (paths relative to ``base_dir``)."""
+    del key
+    return trajectory_from_survey(Pose(), spec, None, base_dir, source)
 
 
 def trajectory_from_survey(

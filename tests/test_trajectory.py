@@ -219,3 +219,30 @@ def test_sequence_command_writes_kitti_frames(tmp_path: Path) -> None:
     points, labels = read_kitti(frames[0])
     assert labels is not None and len(labels) == len(points) > 10_000
     assert len(np.loadtxt(tmp_path / "kitti" / "times.txt")) == 2
+
+
+def test_a_moving_object_is_hit_where_it_is_at_each_pulse(ws: Workspace) -> None:
+    """A box driving along y at 10 m/s past a static sensor: every hit on it lies on its
+    face at the box's position at that pulse's own time (exact per pulse, no slices)."""
+    car = {
+        "name": "car", "box": {"size_m": [2.0, 4.0, 2.0]}, "material": PLAIN, "label": "car",
+        "trajectory": {"start": {"position_m": [11.0, -20.0, 0.0]}, "velocity_mps": [0, 10, 0]},
+    }  # fmt: skip
+    still = {"name": "post", "box": {"size_m": [1, 1, 4]}, "position_m": [-10, 0, 0],
+             "material": PLAIN}  # fmt: skip
+    cloud = ws.scan([car, still], scanner=single_channel_scanner(), revolutions=40,
+                    output={"frame": "world", "diagnostics": True})  # fmt: skip
+    on_car = cloud["label"] == simulator.labels.label_id("car")
+    assert on_car.sum() > 100
+    xyz = cloud["xyz"][on_car].astype(np.float64)
+    t = cloud["time_s"][on_car]
+    centre_y = -20.0 + 10.0 * t
+    # In the box's frame at each pulse's time, every point is on its surface.
+    local = np.stack([(xyz[:, 0] - 11.0) / 1.0, (xyz[:, 1] - centre_y) / 2.0], axis=1)
+    np.testing.assert_allclose(np.abs(local).max(axis=1), 1.0, atol=2e-4)
+    assert np.mean(np.abs(xyz[:, 0] - 10.0) < 2e-4) > 0.5  # mostly its near face
+    assert np.ptp(centre_y) > 10.0  # it moved a long way during the scan
+    assert len(np.unique(cloud["instance"][on_car])) == 1 and cloud["instance"][on_car][0] > 0
+    # The static post is unaffected.
+    post = ~on_car
+    np.testing.assert_allclose(cloud["xyz"][post, 0], -9.5, atol=2e-4)
