@@ -112,7 +112,8 @@ def sequence(
     survey: Annotated[Path, typer.Argument(help="Survey YAML (usually with a trajectory).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Output folder.")],
     fmt: Annotated[
-        str, typer.Option("--format", help="Frame format: npz, bin, pcd, ply, las, laz.")
+        str,
+        typer.Option("--format", help="Frame format: npz, bin, pcd, ply, las, laz, rosbag2."),
     ] = "npz",
     compensate: Annotated[
         bool, typer.Option(help="Remove the motion: points in the frame-start sensor frame.")
@@ -127,7 +128,8 @@ def sequence(
 ) -> None:
     """Write a survey as frames (one per revolution) with ground-truth poses."""
     fmt = fmt.lstrip(".").lower()
-    check_writable(output / "frames" / f"000000.{fmt}")
+    if fmt != "rosbag2":
+        check_writable(output / "frames" / f"000000.{fmt}")
     sim = Simulation.from_file(survey, set_ or [])
     for note in sim.scene.warnings:
         _err.print(f"[yellow]warning:[/] {note}")
@@ -151,7 +153,9 @@ def sequence(
     if not quiet:
         _out.print(
             f"{summary.frames} frames, {summary.points:,} points from {summary.pulses:,} pulses "
-            f"in {summary.seconds:.2f} s -> {output}/frames, poses_tum.txt, poses_kitti.txt"
+            f"in {summary.seconds:.2f} s -> {output}/"
+            + ("bag" if fmt == "rosbag2" else "frames")
+            + ", poses_tum.txt, poses_kitti.txt, times.txt"
         )
 
 

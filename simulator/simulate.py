@@ -413,7 +413,14 @@ def write_sequence(
 
     out = Path(out_dir)
     frames_dir = out / "frames"
-    frames_dir.mkdir(parents=True, exist_ok=True)
+    bag = None
+    if fmt == "rosbag2":
+        from .io.rosbag import RosbagWriter
+
+        out.mkdir(parents=True, exist_ok=True)
+        bag = RosbagWriter(out / "bag")
+    else:
+        frames_dir.mkdir(parents=True, exist_ok=True)
     sim.survey.output.frame = "sensor_compensated" if compensate else "sensor"
     per_frame = sim.scanner.firings_per_revolution * sim.pattern.channels
     total = sim.total_pulses
@@ -424,21 +431,31 @@ def write_sequence(
     for k, first in enumerate(starts):
         ref_time = (first // sim.pattern.channels) * sim.pattern.period_s
         sim.reference_time_s = ref_time
-        frame = sim.write(
-            [frames_dir / f"{k:06d}.{fmt}"],
-            start=first,
-            stop=min(first + per_frame, total),
-            time_offset_s=ref_time,
-        )
-        summary.points += frame.points
-        summary.files.extend(frame.files)
+        stop = min(first + per_frame, total)
         rot, pos = sim.trajectory.pose_at(ref_time)
         q = quaternion_from_matrix(rot)
+        if bag is not None:
+            try:
+                cloud = PointCloud.concatenate(list(sim.chunks(None, first, stop)))
+                cloud.fields["time_s"] = cloud.fields["time_s"] - ref_time
+                bag.write_frame(cloud, ref_time, rot, pos, q)
+            except BaseException:
+                bag.abort()
+                raise
+            summary.points += len(cloud)
+        else:
+            frame = sim.write(
+                [frames_dir / f"{k:06d}.{fmt}"], start=first, stop=stop, time_offset_s=ref_time
+            )
+            summary.points += frame.points
+            summary.files.extend(frame.files)
         tum.append(f"{ref_time:.9f} " + " ".join(f"{v:.9f}" for v in [*pos, *q]))
         kitti.append(" ".join(f"{v:.9e}" for v in np.hstack([rot, pos[:, None]]).ravel()))
         times.append(f"{ref_time:.9f}")
         if progress is not None:
             progress(min(first + per_frame, total), total)
+    if bag is not None:
+        summary.files.append(bag.close())
     for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
         path = out / name
         tmp = path.with_name(f".{name}.tmp")

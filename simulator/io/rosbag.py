@@ -1,0 +1,141 @@
+"""ROS 2 bags of a sequence (rosbags library; no ROS install needed).
+
+Each frame becomes a ``sensor_msgs/msg/PointCloud2`` on ``/points`` in the layout of
+the ROS 2 velodyne driver's ``PointXYZIRT``: ``x y z intensity`` float32 at offsets
+0, 4, 8, 12, ``ring`` uint16 at 16, ``time`` float32 at 18 (seconds from the message
+stamp), 22 bytes a point, little-endian, ``frame_id`` ``lidar``. The ground-truth pose
+of each frame (world from sensor at the frame's reference time) is a
+``tf2_msgs/msg/TFMessage`` on ``/tf`` from ``map`` to ``lidar``. Stamps count from the
+survey start (t = 0 is 0 ns).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import OutputError
+from ..pointcloud import PointCloud
+
+__all__ = ["POINT_DTYPE", "RosbagWriter"]
+
+#: One point of the PointCloud2 (packed, 22 bytes).
+POINT_DTYPE = np.dtype(
+    {
+        "names": ["x", "y", "z", "intensity", "ring", "time"],
+        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
+        "offsets": [0, 4, 8, 12, 16, 18],
+        "itemsize": 22,
+    }
+)
+_DATATYPE = {"<f4": 7, "<u2": 4}  # sensor_msgs/PointField FLOAT32, UINT16
+
+
+class RosbagWriter:
+    """Writes frames and poses to a ROS 2 bag folder (sqlite3 storage).
+
+    The bag is written to a temporary folder beside ``path`` and renamed when closed.
+    """
+
+    def __init__(self, path: Path, frame_id: str = "lidar", world_id: str = "map") -> None:
+        try:
+            from rosbags.rosbag2 import Writer
+            from rosbags.typesys import Stores, get_typestore
+        except ImportError:
+            raise OutputError(
+                "rosbag2 output needs the rosbags library: pip install 'lidar-sim[ros]'"
+            ) from None
+        self.path = Path(path)
+        if self.path.exists():
+            raise OutputError(f"{self.path}: exists; a bag is written to a new folder")
+        # rosbags names the database after its folder: write <parent>/.<name>.tmp/<name>.
+        self.tmp_parent = self.path.with_name(f".{self.path.name}.tmp")
+        shutil.rmtree(self.tmp_parent, ignore_errors=True)
+        self.tmp_parent.mkdir(parents=True)
+        self.tmp = self.tmp_parent / self.path.name
+        self.frame_id, self.world_id = frame_id, world_id
+        self.ts = get_typestore(Stores.ROS2_HUMBLE)
+        self.writer = Writer(self.tmp, version=8)
+        self.writer.open()
+        self.points = self.writer.add_connection(
+            "/points", "sensor_msgs/msg/PointCloud2", typestore=self.ts
+        )
+        self.tf = self.writer.add_connection("/tf", "tf2_msgs/msg/TFMessage", typestore=self.ts)
+
+    def _header(self, stamp_ns: int, frame_id: str):  # type: ignore[no-untyped-def]
+        t = self.ts.types
+        stamp = t["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9)
+        return t["std_msgs/msg/Header"](stamp=stamp, frame_id=frame_id)
+
+    def write_frame(
+        self,
+        cloud: PointCloud,
+        stamp_s: float,
+        rotation: NDArray[np.float64],
+        position_m: NDArray[np.float64],
+        quaternion: NDArray[np.float64],
+    ) -> None:
+        """Write one frame (``cloud["time_s"]`` relative to ``stamp_s``) and its pose."""
+        t = self.ts.types
+        del rotation
+        stamp_ns = round(stamp_s * 1e9)
+        data = np.zeros(len(cloud), dtype=POINT_DTYPE)
+        xyz = cloud["xyz"]
+        data["x"], data["y"], data["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
+        data["intensity"] = cloud["intensity"]
+        data["ring"] = cloud["ring"]
+        data["time"] = cloud["time_s"]
+        fields = [
+            t["sensor_msgs/msg/PointField"](
+                name=name,
+                offset=POINT_DTYPE.fields[name][1],
+                datatype=_DATATYPE[POINT_DTYPE.fields[name][0].str],
+                count=1,
+            )
+            for name in POINT_DTYPE.names
+        ]
+        msg = t["sensor_msgs/msg/PointCloud2"](
+            header=self._header(stamp_ns, self.frame_id),
+            height=1,
+            width=len(cloud),
+            fields=fields,
+            is_bigendian=False,
+            point_step=POINT_DTYPE.itemsize,
+            row_step=POINT_DTYPE.itemsize * len(cloud),
+            data=np.frombuffer(data.tobytes(), dtype=np.uint8),
+            is_dense=True,
+        )
+        self.writer.write(
+            self.points, stamp_ns, self.ts.serialize_cdr(msg, "sensor_msgs/msg/PointCloud2")
+        )
+        x, y, z = (float(v) for v in position_m)
+        qx, qy, qz, qw = (float(v) for v in quaternion)
+        tf = t["geometry_msgs/msg/TransformStamped"](
+            header=self._header(stamp_ns, self.world_id),
+            child_frame_id=self.frame_id,
+            transform=t["geometry_msgs/msg/Transform"](
+                translation=t["geometry_msgs/msg/Vector3"](x=x, y=y, z=z),
+                rotation=t["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw),
+            ),
+        )
+        tf_msg = t["tf2_msgs/msg/TFMessage"](transforms=[tf])
+        self.writer.write(
+            self.tf, stamp_ns, self.ts.serialize_cdr(tf_msg, "tf2_msgs/msg/TFMessage")
+        )
+
+    def close(self) -> Path:
+        """Finish the bag and rename it into place."""
+        self.writer.close()
+        self.tmp.rename(self.path)
+        self.tmp_parent.rmdir()
+        return self.path
+
+    def abort(self) -> None:
+        """Drop the bag."""
+        try:
+            self.writer.close()
+        finally:
+            shutil.rmtree(self.tmp_parent, ignore_errors=True)
