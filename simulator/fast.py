@@ -77,11 +77,13 @@ if AVAILABLE:
         start, n, channels, period_s, offset_s, el_cos, el_sin, az_offset, sign, az0, rate,
         r0, rot, pos, rays,
     ):  # fmt: skip
+        stride = 1 if rot.shape[0] > 1 else 0  # a pose per pulse, or one for all
         for k in prange(n):
             pid = start + k
             firing = pid // channels
             ch = pid - firing * channels
             t = firing * period_s + offset_s[ch]
+            j = k * stride
             head = (az0 + sign * _TWO_PI * (rate * t)) % _TWO_PI
             az = head + az_offset[ch]
             ca, sa = math.cos(az), math.sin(az)
@@ -90,8 +92,8 @@ if AVAILABLE:
                 ca, sa = math.cos(head), math.sin(head)
             os0, os1 = r0 * ca, r0 * sa
             for a in range(3):
-                rays[k, a] = rot[a, 0] * os0 + rot[a, 1] * os1 + pos[a]
-                rays[k, 3 + a] = rot[a, 0] * ds0 + rot[a, 1] * ds1 + rot[a, 2] * ds2
+                rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[j, a]
+                rays[k, 3 + a] = rot[j, a, 0] * ds0 + rot[j, a, 1] * ds1 + rot[j, a, 2] * ds2
 
     @njit(parallel=True, cache=True, nogil=True)
     def _evaluate_hits(  # type: ignore[no-untyped-def]
@@ -240,9 +242,9 @@ def spinning_rays(
     pattern : SpinningPattern
     start, stop : int
         Global pulse ids.
-    rotation : (3, 3) float64
-        World from sensor.
-    position_m : (3,) float64
+    rotation : (3, 3) or (N, 3, 3) float64
+        World from sensor: one pose, or one per pulse (a moving sensor).
+    position_m : (3,) or (N, 3) float64
         Sensor origin in the world.
     shift_m : (3,) float64
         The ray engine's local origin, subtracted from the ray origins.
@@ -259,8 +261,9 @@ def spinning_rays(
         start, stop - start, p.channels, p.period_s, p.firing_offset_s, np.cos(el), np.sin(el),
         p.azimuth_offset_rad, p.sign, math.radians(p.scanner.start_azimuth_deg),
         p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,
-        np.ascontiguousarray(rotation, dtype=np.float64),
-        np.ascontiguousarray(position_m, dtype=np.float64) - shift_m, rays,
+        np.ascontiguousarray(np.asarray(rotation, dtype=np.float64).reshape(-1, 3, 3)),
+        np.ascontiguousarray(np.asarray(position_m, dtype=np.float64).reshape(-1, 3) - shift_m),
+        rays,
     )  # fmt: skip
     return rays
 

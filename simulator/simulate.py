@@ -213,7 +213,12 @@ class Simulation:
         if self.use_fast and isinstance(t, StaticTrajectory):
             rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
             up, forward = t.axes(np.zeros(0))
-        else:  # a moving sensor: the pose of every pulse at its own firing time
+        elif self.use_fast:  # a moving sensor: the pose of every pulse at its own firing time
+            time_s, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+            rot, pos = t.poses(time_s)
+            rays = fast.spinning_rays(self.pattern, start, stop, rot, pos, shift)
+            up, forward = np.ascontiguousarray(rot[:, :, 2]), np.ascontiguousarray(rot[:, :, 0])
+        else:
             schedule = self.pattern.schedule(start, stop)
             origins, directions, _ = t.to_world(
                 schedule.origin_m, schedule.direction, schedule.time_s
