@@ -32,7 +32,7 @@ import numpy as np
 import trimesh
 
 from . import fast
-from .config import Pose, Survey, load_materials, load_scanner
+from .config import Pose, Survey, TrajectorySpec, load_materials, load_scanner
 from .labels import label_id
 from .raycast import RayEngine
 from .scene import Scene, SceneObject
@@ -182,6 +182,7 @@ def run_bench(
     compare_trimesh: bool = False,
     use_fast: bool = True,
     beam_samples: int = 1,
+    moving: bool = False,
 ) -> BenchResult:
     """Run the benchmark; see the module docstring for what is measured.
 
@@ -206,16 +207,24 @@ def run_bench(
         Use the numba kernels (``False``: the numpy specification).
     beam_samples : int
         Sub-rays per pulse (the bare cast then casts all of them).
+    moving : bool
+        Drive the sensor at 5 m/s (a pose per pulse) instead of a static pose.
     """
     import open3d as o3d
 
     t0 = time.perf_counter()
     scene = build_bench_scene(seed, scene_scale)
     t_scene = time.perf_counter() - t0
+    motion = {"start": {"position_m": [-10.0, 0.0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
+    where = (
+        {"trajectory": TrajectorySpec.model_validate(motion)}
+        if moving
+        else {"pose": Pose(position_m=[0.0, 0.0, 1.8])}
+    )
     survey = Survey(
         scanner="rs-helios-5515",
         scene="(in memory)",
-        pose=Pose(position_m=[0.0, 0.0, 1.8]),
+        **where,
         revolutions=None if duration_s else revolutions,
         duration_s=duration_s,
         chunk_pulses=chunk_pulses,
@@ -257,10 +266,8 @@ def run_bench(
     tensors = []
     for start in range(0, total, sim.chunk_step):
         stop = min(start + sim.chunk_step, total)
-        s = sim.pattern.schedule(start, stop)
-        origins, directions, _ = sim.trajectory.to_world(s.origin_m, s.direction, s.time_s)
-        rays = sim.engine.rays(origins, directions)
-        tensors.append(o3d.core.Tensor(rays if beam_samples == 1 else sim._sub_rays(rays)))
+        chunk = sim.cast_pulses(start, stop)  # untimed: only its rays are kept
+        tensors.append(o3d.core.Tensor(chunk.cast))
     first_rays = tensors[0].numpy() if tensors else None
     tc = time.perf_counter()
     for tensor in tensors:
@@ -277,6 +284,7 @@ def run_bench(
         "kernels": "numba" if use_fast and fast.AVAILABLE else "numpy",
         "scanner": scanner.name,
         "beam_samples": beam_samples,
+        "moving": moving,
         "sensor_pulses_per_s": scanner.pulses_per_second,
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
@@ -313,7 +321,8 @@ def format_result(result: BenchResult) -> str:
         f"scene              {f['triangles']:,} triangles in {f['objects']} objects "
         f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
-        f"survey             {f['scanner']} ({f['beam_samples']} ray(s) a pulse), "
+        f"survey             {f['scanner']} ({f['beam_samples']} ray(s) a pulse"
+        f"{', moving at 5 m/s' if f['moving'] else ''}), "
         f"{f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "
         f"chunks of {f['chunk_pulses']:,}, "

@@ -206,6 +206,7 @@ def bench(
     ] = False,
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
     beam_samples: Annotated[int, typer.Option(help="Sub-rays per pulse: 1, 7, 19, ...")] = 1,
+    moving: Annotated[bool, typer.Option(help="Drive the sensor at 5 m/s.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     load: Annotated[
         int,
@@ -247,6 +248,7 @@ def bench(
         compare_trimesh=compare_trimesh,
         use_fast=not numpy,
         beam_samples=beam_samples,
+        moving=moving,
     )
     typer.echo(result.to_json() if as_json else format_result(result))
 
