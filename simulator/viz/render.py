@@ -1,0 +1,113 @@
+"""Headless renders of a cloud with Open3D's offscreen renderer (software Vulkan works).
+
+Two default cameras: ``sensor``, a chase view from behind and above the sensor looking
+forward (the cloud's frame origin is taken as the sensor), and ``bev``, a bird's-eye
+view from straight above that fits the central 95 % of the points. A legend (SemanticKITTI
+classes present, or a colour bar) is drawn beside the picture with matplotlib.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..labels import label_name
+from ..pointcloud import PointCloud
+from .colors import SEMANTIC_KITTI_RGB, colors_for
+
+__all__ = ["render", "render_array"]
+
+
+def render_array(
+    cloud: PointCloud,
+    color_by: str = "intensity",
+    view: str = "sensor",
+    width: int = 1280,
+    height: int = 720,
+    point_size: float = 2.0,
+) -> NDArray[np.uint8]:
+    """Render a cloud to an (height, width, 3) uint8 image (white background)."""
+    import open3d as o3d
+    import open3d.visualization.rendering as rendering
+
+    renderer = rendering.OffscreenRenderer(width, height)
+    pcd = o3d.geometry.PointCloud()
+    xyz = cloud["xyz"].astype(np.float64)
+    pcd.points = o3d.utility.Vector3dVector(xyz)
+    pcd.colors = o3d.utility.Vector3dVector(colors_for(cloud, color_by))
+    material = rendering.MaterialRecord()
+    material.shader = "defaultUnlit"
+    material.point_size = float(point_size)
+    renderer.scene.add_geometry("cloud", pcd, material)
+    renderer.scene.set_background([1.0, 1.0, 1.0, 1.0])
+    renderer.scene.view.set_post_processing(False)  # exact colours, no tone mapping
+    if view == "bev":
+        extent = float(np.percentile(np.abs(xyz[:, :2]), 95)) if len(xyz) else 10.0
+        centre = np.array([0.0, 0.0, 0.0])
+        eye = np.array([0.0, 0.0, 1.1 * extent / np.tan(np.radians(30.0))])
+        renderer.setup_camera(60.0, centre, eye, [1.0, 0.0, 0.0])
+    elif view == "sensor":
+        renderer.setup_camera(70.0, [12.0, 0.0, 0.0], [-14.0, 0.0, 9.0], [0.0, 0.0, 1.0])
+    else:
+        raise ValueError(f"unknown view {view!r}; expected sensor or bev")
+    image = np.asarray(renderer.render_to_image())
+    return image[:, :, :3].copy()
+
+
+def render(
+    cloud: PointCloud,
+    path: str | Path,
+    color_by: str = "intensity",
+    view: str = "sensor",
+    width: int = 1280,
+    height: int = 720,
+    point_size: float = 2.0,
+    title: str = "",
+) -> Path:
+    """Render a cloud to a PNG with a legend; returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    image = render_array(cloud, color_by, view, width, height, point_size)
+    dpi = 100
+    fig = plt.figure(figsize=(width / dpi + 2.4, height / dpi), dpi=dpi)
+    ax = fig.add_axes((0.0, 0.0, width / (width + 240.0), 1.0))
+    ax.imshow(image)
+    ax.set_axis_off()
+    legend_ax = fig.add_axes((width / (width + 240.0), 0.05, 240.0 / (width + 240.0), 0.9))
+    legend_ax.set_axis_off()
+    legend_ax.set_title(f"{title}\n{len(cloud):,} points\ncolour: {color_by}", fontsize=9)
+    if color_by == "label" and len(cloud):
+        ids, counts = np.unique(cloud["label"], return_counts=True)
+        order = np.argsort(-counts)
+        handles = [
+            Patch(color=np.array(SEMANTIC_KITTI_RGB.get(int(ids[i]), (128, 128, 128))) / 255.0,
+                  label=f"{label_name(int(ids[i]))} ({counts[i]:,})")
+            for i in order
+        ]  # fmt: skip
+        legend_ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
+    else:
+        from matplotlib import colormaps
+        from matplotlib.colors import Normalize
+
+        cmap = {"intensity": "viridis", "range": "turbo", "ring": "tab20", "return": "plasma"}
+        lo, hi = {"intensity": (0, 100), "ring": (0, 19), "return": (1, 4)}.get(color_by, (0, 1))
+        if color_by == "range" and len(cloud):
+            lo, hi = np.percentile(cloud["range_m"], [2, 98])
+        bar_ax = fig.add_axes((width / (width + 240.0) + 0.02, 0.1, 0.02, 0.6))
+        mappable = plt.cm.ScalarMappable(
+            Normalize(lo, hi), colormaps[cmap.get(color_by, "viridis")]
+        )
+        fig.colorbar(mappable, cax=bar_ax)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
