@@ -159,6 +159,99 @@ def sequence(
         )
 
 
+def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False):  # type: ignore[no-untyped-def]
+    """A file's cloud, or a survey's (scanned), with the simulation for a survey."""
+    if source.suffix.lower() in (".yaml", ".yml"):
+        extra = ["output.diagnostics=true"] if diagnostics else []
+        sim = Simulation.from_file(source, [*sets, *extra])
+        return sim.run(), sim
+    from .io.read import read
+
+    return read(source), None
+
+
+@app.command()
+def render(
+    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")],
+    color: Annotated[str, typer.Option(help="intensity, label, ring, range or return.")] = (
+        "intensity"
+    ),
+    view_: Annotated[str, typer.Option("--view", help="sensor (chase) or bev (above).")] = (
+        "sensor"
+    ),
+    width: Annotated[int, typer.Option(help="Image width, px.")] = 1280,
+    height: Annotated[int, typer.Option(help="Image height, px.")] = 720,
+    point_size: Annotated[float, typer.Option(help="Point size, px.")] = 2.0,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+) -> None:
+    """Render a cloud headless (Open3D offscreen) to a PNG."""
+    from .viz.render import render as render_png
+
+    cloud, _ = _cloud_of(source, set_ or [])
+    path = render_png(cloud, output, color, view_, width, height, point_size, title=source.name)
+    _out.print(f"wrote {path}")
+
+
+@app.command()
+def rangeimage(
+    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")],
+    width: Annotated[int, typer.Option(help="Azimuth columns.")] = 1024,
+    npy: Annotated[bool, typer.Option(help="Also write the (6, rings, width) float32 .npy.")] = (
+        False
+    ),
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+) -> None:
+    """Write a range image (rows = rings, columns = azimuth): range, intensity, label."""
+    from .viz.rangeimage import write_range_image
+
+    cloud, _ = _cloud_of(source, set_ or [])
+    for path in write_range_image(cloud, output, width, npy):
+        _out.print(f"wrote {path}")
+
+
+@app.command()
+def view(
+    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
+    color: Annotated[str, typer.Option(help="intensity, label, ring, range or return.")] = (
+        "intensity"
+    ),
+    screenshot: Annotated[
+        Path | None, typer.Option(help="Draw once, save this PNG and close (no interaction).")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+) -> None:
+    """Open an Open3D window on a cloud (a survey also shows its scene: key M)."""
+    from .viz.viewer import view as open_view
+
+    sets = list(set_ or [])
+    if source.suffix.lower() in (".yaml", ".yml"):
+        sets.append("output.frame=world")  # so that the scene mesh lines up
+    cloud, sim = _cloud_of(source, sets)
+    path = open_view(cloud, color, sim.scene if sim is not None else None, screenshot)
+    if path is not None:
+        _out.print(f"wrote {path}")
+
+
+@app.command()
+def report(
+    source: Annotated[Path, typer.Argument(help="A survey YAML (full report) or a cloud file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+) -> None:
+    """Plots of the physics (Minnaert, detection, range error, rings) and an HTML page."""
+    from .viz.report import write_report
+
+    cloud, sim = _cloud_of(source, set_ or [], diagnostics=True)
+    summary = write_report(cloud, output, simulation=sim, title=source.name)
+    for name, m in summary["materials"].items():
+        if "fitted_k" in m:
+            _out.print(f"{name}: {m['points']:,} points, k {m['minnaert_k']:g}, "
+                       f"fitted {m['fitted_k']:.3f}")  # fmt: skip
+    _out.print(f"wrote {output / 'report.html'}")
+
+
 @app.command()
 def scanners() -> None:
     """List the bundled scanner presets."""

@@ -1,0 +1,200 @@
+"""A report on a scan: does the physics behave? Plots and an HTML page that shows them.
+
+For a survey (scanned with diagnostics) the report knows each point's material, so it
+draws per material: intensity against the effective incidence cosine with the Minnaert
+curve ``intensity_scale * rho * cos^k`` the material should follow (and the exponent
+fitted to the points), the detected fraction of hits against range with the range at
+which the threshold stops a normal-incidence target of that material, and the range
+error against incidence with the rough-surface law ``sqrt((roughness cos^-1.5)^2 +
+range_noise^2)``. For any cloud: points per ring and a histogram of ranges.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import physics
+from ..labels import label_name
+from ..pointcloud import PointCloud
+
+__all__ = ["fit_minnaert", "write_report"]
+
+
+def fit_minnaert(cos: np.ndarray, intensity: np.ndarray) -> tuple[float, float]:
+    """Least-squares ``log I = log(a) + k log(cos)``: returns (k, a)."""
+    ok = (cos > 1e-3) & (intensity > 0)
+    if ok.sum() < 3 or np.ptp(np.log(cos[ok])) < 1e-6:
+        return float("nan"), float("nan")
+    k, log_a = np.polyfit(np.log(cos[ok]), np.log(intensity[ok]), 1)
+    return float(k), float(np.exp(log_a))
+
+
+def _save(fig: Any, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path.name
+
+
+def write_report(
+    cloud: PointCloud,
+    out_dir: str | Path,
+    *,
+    simulation: Any = None,
+    title: str = "scan",
+) -> dict[str, Any]:
+    """Write plots, ``report.html`` and ``report.json`` into ``out_dir``.
+
+    Parameters
+    ----------
+    cloud : PointCloud
+        The scan (with diagnostics for the per-material plots).
+    simulation : Simulation, optional
+        The simulation it came from: gives materials, the scanner and all hits.
+
+    Returns
+    -------
+    dict
+        The summary written to ``report.json`` (per-material fitted exponents etc.).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    images: list[tuple[str, str]] = []
+    summary: dict[str, Any] = {"title": title, "points": len(cloud), "materials": {}}
+    summary["labels"] = {
+        label_name(int(k)): int(v) for k, v in zip(*np.unique(cloud["label"], return_counts=True),
+                                                   strict=True)
+    }  # fmt: skip
+    has_diag = "object_id" in cloud and "cos_effective" in cloud
+    if simulation is not None and has_diag:
+        sim = simulation
+        mat_of_obj = sim.tables.material_of_object
+        names = sim.tables.materials.names
+        mats = sim.scene.materials
+        material = mat_of_obj[cloud["object_id"]]
+        scanner, model = sim.scanner, sim.model
+        present = [m for m in np.unique(material) if np.count_nonzero(material == m) >= 20]
+        # 1. intensity against incidence
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        c = np.linspace(0.02, 1.0, 200)
+        for m in present:
+            sel = material == m
+            name, mt = names[m], mats[names[m]]
+            cos, inten = cloud["cos_effective"][sel].astype(float), cloud["intensity"][sel]
+            k_fit, _ = fit_minnaert(cos, inten.astype(float))
+            (pts,) = ax.plot(cos, inten, ".", ms=1.5, alpha=0.4)
+            ax.plot(c, np.minimum(scanner.intensity_scale * mt.reflectance * c**mt.minnaert_k,
+                                  scanner.intensity_max), "-", color=pts.get_color(),
+                    label=f"{name}: k {mt.minnaert_k:g} (fit {k_fit:.3f})")  # fmt: skip
+            summary["materials"][name] = {
+                "points": int(sel.sum()), "minnaert_k": mt.minnaert_k, "fitted_k": k_fit,
+                "reflectance": mt.reflectance,
+            }  # fmt: skip
+        ax.set(xlabel="effective incidence cosine", ylabel="intensity", xlim=(0, 1))
+        ax.legend(fontsize=7)
+        images.append(("Intensity against incidence (Minnaert law per material)",
+                       _save(fig, out / "intensity_vs_incidence.png")))  # fmt: skip
+        # 2. detected fraction against range, from every hit of the survey
+        hit_range, hit_mat, hit_keep = [], [], []
+        for start in range(0, sim.total_pulses, sim.chunk_step):
+            stop = min(start + sim.chunk_step, sim.total_pulses)
+            chunk = sim.cast_pulses(start, stop)
+            from ..returns import evaluate_hits
+
+            res = evaluate_hits(start, chunk.cast, sim.engine.origin_shift_m, chunk.up,
+                                chunk.hits, sim.tables, model, sim.streams)  # fmt: skip
+            hit_range.append(chunk.hits.range_m[res.idx].astype(float))
+            hit_mat.append(mat_of_obj[chunk.hits.object_index[res.idx]])
+            hit_keep.append(res.keep)
+        hr, hm, hk = (np.concatenate(v) for v in (hit_range, hit_mat, hit_keep))
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        edges = np.linspace(0, min(scanner.range_max_m, np.percentile(hr, 99.5) * 1.1), 40)
+        for m in present:
+            sel = hm == m
+            counts, _ = np.histogram(hr[sel], edges)
+            kept, _ = np.histogram(hr[sel & hk], edges)
+            frac = np.where(counts > 0, kept / np.maximum(counts, 1), np.nan)
+            (line,) = ax.plot(0.5 * (edges[1:] + edges[:-1]), frac, "-o", ms=2, label=names[m])
+            r_max = model.max_range_m(mats[names[m]].reflectance)
+            if r_max < edges[-1]:
+                ax.axvline(r_max, color=line.get_color(), ls=":", lw=1)
+            summary["materials"].setdefault(names[m], {})["max_range_normal_m"] = r_max
+        ax.set(xlabel="range (m)", ylabel="detected fraction of hits", ylim=(0, 1.05),
+               xlim=(0, edges[-1]))  # fmt: skip
+        ax.legend(fontsize=7, title="dotted: threshold range at normal incidence",
+                  title_fontsize=7)  # fmt: skip
+        images.append(("Detected fraction against range", _save(fig, out / "detection.png")))
+        # 3. range error against incidence
+        if "range_true_m" in cloud:
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            bins = np.linspace(0.05, 1.0, 20)
+            centres = 0.5 * (bins[1:] + bins[:-1])
+            err = cloud["range_m"].astype(float) - cloud["range_true_m"]
+            for m in present:
+                sel = material == m
+                cos = cloud["cos_effective"][sel].astype(float)
+                which = np.digitize(cos, bins) - 1
+                std = [np.std(err[sel][which == b]) if np.sum(which == b) > 10 else np.nan
+                       for b in range(len(centres))]  # fmt: skip
+                (line,) = ax.plot(centres, std, "o", ms=3, label=names[m])
+                law = np.hypot(physics.rough_range_sigma_m(mats[names[m]].roughness_m, centres),
+                               model.range_noise_m)  # fmt: skip
+                ax.plot(centres, law, "-", color=line.get_color(), lw=1)
+            ax.set(xlabel="effective incidence cosine", ylabel="range error std (m)",
+                   yscale="log")  # fmt: skip
+            ax.legend(fontsize=7, title="lines: rough-surface law + sensor noise", title_fontsize=7)
+            images.append(("Range error against incidence", _save(fig, out / "range_error.png")))
+    # 4. points per ring, 5. ranges
+    if "ring" in cloud and len(cloud):
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        rings, counts = np.unique(cloud["ring"], return_counts=True)
+        ax.bar(rings, counts)
+        ax.set(xlabel="ring", ylabel="points")
+        images.append(("Points per ring", _save(fig, out / "points_per_ring.png")))
+        summary["points_per_ring"] = {int(r): int(n) for r, n in zip(rings, counts, strict=True)}
+    if len(cloud):
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        r = cloud["range_m"] if "range_m" in cloud else np.linalg.norm(cloud["xyz"], axis=1)
+        ax.hist(r, bins=100)
+        ax.set(xlabel="range (m)", ylabel="points")
+        images.append(("Ranges", _save(fig, out / "ranges.png")))
+    (out / "report.json").write_text(json.dumps(summary, indent=2, default=float))
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{v:,}</td></tr>" for k, v in summary["labels"].items()
+    )
+    mat_rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{v.get('points', 0):,}</td>"
+        f"<td>{v.get('minnaert_k', float('nan')):.3g}</td>"
+        f"<td>{v.get('fitted_k', float('nan')):.3f}</td>"
+        f"<td>{v.get('max_range_normal_m', float('nan')):.1f}</td></tr>"
+        for k, v in summary["materials"].items()
+    )
+    figures = "".join(f"<h2>{html.escape(t)}</h2><img src='{html.escape(f)}'>" for t, f in images)
+    page = (
+        f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;max-width:900px;margin:2em auto}"
+        "td,th{padding:2px 10px;text-align:right}</style>"
+        f"<h1>{html.escape(title)}</h1><p>{len(cloud):,} points</p>"
+        f"<table><tr><th>label</th><th>points</th></tr>{rows}</table>"
+        + (
+            "<h2>Materials</h2><table><tr><th>material</th><th>points</th><th>k</th>"
+            f"<th>fitted k</th><th>max range at normal incidence (m)</th></tr>{mat_rows}</table>"
+            if mat_rows
+            else ""
+        )
+        + figures
+    )
+    (out / "report.html").write_text(page, encoding="utf-8")
+    return summary
