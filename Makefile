@@ -9,12 +9,18 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# Open3D's import needs libusb-1.0; install it (as root, or with sudo) only when missing.
+# Debian packages, installed (as root, or with sudo) only when missing: libusb-1.0 for
+# `import open3d`; software Vulkan for headless renders; Xvfb and Mesa GL for the viewer.
+DEB_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers xvfb libgl1-mesa-dri
+
 system-deps:
-	@if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then \
-		echo "installing libusb-1.0-0 (needed by 'import open3d')"; \
+	@missing=""; for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
 		SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo"; \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libusb-1.0-0 >/dev/null; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml | system-deps

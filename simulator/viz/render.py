@@ -79,7 +79,7 @@ def render(
     ax = fig.add_axes((0.0, 0.0, width / (width + 240.0), 1.0))
     ax.imshow(image)
     ax.set_axis_off()
-    legend_ax = fig.add_axes((width / (width + 240.0), 0.05, 240.0 / (width + 240.0), 0.9))
+    legend_ax = fig.add_axes((width / (width + 240.0), 0.02, 240.0 / (width + 240.0), 0.82))
     legend_ax.set_axis_off()
     legend_ax.set_title(f"{title}\n{len(cloud):,} points\ncolour: {color_by}", fontsize=9)
     if color_by == "label" and len(cloud):

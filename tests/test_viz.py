@@ -1,0 +1,154 @@
+"""Looking at clouds: renders, range images, the viewer under Xvfb, reports, reading back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator.io.read import read
+from simulator.pointcloud import PointCloud
+from simulator.viz.colors import SEMANTIC_KITTI_RGB, colors_for
+from simulator.viz.rangeimage import range_image
+from simulator.viz.render import render, render_array
+
+from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+
+
+@pytest.fixture(scope="module")
+def demo() -> PointCloud:
+    return simulator.scan(REPO / "scenes" / "farm" / "survey.yaml", ["revolutions=0.5"])
+
+
+def _ring_cloud(radius: float = 10.0, n: int = 720) -> PointCloud:
+    a = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    xyz = np.stack([radius * np.cos(a), radius * np.sin(a), np.zeros(n)], axis=1)
+    return PointCloud({
+        "xyz": xyz.astype(np.float32), "intensity": np.full(n, 50, np.float32),
+        "range_m": np.full(n, radius, np.float32), "ring": np.zeros(n, np.uint16),
+        "label": np.full(n, 10, np.uint16),
+    })  # fmt: skip
+
+
+def _ink(image: np.ndarray) -> np.ndarray:
+    return np.any(image < 250, axis=2)
+
+
+def test_birds_eye_render_puts_points_where_the_geometry_says() -> None:
+    """A ring of points round the sensor: a ring of ink centred in a bird's-eye render."""
+    image = render_array(_ring_cloud(), "label", "bev", 400, 400, point_size=3)
+    ink = _ink(image)
+    assert 500 < ink.sum() < 0.2 * ink.size
+    rows, cols = np.nonzero(ink)
+    assert abs(rows.mean() - 200) < 8 and abs(cols.mean() - 200) < 8
+    assert not ink[180:220, 180:220].any()  # the ring's empty middle
+    radius = np.hypot(rows - 200, cols - 200)
+    assert np.ptp(radius) < 0.15 * radius.mean()  # a circle, not a blob
+    # Label colours are SemanticKITTI's: car (10) points are drawn in its colour.
+    drawn = image[ink].astype(int)
+    car = np.array(SEMANTIC_KITTI_RGB[10])
+    assert np.mean(np.abs(drawn - car).sum(axis=1) < 30) > 0.5
+
+
+def test_renders_of_the_demo_change_with_the_field(demo: PointCloud, tmp_path: Path) -> None:
+    by_intensity = render_array(demo, "intensity", "sensor", 320, 200)
+    by_label = render_array(demo, "label", "sensor", 320, 200)
+    assert _ink(by_intensity).sum() > 2000
+    np.testing.assert_array_equal(_ink(by_intensity), _ink(by_label))  # same points drawn
+    assert np.abs(by_intensity.astype(int) - by_label.astype(int)).sum() > 1e5  # other colours
+    path = render(demo, tmp_path / "demo.png", "label", "bev", 320, 200)
+    import matplotlib.pyplot as plt
+
+    picture = plt.imread(path)
+    assert picture.shape[0] == 200 and picture.shape[1] > 320  # the legend beside it
+
+
+def test_colours_by_field() -> None:
+    cloud = _ring_cloud()
+    for field in ("intensity", "label", "ring", "range"):
+        c = colors_for(cloud, field)
+        assert c.shape == (len(cloud), 3) and c.min() >= 0 and c.max() <= 1
+    with pytest.raises(ValueError, match="cannot colour by"):
+        colors_for(cloud, "spin")
+
+
+def test_range_image_rows_are_rings_by_elevation_and_nearest_wins() -> None:
+    xyz = np.array([[10, 0, 1], [10, 0, -1], [20, 0, -2], [0, 10, 1], [-10, 0.001, 1]], float)
+    cloud = PointCloud({
+        "xyz": xyz.astype(np.float32), "ring": np.array([1, 0, 0, 1, 1], np.uint16),
+        "range_m": np.linalg.norm(xyz, axis=1).astype(np.float32),
+        "intensity": np.array([1, 2, 3, 4, 5], np.float32), "label": np.full(5, 40, np.uint16),
+    })  # fmt: skip
+    images = range_image(cloud, width=8)
+    assert images["range"].shape == (2, 8)
+    # Ring 1 looks up (elevation > 0): top row. Front is the middle column, left a quarter.
+    assert images["intensity"][0, 4] == 1 and images["intensity"][0, 2] == 4
+    assert images["intensity"][1, 4] == 2  # nearer than the 20 m point in the same pixel
+    assert images["intensity"][0, 0] == 5  # straight back: the left edge
+    assert (images["range"] == -1).sum() == 16 - 4
+
+
+def test_reader_returns_every_format(demo: PointCloud, tmp_path: Path) -> None:
+    for ext in ("npz", "pcd", "ply", "las", "laz", "bin"):
+        simulator.write(demo, tmp_path / f"d.{ext}")
+        back = read(tmp_path / f"d.{ext}")
+        assert len(back) == len(demo), ext
+        np.testing.assert_allclose(back["xyz"], demo["xyz"], atol=1e-4, err_msg=ext)
+        np.testing.assert_array_equal(back["label"], demo["label"], err_msg=ext)
+
+
+def test_report_fits_the_materials_minnaert_exponent(ws: Workspace, tmp_path: Path) -> None:
+    """On a tilted plane of k = 0.6 the report's fitted exponent is 0.6."""
+    material = {**PLAIN, "reflectance": 0.4, "minnaert_k": 0.6}
+    plane = {"name": "slope", "plane": {"size_m": [200, 200]}, "position_m": [0, 0, -2],
+             "rotation_deg": [0, 25, 0], "material": material}  # fmt: skip
+    survey = ws.survey([plane], scanner=single_channel_scanner(
+        channels={"elevation_deg": [-10.0, -20.0, -30.0, -45.0]}))  # fmt: skip
+    from simulator.viz.report import write_report
+
+    sim = simulator.Simulation.from_file(survey)
+    summary = write_report(sim.run(), tmp_path / "rep", simulation=sim)
+    fitted = summary["materials"]["slope:inline"]
+    assert fitted["fitted_k"] == pytest.approx(0.6, abs=1e-4)
+    assert fitted["points"] > 1000
+    page = (tmp_path / "rep" / "report.html").read_text()
+    for image in ("intensity_vs_incidence.png", "detection.png", "range_error.png",
+                  "points_per_ring.png", "ranges.png"):  # fmt: skip
+        assert (tmp_path / "rep" / image).stat().st_size > 5000 and image in page
+
+
+@pytest.fixture(scope="module")
+def display() -> str:
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (make test installs it)")
+    proc = subprocess.Popen(["Xvfb", ":97", "-screen", "0", "1600x1000x24"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(1.0)
+    yield ":97"
+    proc.terminate()
+
+
+def test_viewer_opens_a_window_under_xvfb(display: str, tmp_path: Path) -> None:
+    """The real Open3D window, drawn on a virtual screen; its screenshot shows the cloud."""
+    shot = tmp_path / "view.png"
+    env = {**os.environ, "DISPLAY": display}
+    res = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "view", str(REPO / "scenes/farm/survey.yaml"),
+         "--color", "label", "--screenshot", str(shot), "--set", "revolutions=0.5"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    import matplotlib.pyplot as plt
+
+    picture = (plt.imread(shot)[:, :, :3] * 255).astype(int)
+    ink = np.any(picture < 250, axis=2)
+    assert ink.sum() > 3000
+    terrain = np.array(SEMANTIC_KITTI_RGB[72])
+    assert np.mean(np.abs(picture[ink] - terrain).sum(axis=1) < 40) > 0.3  # mostly terrain
