@@ -152,8 +152,9 @@ def write_report(
                 law = np.hypot(physics.rough_range_sigma_m(mats[names[m]].roughness_m, centres),
                                model.range_noise_m)  # fmt: skip
                 ax.plot(centres, law, "-", color=line.get_color(), lw=1)
-            ax.set(xlabel="effective incidence cosine", ylabel="range error std (m)",
-                   yscale="log")  # fmt: skip
+            ax.set(xlabel="effective incidence cosine", ylabel="range error std (m)")
+            if np.any(err != 0):
+                ax.set_yscale("log")
             ax.legend(fontsize=7, title="lines: rough-surface law + sensor noise", title_fontsize=7)
             images.append(("Range error against incidence", _save(fig, out / "range_error.png")))
     # 4. points per ring, 5. ranges
