@@ -119,17 +119,74 @@ class Detection(_Model):
     reference_reflectance: PositiveFloat
 
 
+class Prism(_Model):
+    """One rotating wedge prism of a Risley scanner."""
+
+    rotation_hz: FiniteFloat = Field(description="signed: the sign is the turning sense")
+    wedge_deg: Annotated[float, Field(gt=0, lt=60, allow_inf_nan=False)]
+    phase_deg: FiniteFloat = 0.0
+
+
+class RisleySpec(_Model):
+    """Rotating prisms (Livox): every shot is refracted through the prisms' current angles."""
+
+    prisms: Annotated[list[Prism], Field(min_length=1, max_length=3)]
+    refractive_index: Annotated[float, Field(gt=1, lt=4, allow_inf_nan=False)]
+    shot_rate_hz: PositiveFloat = Field(description="shots per second per channel")
+    #: Per channel (emitter): a small (azimuth, elevation) tilt before the prisms, deg.
+    channel_offsets_deg: Annotated[
+        list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]], Field(min_length=1)
+    ] = Field(default_factory=lambda: [[0.0, 0.0]])
+    frame_period_s: PositiveFloat = 0.1
+
+
+class OscillatingSpec(_Model):
+    """An airborne line scanner: a mirror swings the beam across track, below the sensor."""
+
+    pulse_rate_hz: PositiveFloat
+    scan_rate_hz: PositiveFloat = Field(description="full mirror cycles per second")
+    half_angle_deg: Annotated[float, Field(gt=0, lt=90, allow_inf_nan=False)]
+    waveform: Literal["sine", "triangle", "sawtooth"] = "sine"
+
+
+class RasterSpec(_Model):
+    """A MEMS or solid-state grid, scanned line by line."""
+
+    rows: Annotated[int, Field(ge=1, le=4096)]
+    columns: Annotated[int, Field(ge=1, le=8192)]
+    horizontal_fov_deg: Annotated[float, Field(gt=0, le=360, allow_inf_nan=False)]
+    vertical_fov_deg: Annotated[float, Field(gt=0, le=180, allow_inf_nan=False)]
+    frame_rate_hz: PositiveFloat
+    boustrophedon: bool = Field(default=False, description="alternate lines run backwards")
+
+
+class TableSpec(_Model):
+    """A recorded pattern replayed: a CSV of ``time_s, azimuth_deg, elevation_deg[, channel]``."""
+
+    file: str
+    period_s: PositiveFloat | None = None
+
+
 class ScannerConfig(_Model):
-    """A spinning multi-channel scanner (``pattern: spinning``)."""
+    """A scanner: the pattern that aims its pulses, and the sensor's radiometry.
+
+    ``pattern: spinning`` takes ``rotation_hz``, ``firings_per_revolution`` and
+    ``channels``; the other patterns take a section of their own (``risley``,
+    ``oscillating``, ``raster``, ``table``).
+    """
 
     name: str
-    pattern: Literal["spinning"] = "spinning"
+    pattern: Literal["spinning", "risley", "oscillating", "raster", "table"] = "spinning"
     description: str = ""
-    rotation_hz: PositiveFloat
+    rotation_hz: PositiveFloat | None = None
     rotation: Literal["clockwise", "counter_clockwise"] = "clockwise"
     start_azimuth_deg: FiniteFloat = 0.0
-    firings_per_revolution: Annotated[int, Field(gt=0)]
-    channels: Channels
+    firings_per_revolution: Annotated[int, Field(gt=0)] | None = None
+    channels: Channels | None = None
+    risley: RisleySpec | None = None
+    oscillating: OscillatingSpec | None = None
+    raster: RasterSpec | None = None
+    table: TableSpec | None = None
     beam_origin_offset_m: NonNegFloat = 0.0
     range_min_m: NonNegFloat
     range_max_m: PositiveFloat
@@ -149,6 +206,19 @@ class ScannerConfig(_Model):
     return_mode: Literal["strongest", "last", "first", "dual", "multi"] = "strongest"
     #: Returns reported per pulse in ``multi`` mode (the other modes fix it: 1, or 2 for dual).
     max_returns: Annotated[int, Field(ge=1, le=255)] | None = None
+
+    @model_validator(mode="after")
+    def _pattern_section(self) -> ScannerConfig:
+        if self.pattern == "spinning":
+            missing = [
+                k for k in ("rotation_hz", "firings_per_revolution", "channels")
+                if getattr(self, k) is None
+            ]  # fmt: skip
+            if missing:
+                raise ValueError(f"pattern spinning needs {', '.join(missing)}")
+        elif getattr(self, self.pattern) is None:
+            raise ValueError(f"pattern {self.pattern} needs a {self.pattern}: section")
+        return self
 
     @model_validator(mode="after")
     def _range_window(self) -> ScannerConfig:
@@ -183,13 +253,16 @@ class ScannerConfig(_Model):
 
     @property
     def firing_period_s(self) -> float:
-        """Time between two firings of one channel, s."""
+        """Time between two firings of one channel (spinning pattern), s."""
+        assert self.rotation_hz is not None and self.firings_per_revolution is not None
         return 1.0 / (self.rotation_hz * self.firings_per_revolution)
 
     @property
     def pulses_per_second(self) -> float:
         """Pulses fired per second (single return)."""
-        return self.channels.count / self.firing_period_s
+        from .scanner import pattern_for
+
+        return pattern_for(self).pulses_per_second
 
 
 # --------------------------------------------------------------------------- materials
@@ -574,6 +647,11 @@ def load_scanner(
     base = base_dir if base_dir is not None else Path.cwd()
     path = _scanner_path(str(name_or_path), base, source or str(name_or_path))
     data = load_yaml(path)
+    table = data.get("table")
+    if isinstance(table, dict) and isinstance(table.get("file"), str):
+        table_path = Path(table["file"])
+        if not table_path.is_absolute():
+            data = {**data, "table": {**table, "file": str(path.parent / table_path)}}
     label: str | Path = path
     if overrides:
         data = deep_merge(data, overrides)

@@ -20,7 +20,16 @@ from numpy.typing import NDArray
 
 from .config import ScannerConfig
 
-__all__ = ["FiringSchedule", "SpinningPattern", "pattern_for"]
+__all__ = [
+    "FiringSchedule",
+    "OscillatingPattern",
+    "RasterPattern",
+    "RisleyPattern",
+    "ScanPattern",
+    "SpinningPattern",
+    "TablePattern",
+    "pattern_for",
+]
 
 
 @dataclass
@@ -69,6 +78,7 @@ class SpinningPattern:
     def __init__(self, scanner: ScannerConfig) -> None:
         self.scanner = scanner
         ch = scanner.channels
+        assert ch is not None
         n = ch.count
         self.channels = n
         self.elevation_rad = np.radians(np.asarray(ch.elevation_deg, dtype=np.float64))
@@ -78,6 +88,8 @@ class SpinningPattern:
         self.firing_offset_s = np.asarray(ch.firing_offset_us or [0.0] * n, np.float64) * 1e-6
         self.period_s = scanner.firing_period_s
         self.sign = -1.0 if scanner.rotation == "clockwise" else 1.0
+        self.pulses_per_second = n / self.period_s
+        self.frame_pulses = int(scanner.firings_per_revolution or 1) * n
 
     def pulses_for(self, revolutions: float | None, duration_s: float | None) -> int:
         """Number of pulses in a survey of the given length (whole firings)."""
@@ -126,7 +138,227 @@ class SpinningPattern:
         )
 
 
-def pattern_for(scanner: ScannerConfig) -> SpinningPattern:
+class _Pattern:
+    """Shared machinery of the non-spinning patterns.
+
+    A subclass sets ``channels``, ``pulses_per_second``, ``frame_pulses`` and implements
+    :meth:`aim` (pulse ids to times, channels, sensor-frame origins and directions).
+    """
+
+    channels: int = 1
+    pulses_per_second: float = 1.0
+    frame_pulses: int = 1
+    sign = 1.0
+
+    def __init__(self, scanner: ScannerConfig) -> None:
+        self.scanner = scanner
+
+    def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        """(time_s, channel, origin (N, 3), unit direction (N, 3)) of each pulse id."""
+        raise NotImplementedError
+
+    def pulses_for(self, revolutions: float | None, duration_s: float | None) -> int:
+        """Pulses in a survey: ``duration_s`` of firing, or ``revolutions`` frames."""
+        if duration_s is not None:
+            return round(duration_s * self.pulses_per_second)
+        return round(float(revolutions or 0.0) * self.frame_pulses)
+
+    def time_and_channel(
+        self, pulse_id: NDArray[np.uint64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.uint16]]:
+        """Firing time (s from the survey start) and channel of each pulse id."""
+        t, ch, _, _ = self.aim(np.asarray(pulse_id, dtype=np.uint64))
+        return t, ch.astype(np.uint16)
+
+    def schedule(self, start: int, stop: int) -> FiringSchedule:
+        """Firing schedule of pulses ``start <= pulse_id < stop``."""
+        pulse_id = np.arange(start, stop, dtype=np.uint64)
+        t, ch, origin, d = self.aim(pulse_id)
+        return FiringSchedule(
+            pulse_id=pulse_id,
+            time_s=t,
+            channel=ch.astype(np.uint16),
+            azimuth_rad=np.arctan2(d[:, 1], d[:, 0]),
+            elevation_rad=np.arcsin(np.clip(d[:, 2], -1.0, 1.0)),
+            origin_m=origin,
+            direction=d,
+        )
+
+
+def _refract(d: NDArray, n: NDArray, eta: float) -> NDArray:
+    """Refract unit rays ``d`` at surfaces of unit normal ``n`` (pointing along the ray),
+    going from index 1 to index 1/eta (vector Snell's law; total reflection clamps)."""
+    cos_i = np.einsum("ij,ij->i", d, n)
+    k = np.maximum(1.0 - eta * eta * (1.0 - cos_i * cos_i), 0.0)
+    t = eta * d + (np.sqrt(k) - eta * cos_i)[:, None] * n
+    return t / np.linalg.norm(t, axis=1, keepdims=True)
+
+
+class RisleyPattern(_Pattern):
+    """Rotating wedge prisms (Livox Avia, Mid-70): a rosette that never repeats exactly.
+
+    Each prism has a flat face across the optical axis and a face tilted by its wedge
+    angle, turned by the prism's rotation ``theta(t) = 2 pi f t + phase``; a shot goes
+    through every prism in turn (vector Snell's law at each face). Shots fire at
+    ``shot_rate_hz`` per channel; channel ``c`` of shot ``k`` is pulse ``k * C + c`` and
+    starts tilted by its ``channel_offsets_deg``. The optical axis is the sensor's +x.
+    """
+
+    def __init__(self, scanner: ScannerConfig) -> None:
+        super().__init__(scanner)
+        spec = scanner.risley
+        assert spec is not None
+        self.spec = spec
+        self.channels = len(spec.channel_offsets_deg)
+        self.pulses_per_second = spec.shot_rate_hz * self.channels
+        self.frame_pulses = round(spec.frame_period_s * self.pulses_per_second)
+        offsets = np.radians(np.asarray(spec.channel_offsets_deg, dtype=np.float64))
+        start = np.stack([np.tan(offsets[:, 0]), np.tan(offsets[:, 1]), np.ones(self.channels)], 1)
+        self._start = start / np.linalg.norm(start, axis=1, keepdims=True)
+
+    def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        shot = pulse_id // np.uint64(self.channels)
+        ch = (pulse_id - shot * np.uint64(self.channels)).astype(np.intp)
+        t = shot.astype(np.float64) / self.spec.shot_rate_hz
+        d = self._start[ch]  # local frame: optical axis z', x' = sensor y, y' = sensor z
+        n_glass = self.spec.refractive_index
+        axis = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
+        for prism in self.spec.prisms:
+            theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)
+            a = np.radians(prism.wedge_deg)
+            tilted = np.stack(
+                [np.sin(a) * np.cos(theta), np.sin(a) * np.sin(theta), np.full_like(t, np.cos(a))],
+                axis=1,
+            )
+            d = _refract(d, axis, 1.0 / n_glass)
+            d = _refract(d, tilted, n_glass)
+        direction = np.stack([d[:, 2], d[:, 0], d[:, 1]], axis=1)
+        return t, ch, np.zeros_like(direction), direction
+
+
+class OscillatingPattern(_Pattern):
+    """An airborne line scanner: a mirror swings the beam across track below the sensor.
+
+    Pulse ``k`` fires at ``k / pulse_rate_hz``; the scan angle is ``half_angle * w(f t)``
+    with ``w`` a sine, a triangle or a sawtooth of the mirror's cycle; the beam points
+    down (-z) tilted across track (towards +y for positive angles). The platform's
+    motion (a trajectory) sweeps the lines along track. A frame is one mirror cycle.
+    """
+
+    def __init__(self, scanner: ScannerConfig) -> None:
+        super().__init__(scanner)
+        spec = scanner.oscillating
+        assert spec is not None
+        self.spec = spec
+        self.pulses_per_second = spec.pulse_rate_hz
+        self.frame_pulses = max(1, round(spec.pulse_rate_hz / spec.scan_rate_hz))
+
+    def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        t = pulse_id.astype(np.float64) / self.spec.pulse_rate_hz
+        phase = self.spec.scan_rate_hz * t
+        if self.spec.waveform == "sine":
+            w = np.sin(2.0 * np.pi * phase)
+        elif self.spec.waveform == "triangle":
+            w = 2.0 / np.pi * np.arcsin(np.sin(2.0 * np.pi * phase))
+        else:
+            w = 2.0 * (phase - np.floor(phase + 0.5))
+        angle = np.radians(self.spec.half_angle_deg) * w
+        direction = np.stack([np.zeros_like(angle), np.sin(angle), -np.cos(angle)], axis=1)
+        return t, np.zeros(len(t), dtype=np.intp), np.zeros_like(direction), direction
+
+
+class RasterPattern(_Pattern):
+    """A MEMS or solid-state grid: rows from the top, each line left to right (or
+    alternately back, ``boustrophedon``), pixels evenly spread over the frame period.
+    The ring (channel) of a pulse is its row."""
+
+    def __init__(self, scanner: ScannerConfig) -> None:
+        super().__init__(scanner)
+        spec = scanner.raster
+        assert spec is not None
+        self.spec = spec
+        self.channels = spec.rows
+        self.frame_pulses = spec.rows * spec.columns
+        self.pulses_per_second = self.frame_pulses * spec.frame_rate_hz
+
+    def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        spec = self.spec
+        t = pulse_id.astype(np.float64) / self.pulses_per_second
+        in_frame = (pulse_id % np.uint64(self.frame_pulses)).astype(np.intp)
+        row, col = np.divmod(in_frame, spec.columns)
+        if spec.boustrophedon:
+            col = np.where(row % 2 == 1, spec.columns - 1 - col, col)
+
+        def centre(i: NDArray, n: int, fov: float) -> NDArray:
+            return np.radians(fov) * (0.5 - (i + 0.5) / n)
+
+        az = centre(col, spec.columns, spec.horizontal_fov_deg)
+        el = centre(row, spec.rows, spec.vertical_fov_deg)
+        d = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
+        return t, row, np.zeros_like(d), d
+
+
+class TablePattern(_Pattern):
+    """A recorded pattern replayed: CSV rows ``time_s, azimuth_deg, elevation_deg[, channel]``
+    (a header line is skipped), repeated every ``period_s`` (by default the table's span
+    plus one median step). A frame is one pass through the table."""
+
+    def __init__(self, scanner: ScannerConfig) -> None:
+        super().__init__(scanner)
+        spec = scanner.table
+        assert spec is not None
+        try:
+            data = np.loadtxt(
+                spec.file, delimiter=",", ndmin=2, comments="#", skiprows=_header(spec.file)
+            )
+        except (OSError, ValueError) as exc:
+            from .errors import ConfigError
+
+            raise ConfigError(spec.file, "table.file", f"cannot read the pattern ({exc})") from None
+        if data.shape[1] not in (3, 4) or len(data) == 0 or np.any(np.diff(data[:, 0]) < 0):
+            from .errors import ConfigError
+
+            raise ConfigError(
+                spec.file, "table.file",
+                "expected rows of time_s, azimuth_deg, elevation_deg[, channel], times rising",
+            )  # fmt: skip
+        self.t = data[:, 0] - data[0, 0]
+        step = float(np.median(np.diff(self.t))) if len(self.t) > 1 else 1e-3
+        self.period_s = spec.period_s or float(self.t[-1] + step)
+        az, el = np.radians(data[:, 1]), np.radians(data[:, 2])
+        self.d = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
+        self.ch = data[:, 3].astype(np.intp) if data.shape[1] == 4 else np.zeros(len(az), np.intp)
+        self.channels = int(self.ch.max()) + 1
+        self.frame_pulses = len(self.t)
+        self.pulses_per_second = len(self.t) / self.period_s
+
+    def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        cycle, i = np.divmod(pulse_id.astype(np.int64), self.frame_pulses)
+        t = cycle * self.period_s + self.t[i]
+        return t, self.ch[i], np.zeros((len(i), 3)), self.d[i]
+
+
+def _header(path: str) -> int:
+    """1 if the CSV's first line is not numbers (a header), else 0."""
+    with open(path, encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        [float(v) for v in first.split(",")]
+    except ValueError:
+        return 1
+    return 0
+
+
+ScanPattern = SpinningPattern | RisleyPattern | OscillatingPattern | RasterPattern | TablePattern
+
+
+def pattern_for(scanner: ScannerConfig) -> ScanPattern:
     """The scan pattern generator named by ``scanner.pattern``."""
-    patterns = {"spinning": SpinningPattern}
+    patterns: dict[str, type] = {
+        "spinning": SpinningPattern,
+        "risley": RisleyPattern,
+        "oscillating": OscillatingPattern,
+        "raster": RasterPattern,
+        "table": TablePattern,
+    }
     return patterns[scanner.pattern](scanner)

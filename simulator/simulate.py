@@ -33,7 +33,7 @@ from .returns import (
     evaluate_hits,
     evaluate_hits_fast,
 )
-from .scanner import SpinningPattern, pattern_for
+from .scanner import ScanPattern, SpinningPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import StaticTrajectory, Trajectory, trajectory_from_survey
 
@@ -126,7 +126,7 @@ class Simulation:
     scanner: ScannerConfig
     scene: Scene
     base_dir: Path
-    pattern: SpinningPattern = field(init=False)
+    pattern: ScanPattern = field(init=False)
     engine: RayEngine = field(init=False)
     trajectory: Trajectory = field(init=False)
     tables: SceneTables = field(init=False)
@@ -210,10 +210,11 @@ class Simulation:
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         t = self.trajectory
-        if self.use_fast and isinstance(t, StaticTrajectory):
+        spinning = isinstance(self.pattern, SpinningPattern)
+        if self.use_fast and spinning and isinstance(t, StaticTrajectory):
             rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
             up, forward = t.axes(np.zeros(0))
-        elif self.use_fast:  # a moving sensor: the pose of every pulse at its own firing time
+        elif self.use_fast and spinning:  # moving: each pulse's pose at its own firing time
             time_s, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
             rot, pos = t.poses(time_s)
             rays = fast.spinning_rays(self.pattern, start, stop, rot, pos, shift)
@@ -288,7 +289,12 @@ class Simulation:
                 chunk.hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
                 self.to_output, diagnostics=out.diagnostics, use_fast=self.use_fast,
             )  # fmt: skip
-        elif self.use_fast and isinstance(t, StaticTrajectory) and not out.diagnostics:
+        elif (
+            self.use_fast
+            and isinstance(self.pattern, SpinningPattern)
+            and isinstance(t, StaticTrajectory)
+            and not out.diagnostics
+        ):
             cloud = assemble_returns_fast(
                 results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern, t,
                 sensor_frame=out.frame != "world",
@@ -427,14 +433,14 @@ def write_sequence(
     else:
         frames_dir.mkdir(parents=True, exist_ok=True)
     sim.survey.output.frame = "sensor_compensated" if compensate else "sensor"
-    per_frame = sim.scanner.firings_per_revolution * sim.pattern.channels
+    per_frame = sim.pattern.frame_pulses
     total = sim.total_pulses
     starts = list(range(0, total, per_frame))
     summary = SequenceSummary(frames=len(starts), pulses=total)
     tum, kitti, times = [], [], []
     started = time.perf_counter()
     for k, first in enumerate(starts):
-        ref_time = (first // sim.pattern.channels) * sim.pattern.period_s
+        ref_time = float(sim.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
         sim.reference_time_s = ref_time
         stop = min(first + per_frame, total)
         rot, pos = sim.trajectory.pose_at(ref_time)
