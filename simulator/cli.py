@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich import box
 from rich.console import Console
@@ -252,25 +253,62 @@ def report(
     _out.print(f"wrote {output / 'report.html'}")
 
 
+def _pattern_summary(scanner) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """FOV, angular step and rate of a scanner, from one frame of its pattern."""
+    from .scanner import SpinningPattern, pattern_for
+
+    pattern = pattern_for(scanner)
+    n = min(pattern.frame_pulses, 400_000)
+    sched = pattern.schedule(0, n)
+    el = np.degrees(sched.elevation_rad)
+    az = np.degrees(sched.azimuth_rad)
+    if isinstance(pattern, SpinningPattern):
+        h_fov, step = "360", f"{360.0 / (scanner.firings_per_revolution or 1):.3f}"
+        frame = f"{scanner.rotation_hz:g} Hz"
+    else:
+        h_fov, step = f"{np.ptp(az):.1f}", "-"
+        frame = f"{pattern.frame_pulses / pattern.pulses_per_second:g} s"
+    return {
+        "channels": str(pattern.channels),
+        "v_fov": f"{el.min():+.1f}..{el.max():+.1f}",
+        "h_fov": h_fov,
+        "step": step,
+        "rate": f"{pattern.pulses_per_second:,.0f}",
+        "range": f"{scanner.range_min_m:g}-{scanner.range_max_m:g}",
+        "frame": frame,
+    }
+
+
 @app.command()
-def scanners() -> None:
-    """List the bundled scanner presets."""
+def scanners(
+    name: Annotated[str | None, typer.Argument(help="One preset (with --plot).")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Draw NAME's pattern (one frame) to this PNG.")
+    ] = None,
+) -> None:
+    """List the bundled scanner presets; with NAME --plot, draw one's pattern."""
+    presets = scanner_presets()
+    if name is not None:
+        if name not in presets:
+            raise SimulatorError(
+                f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}"
+            )
+        if plot is not None:
+            from .viz.pattern import plot_pattern
+
+            _out.print(f"wrote {plot_pattern(load_scanner(presets[name]), plot)}")
+            return
+        presets = {name: presets[name]}
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("name", "ch", "elevation deg", "az step deg", "points/s", "range m", "Hz"):
+    columns = ("name", "ch", "elevation deg", "azimuth deg", "az step", "points/s", "range m",
+               "frame")  # fmt: skip
+    for column in columns:
         table.add_column(column, no_wrap=True)
-    for name, path in scanner_presets().items():
-        s = load_scanner(path)
-        el = s.channels.elevation_deg
-        table.add_row(
-            name,
-            str(s.channels.count),
-            f"{min(el):+.1f}..{max(el):+.1f}",
-            f"{360.0 / s.firings_per_revolution:.3f}",
-            f"{s.pulses_per_second:,.0f}",
-            f"{s.range_min_m:g}-{s.range_max_m:g}",
-            f"{s.rotation_hz:g}",
-        )
-    _out.print(table)
+    for preset, path in presets.items():
+        f = _pattern_summary(load_scanner(path))
+        table.add_row(preset, f["channels"], f["v_fov"], f["h_fov"], f["step"], f["rate"],
+                      f["range"], f["frame"])  # fmt: skip
+    Console(width=max(_out.width, 110)).print(table)
 
 
 @app.command()

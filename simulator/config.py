@@ -138,6 +138,9 @@ class RisleySpec(_Model):
         list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]], Field(min_length=1)
     ] = Field(default_factory=lambda: [[0.0, 0.0]])
     frame_period_s: PositiveFloat = 0.1
+    #: ``exact``: vector Snell's law at both faces of every prism; ``paraxial``: the thin-prism
+    #: model, each prism deviating the ray by (n - 1) x wedge towards its current angle.
+    refraction: Literal["exact", "paraxial"] = "exact"
 
 
 class OscillatingSpec(_Model):
@@ -716,13 +719,17 @@ def validate_file(path: str | Path) -> str:
         survey, base = load_survey(path)
         scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
         scene = load_scene(base / survey.scene)
+        from .scanner import pattern_for
+
         return (
-            f"survey: scanner {scanner.name} ({scanner.channels.count} channels), "
+            f"survey: scanner {scanner.name} ({pattern_for(scanner).channels} channels), "
             f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles"
         )
     if "pattern" in data or "channels" in data:
         scanner = load_scanner(path)
-        return f"scanner: {scanner.name}, {scanner.channels.count} channels"
+        from .scanner import pattern_for
+
+        return f"scanner: {scanner.name}, {pattern_for(scanner).channels} channels"
     if "objects" in data:
         scene = load_scene(path)
         return f"scene: {len(scene.objects)} objects, {scene.triangle_count} triangles"

@@ -199,7 +199,9 @@ class RisleyPattern(_Pattern):
 
     Each prism has a flat face across the optical axis and a face tilted by its wedge
     angle, turned by the prism's rotation ``theta(t) = 2 pi f t + phase``; a shot goes
-    through every prism in turn (vector Snell's law at each face). Shots fire at
+    through every prism in turn (vector Snell's law at each face; or, with
+    ``refraction: paraxial``, the thin-prism model: each prism adds a deviation of
+    ``(n - 1) wedge`` in the direction ``theta``, HELIOS++'s model). Shots fire at
     ``shot_rate_hz`` per channel; channel ``c`` of shot ``k`` is pulse ``k * C + c`` and
     starts tilted by its ``channel_offsets_deg``. The optical axis is the sensor's +x.
     """
@@ -222,6 +224,18 @@ class RisleyPattern(_Pattern):
         t = shot.astype(np.float64) / self.spec.shot_rate_hz
         d = self._start[ch]  # local frame: optical axis z', x' = sensor y, y' = sensor z
         n_glass = self.spec.refractive_index
+        if self.spec.refraction == "paraxial":
+            dx, dy = d[:, 0] / d[:, 2], d[:, 1] / d[:, 2]  # as tangents of the deviation
+            dev_x, dev_y = np.arctan(dx), np.arctan(dy)
+            for prism in self.spec.prisms:
+                theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)
+                delta = (n_glass - 1.0) * np.radians(prism.wedge_deg)
+                dev_x = dev_x + delta * np.cos(theta)
+                dev_y = dev_y + delta * np.sin(theta)
+            d = np.stack([np.tan(dev_x), np.tan(dev_y), np.ones_like(t)], axis=1)
+            d /= np.linalg.norm(d, axis=1, keepdims=True)
+            direction = np.stack([d[:, 2], d[:, 0], d[:, 1]], axis=1)
+            return t, ch, np.zeros_like(direction), direction
         axis = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
         for prism in self.spec.prisms:
             theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)

@@ -1,0 +1,168 @@
+"""Scan patterns and the preset library against datasheet figures and physical laws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator.config import ScannerConfig, load_scanner, scanner_presets
+from simulator.scanner import pattern_for
+
+from .conftest import PLAIN, Workspace, single_channel_scanner
+
+# name: (points/s, (min elevation, max elevation) deg, azimuth step deg or None)
+DATASHEET = {
+    "rs-helios-5515": (576_000, (-55.0, 15.0), 0.2),
+    "rs-helios-1615": (576_000, (-16.0, 15.0), 0.2),
+    "vlp-16": (289_000, (-15.0, 15.0), 0.2),
+    "hdl-64e": (1_300_000, (-24.9, 2.0), None),
+    "os1-64": (1_310_720, (-16.611, 16.611), 360 / 2048),
+    "os1-128": (2_621_440, (-21.82, 20.95), 360 / 2048),
+    "pandar64": (1_152_000, (-24.879, 14.9), 0.2),
+    "pandar-xt32": (640_000, (-16.02, 14.97), 0.18),
+    "livox-avia": (240_000, None, None),
+    "livox-mid70": (100_000, None, None),
+    "als-oscillating": (100_000, None, None),
+}
+
+
+def test_every_preset_is_listed_with_its_figures() -> None:
+    assert set(scanner_presets()) == set(DATASHEET)
+
+
+@pytest.mark.parametrize("name", sorted(DATASHEET))
+def test_preset_matches_its_datasheet(name: str) -> None:
+    scanner = load_scanner(name)
+    pattern = pattern_for(scanner)
+    rate, elevations, step = DATASHEET[name]
+    assert pattern.pulses_per_second == pytest.approx(rate, rel=0.02)
+    sched = pattern.schedule(0, min(pattern.frame_pulses, 300_000))
+    if elevations is not None:
+        el = np.degrees(sched.elevation_rad)
+        assert el.min() == pytest.approx(elevations[0], abs=0.01)
+        assert el.max() == pytest.approx(elevations[1], abs=0.01)
+    if step is not None:
+        assert 360.0 / scanner.firings_per_revolution == pytest.approx(step, rel=0.005)
+    np.testing.assert_allclose(np.linalg.norm(sched.direction, axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["livox-avia", "livox-mid70"])
+def test_risley_field_of_view_and_growing_coverage(name: str) -> None:
+    """The rosette fills its field of view more and more with integration time."""
+    pattern = pattern_for(load_scanner(name))
+    sched = pattern.schedule(0, round(1.0 * pattern.pulses_per_second))
+    dev = np.degrees(np.arccos(np.clip(sched.direction[:, 0], -1, 1)))  # off the axis
+    half_fov = dev.max()
+    # The thin-prism sum of the HELIOS++ numbers: 30-33 deg off axis (datasheets: 35.2 deg).
+    assert 29.0 < half_fov < 34.0
+    az = np.degrees(np.arctan2(sched.direction[:, 1], sched.direction[:, 0]))
+    el = np.degrees(np.arcsin(sched.direction[:, 2]))
+    cell = 1.0
+    inside = np.hypot(*np.meshgrid(np.arange(-40, 40) + 0.5, np.arange(-40, 40) + 0.5)) < half_fov
+    fractions = []
+    for seconds in (0.1, 0.5, 1.0):
+        n = round(seconds * pattern.pulses_per_second)
+        hit = np.zeros((80, 80), bool)
+        hit[np.floor(el[:n] / cell).astype(int) + 40, np.floor(az[:n] / cell).astype(int) + 40] = (
+            True
+        )
+        fractions.append((hit & inside).sum() / inside.sum())
+    assert fractions[0] < fractions[1] < fractions[2] <= 1.0
+    assert fractions[2] > 0.9  # a second covers nearly all of it (non-repetitive)
+    print(name, "coverage after 0.1, 0.5, 1 s:", [round(f, 3) for f in fractions])
+
+
+def test_exact_refraction_obeys_snell() -> None:
+    """One wedge at rest: the deviation is arcsin(n sin a) - a (minimum-deviation geometry)."""
+    spec = single_channel_scanner(
+        pattern="risley",
+        risley={"prisms": [{"rotation_hz": 0.0, "wedge_deg": 20.0}], "refractive_index": 1.5,
+                "shot_rate_hz": 1000},
+    )  # fmt: skip
+    del spec["channels"]
+    pattern = pattern_for(ScannerConfig.model_validate(spec))
+    d = pattern.schedule(0, 3).direction
+    a = np.radians(20.0)
+    expected = np.arcsin(1.5 * np.sin(a)) - a
+    np.testing.assert_allclose(np.arccos(d[:, 0]), expected, atol=1e-12)
+
+
+def _config(pattern: str, **section: object) -> ScannerConfig:
+    spec = single_channel_scanner(pattern=pattern, **{pattern: section})
+    del spec["channels"]
+    return ScannerConfig.model_validate(spec)
+
+
+def test_raster_grid_and_line_timing() -> None:
+    cfg = _config("raster", rows=4, columns=5, horizontal_fov_deg=50, vertical_fov_deg=20,
+                  frame_rate_hz=10, boustrophedon=True)  # fmt: skip
+    p = pattern_for(cfg)
+    s = p.schedule(0, 40)
+    assert p.frame_pulses == 20 and p.pulses_per_second == 200
+    np.testing.assert_allclose(s.time_s, np.arange(40) / 200.0)
+    az = np.degrees(s.azimuth_rad[:20]).reshape(4, 5)
+    el = np.degrees(s.elevation_rad[:20]).reshape(4, 5)
+    np.testing.assert_allclose(az[0], [20, 10, 0, -10, -20], atol=1e-9)  # left to right
+    np.testing.assert_allclose(az[1], [-20, -10, 0, 10, 20], atol=1e-9)  # and back
+    np.testing.assert_allclose(el[:, 0], [7.5, 2.5, -2.5, -7.5], atol=1e-9)
+    np.testing.assert_array_equal(s.channel[:20].reshape(4, 5)[:, 0], [0, 1, 2, 3])
+    np.testing.assert_allclose(s.direction[20:], s.direction[:20], atol=1e-15)  # next frame
+
+
+def test_table_pattern_replays_a_recorded_csv(tmp_path: Path) -> None:
+    csv = tmp_path / "pattern.csv"
+    csv.write_text("time_s,azimuth_deg,elevation_deg\n0.0,0,0\n0.001,10,5\n0.002,20,-5\n")
+    cfg = _config("table", file=str(csv))
+    p = pattern_for(cfg)
+    s = p.schedule(0, 7)
+    np.testing.assert_allclose(s.time_s, [0, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006])
+    np.testing.assert_allclose(np.degrees(s.azimuth_rad), [0, 10, 20, 0, 10, 20, 0], atol=1e-9)
+    np.testing.assert_allclose(np.degrees(s.elevation_rad), [0, 5, -5, 0, 5, -5, 0], atol=1e-9)
+
+
+def test_oscillating_scanner_sweeps_the_predicted_swath(ws: Workspace) -> None:
+    """Flying at 200 m over flat ground at +-20 deg: a swath of 2 h tan 20 deg."""
+    survey = ws.survey(
+        [{"name": "ground", "plane": {"size_m": [4000, 4000]}, "material": PLAIN}],
+        scanner="als-oscillating",
+        pose=None,
+        trajectory={"start": {"position_m": [0, 0, 200]}, "velocity_mps": [60, 0, 0]},
+        duration_s=0.2,
+        revolutions=None,
+        scanner_overrides={"range_noise_m": 0, "range_resolution_m": 0},
+        output={"frame": "world", "diagnostics": True},
+    )
+    cloud = simulator.scan(survey)
+    xyz = cloud["xyz"].astype(np.float64)
+    np.testing.assert_allclose(xyz[:, 2], 0.0, atol=1e-3)
+    half = 200 * np.tan(np.radians(20.0))
+    assert np.abs(xyz[:, 1]).max() == pytest.approx(half, rel=1e-3)
+    assert np.ptp(xyz[:, 0]) == pytest.approx(60 * 0.2, rel=0.01)  # along track by the flight
+    assert len(cloud) == 20_000
+
+
+@pytest.mark.parametrize("name", ["livox-avia", "als-oscillating"])
+def test_non_spinning_schedules_are_chunk_invariant(name: str) -> None:
+    p = pattern_for(load_scanner(name))
+    whole = p.schedule(1000, 6000)
+    part = p.schedule(3333, 4444)
+    np.testing.assert_array_equal(part.direction, whole.direction[2333:3444])
+    np.testing.assert_array_equal(part.time_s, whole.time_s[2333:3444])
+
+
+def test_scanners_plot(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "avia.png"
+    res = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "scanners", "livox-avia", "--plot", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_size > 20_000
