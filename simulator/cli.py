@@ -27,6 +27,27 @@ from .simulate import ScanSummary, Simulation, write_sequence
 
 __all__ = ["app", "main"]
 
+#: ``--set dotted.key=value`` (repeatable), as every survey-taking command accepts it.
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
+]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
+
+
+def _progress_bar(label: str, disable: bool) -> Progress:
+    """A pulse-count progress bar on stderr, gone when done."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} pulses"),
+        TimeRemainingColumn(),
+        console=_err,
+        disable=disable,
+        transient=True,
+    )
+
+
 app = typer.Typer(
     name="lidar-sim",
     help="Ray-traced synthetic LiDAR scans with calibrated sensor radiometry.",
@@ -70,13 +91,8 @@ def scan(
             help=f"Output file; format by extension ({', '.join(FORMATS)}). Repeat for several.",
         ),
     ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")
-    ] = False,
+    set_: SetOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Scan a survey and write the point cloud."""
     loading = time.perf_counter()
@@ -89,15 +105,7 @@ def scan(
         _err.print(f"[yellow]warning:[/] {note}")
     total = sim.total_pulses
     show_bar = not quiet and total > sim.survey.chunk_pulses
-    with Progress(
-        TextColumn("scanning"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} pulses"),
-        TimeRemainingColumn(),
-        console=_err,
-        disable=not show_bar,
-        transient=True,
-    ) as bar:
+    with _progress_bar("scanning", disable=not show_bar) as bar:
         task = bar.add_task("scan", total=total)
         summary = sim.write(outputs, progress=lambda done, _: bar.update(task, completed=done))
     if not quiet:
@@ -119,13 +127,8 @@ def sequence(
     compensate: Annotated[
         bool, typer.Option(help="Remove the motion: points in the frame-start sensor frame.")
     ] = False,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")
-    ] = False,
+    set_: SetOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Write a survey as frames (one per revolution) with ground-truth poses."""
     fmt = fmt.lstrip(".").lower()
@@ -134,15 +137,7 @@ def sequence(
     sim = Simulation.from_file(survey, set_ or [])
     for note in sim.scene.warnings:
         _err.print(f"[yellow]warning:[/] {note}")
-    with Progress(
-        TextColumn("frames"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} pulses"),
-        TimeRemainingColumn(),
-        console=_err,
-        disable=quiet,
-        transient=True,
-    ) as bar:
+    with _progress_bar("frames", disable=quiet) as bar:
         task = bar.add_task("sequence", total=sim.total_pulses)
         summary = write_sequence(
             sim,
@@ -184,7 +179,7 @@ def render(
     width: Annotated[int, typer.Option(help="Image width, px.")] = 1280,
     height: Annotated[int, typer.Option(help="Image height, px.")] = 720,
     point_size: Annotated[float, typer.Option(help="Point size, px.")] = 2.0,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Render a cloud headless (Open3D offscreen) to a PNG."""
     from .viz.render import render as render_png
@@ -202,7 +197,7 @@ def rangeimage(
     npy: Annotated[bool, typer.Option(help="Also write the (6, rings, width) float32 .npy.")] = (
         False
     ),
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Write a range image (rows = rings, columns = azimuth): range, intensity, label."""
     from .viz.rangeimage import write_range_image
@@ -221,7 +216,7 @@ def view(
     screenshot: Annotated[
         Path | None, typer.Option(help="Draw once, save this PNG and close (no interaction).")
     ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Open an Open3D window on a cloud (a survey also shows its scene: key M)."""
     from .viz.viewer import view as open_view
@@ -239,7 +234,7 @@ def view(
 def report(
     source: Annotated[Path, typer.Argument(help="A survey YAML (full report) or a cloud file.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Survey overrides.")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Plots of the physics (Minnaert, detection, range error, rings) and an HTML page."""
     from .viz.report import write_report

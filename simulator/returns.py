@@ -30,7 +30,7 @@ from . import physics
 from .config import ScannerConfig
 from .pointcloud import PointCloud
 from .raycast import Hits
-from .scanner import SpinningPattern
+from .scanner import ScanPattern, SpinningPattern
 from .scene import MaterialTable, Scene
 from .trajectory import StaticTrajectory
 
@@ -345,7 +345,7 @@ def assemble_returns(
     shift_m: NDArray[np.float64],
     hits: Hits,
     tables: SceneTables,
-    pattern: SpinningPattern,
+    pattern: ScanPattern,
     to_output: OutputFrame,
     *,
     diagnostics: bool = False,
@@ -445,7 +445,7 @@ def echo_returns(
     model: ReturnModel,
     streams: Streams,
     scanner: ScannerConfig,
-    pattern: SpinningPattern,
+    pattern: ScanPattern,
     to_output: OutputFrame,
     *,
     diagnostics: bool = False,
