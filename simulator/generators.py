@@ -94,8 +94,8 @@ def street(seed: int) -> dict[str, Any]:
     parked cars, cars driving past (moving objects), pedestrians, trees."""
     rng = np.random.default_rng(seed)
     lib = load_materials()
-    names = ("asphalt", "concrete", "building_wall", "car_paint", "pole_metal",
-             "retroreflective_sign", "lane_paint", "bark", "vegetation", "painted_metal")  # fmt: skip
+    names = ("asphalt", "concrete", "building_wall", "car_paint", "pole_metal", "lane_paint",
+             "retroreflective_sign", "bark", "vegetation", "painted_metal")  # fmt: skip
     mats = {n: _material(lib, n, rng) for n in names}
     width = float(rng.uniform(6, 10))
     sidewalk = float(rng.uniform(2, 4))
