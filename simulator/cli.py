@@ -155,6 +155,60 @@ def sequence(
         )
 
 
+@app.command()
+def dataset(
+    spec: Annotated[Path, typer.Argument(help="Dataset YAML (e.g. configs/datasets/demo.yaml).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output folder.")],
+    scheduler: Annotated[
+        str | None,
+        typer.Option(help="local:N for a Dask LocalCluster, or a Dask scheduler's address."),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Local worker processes.")] = None,
+    resume: Annotated[bool, typer.Option(help="Skip samples already written.")] = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Generate a labelled dataset (SemanticKITTI, nuScenes-style or npz layout)."""
+    from .dataset import load_dataset_spec, run_dataset
+
+    parsed = load_dataset_spec(spec)  # bad input fails here, before any work
+    total = sum(g.sequences * g.frames for g in parsed.groups)
+    started = time.perf_counter()
+    progress = Progress(
+        TextColumn("samples"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=_err,
+        disable=quiet,
+        transient=True,
+    )
+    points = [0]
+    with progress as bar:
+        task = bar.add_task("dataset", total=total, rate="")
+
+        def update(result, done: int) -> None:  # type: ignore[no-untyped-def]
+            points[0] += result.points
+            rate = points[0] / max(time.perf_counter() - started, 1e-9)
+            bar.update(task, completed=done, rate=f"{rate / 1e3:,.0f} k points/s")
+
+        manifest = run_dataset(
+            spec, output, scheduler=scheduler, workers=workers, resume=resume, progress=update
+        )
+    for err in manifest["errors"]:
+        _err.print(
+            f"[red]failed:[/] sequence {err['sequence']} frame {err['frame']} "
+            f"(seed {err['seed']}): {escape(err['error'])}"
+        )
+    if not quiet:
+        _out.print(
+            f"{manifest['frames']} samples ({manifest['points_written']:,} points written) in "
+            f"{manifest['seconds']:.1f} s -> {output} ({parsed.layout}), manifest.json"
+        )
+    if manifest["errors"]:
+        raise typer.Exit(1)
+
+
 def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False):  # type: ignore[no-untyped-def]
     """A file's cloud, or a survey's (scanned), with the simulation for a survey."""
     if source.suffix.lower() in (".yaml", ".yml"):

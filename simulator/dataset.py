@@ -1,0 +1,357 @@
+"""Datasets at scale: many labelled sequences in the layouts training code reads.
+
+A dataset spec lists groups of sequences: a scene generator (or a scene file), a
+scanner, a trajectory, how many sequences and frames. Sequence ``s`` (counted over all
+groups in order) gets the seed ``mix64(root + (s + 1) * GOLDEN_GAMMA)``; its scene is
+generated from it and its scan uses it, and frame ``k`` of it is the ``k``-th
+revolution. So a sample's output depends only on its own index and the root seed,
+whichever worker, process or machine computes it, in whatever order.
+
+Layouts: ``semantickitti`` (``sequences/NN/velodyne/FFFFFF.bin``, ``labels/FFFFFF.label``,
+``poses.txt`` world-from-sensor 3x4 row-major per frame in the sensor's own frame, not
+KITTI's camera frame; ``calib.txt`` with identity ``Tr``; ``times.txt``), ``nuscenes``
+(``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin``, float32 x y z intensity ring) and ``npz``
+(``sequences/NN/frames/FFFFFF.npz``). Optional range images (``.npy``, RangeNet
+channels). ``manifest.json`` records the effective spec, the seeds, the package version
+and the counts. Every file is written to a temporary name and renamed, so ``--resume``
+skips finished samples and never sees a partial one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from . import physics
+from .config import (
+    NonNegFloat,
+    Pose,
+    SceneSpec,
+    Survey,
+    TrajectorySpec,
+    _Model,
+    _raise_validation,
+    load_materials,
+    load_scanner,
+    load_yaml,
+)
+from .generators import GENERATORS
+
+__all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
+
+
+class SequenceGroup(_Model):
+    """Sequences of one kind: a scene source, a scanner, a trajectory, a length."""
+
+    name: Annotated[str, Field(min_length=1)]
+    generator: Literal["farm_yard", "street"] | None = None
+    scene: str | None = None
+    scanner: str = "rs-helios-5515"
+    scanner_overrides: dict[str, Any] = Field(default_factory=dict)
+    sequences: Annotated[int, Field(ge=1, le=100_000)] = 1
+    frames: Annotated[int, Field(ge=1, le=100_000)] = 3
+    trajectory: TrajectorySpec = Field(
+        default_factory=lambda: TrajectorySpec(start=Pose(), velocity_mps=[5.0, 0.0, 0.0])
+    )
+    mount: Pose = Field(default_factory=lambda: Pose(position_m=[0.0, 0.0, 1.8]))
+    start_jitter_m: NonNegFloat = 0.0
+
+
+class DatasetSpec(_Model):
+    """A dataset: a root seed, a layout, and groups of sequences."""
+
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
+    layout: Literal["semantickitti", "nuscenes", "npz"] = "semantickitti"
+    range_images: bool = False
+    groups: Annotated[list[SequenceGroup], Field(min_length=1)]
+
+
+def load_dataset_spec(path: str | Path) -> DatasetSpec:
+    """Load and validate a dataset YAML."""
+    try:
+        spec = DatasetSpec.model_validate(load_yaml(path))
+    except ValidationError as err:
+        _raise_validation(path, err)
+    for i, g in enumerate(spec.groups):
+        if (g.generator is None) == (g.scene is None):
+            from .errors import ConfigError
+
+            raise ConfigError(path, f"groups[{i}]", "give exactly one of generator or scene")
+    return spec
+
+
+@dataclass(frozen=True)
+class SequenceTask:
+    """Everything a worker needs for one sequence (picklable)."""
+
+    index: int
+    seed: int
+    group: dict[str, Any]
+    layout: str
+    range_images: bool
+    out_dir: str
+    base_dir: str
+    resume: bool
+
+
+@dataclass
+class SampleError:
+    """A sample that failed: which, with which seed, and why."""
+
+    sequence: int
+    frame: int
+    seed: int
+    error: str
+
+
+@dataclass
+class SequenceResult:
+    index: int
+    seed: int
+    frames_written: int = 0
+    frames_skipped: int = 0
+    points: int = 0
+    label_counts: dict[int, int] = field(default_factory=dict)
+    errors: list[SampleError] = field(default_factory=list)
+
+
+def sequence_seed(root: int, index: int) -> int:
+    """The seed of sequence ``index``: the (index + 1)-th SplitMix64 output of the root."""
+    return int(physics.mix64((root + (index + 1) * physics.GOLDEN_GAMMA) % 2**64))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _sample_paths(task: SequenceTask, frame: int) -> list[Path]:
+    out = Path(task.out_dir)
+    seq = out / "sequences" / f"{task.index:02d}"
+    name = f"{frame:06d}"
+    if task.layout == "semantickitti":
+        paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
+    elif task.layout == "nuscenes":
+        paths = [out / "samples" / "LIDAR_TOP" / f"{task.index:02d}_{name}.pcd.bin"]
+    else:
+        paths = [seq / "frames" / f"{name}.npz"]
+    if task.range_images:
+        paths.append(seq / "range_images" / f"{name}.npy")
+    return paths
+
+
+def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: float) -> None:
+    from .io.npz import NpzWriter
+
+    paths = _sample_paths(task, frame)
+    xyz = cloud["xyz"]
+    if task.layout == "semantickitti":
+        data = np.zeros((len(cloud), 4), dtype="<f4")
+        data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
+        labels = cloud["label"].astype("<u4") | (cloud["instance"].astype("<u4") << np.uint32(16))
+        _atomic_write(paths[0], data.tobytes())
+        _atomic_write(paths[1], labels.tobytes())
+    elif task.layout == "nuscenes":
+        data = np.zeros((len(cloud), 5), dtype="<f4")
+        data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
+        _atomic_write(paths[0], data.tobytes())
+    else:
+        paths[0].parent.mkdir(parents=True, exist_ok=True)
+        writer = NpzWriter(paths[0], cloud.spec, {})
+        writer.write(cloud)
+        writer.close()
+    if task.range_images:
+        import io
+
+        from .viz.rangeimage import CHANNELS, range_image
+
+        images = range_image(cloud, width=1024)
+        buf = io.BytesIO()
+        np.save(buf, np.stack([images[c] for c in CHANNELS]))
+        _atomic_write(paths[-1], buf.getvalue())
+
+
+def run_sequence(task: SequenceTask) -> SequenceResult:
+    """Scan one sequence (in whatever process); failures are reported, not raised."""
+    from .scene import build_scene, load_scene
+    from .simulate import Simulation
+
+    result = SequenceResult(task.index, task.seed)
+    group = SequenceGroup.model_validate(task.group)
+    try:
+        base = Path(task.base_dir)
+        if group.generator is not None:
+            spec = SceneSpec.model_validate(GENERATORS[group.generator](task.seed % 2**63))
+            scene = build_scene(spec, base, load_materials(), source=f"{group.generator}")
+        else:
+            scene = load_scene(base / str(group.scene))
+        scanner = load_scanner(group.scanner, group.scanner_overrides, base_dir=base)
+        trajectory = group.trajectory.model_copy(deep=True)
+        if group.start_jitter_m and trajectory.start is not None:
+            jitter = np.random.default_rng(task.seed).uniform(-1, 1, 2) * group.start_jitter_m
+            trajectory.start.position_m[0] += float(jitter[0])
+            trajectory.start.position_m[1] += float(jitter[1])
+        survey = Survey(scanner=scanner.name, scene="(generated)", trajectory=trajectory,
+                        mount=group.mount, revolutions=group.frames, seed=task.seed)  # fmt: skip
+        sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=base)
+    except Exception as exc:  # the whole sequence fails: every frame reported
+        for k in range(group.frames):
+            message = f"{type(exc).__name__}: {exc}"
+            result.errors.append(SampleError(task.index, k, task.seed, message))
+        return result
+    per_frame = sim.pattern.frame_pulses
+    poses, times = [], []
+    from .pointcloud import PointCloud
+
+    for k in range(group.frames):
+        first = k * per_frame
+        ref = float(sim.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
+        rot, pos = sim.trajectory.pose_at(ref)
+        poses.append(" ".join(f"{v:.9e}" for v in np.hstack([rot, pos[:, None]]).ravel()))
+        times.append(f"{ref:.9e}")
+        if task.resume and all(p.exists() for p in _sample_paths(task, k)):
+            result.frames_skipped += 1
+            continue
+        try:
+            cloud = PointCloud.concatenate(list(sim.chunks(None, first, first + per_frame)))
+            cloud.fields["time_s"] = cloud.fields["time_s"] - ref
+            _write_sample(task, k, cloud, scanner.intensity_max)
+        except Exception as exc:
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            result.errors.append(SampleError(task.index, k, task.seed, detail))
+            continue
+        result.frames_written += 1
+        result.points += len(cloud)
+        ids, counts = np.unique(cloud["label"], return_counts=True)
+        for i, c in zip(ids.tolist(), counts.tolist(), strict=True):
+            result.label_counts[i] = result.label_counts.get(i, 0) + c
+    if task.layout != "nuscenes":
+        seq = Path(task.out_dir) / "sequences" / f"{task.index:02d}"
+        _atomic_write(seq / "poses.txt", ("\n".join(poses) + "\n").encode())
+        _atomic_write(seq / "times.txt", ("\n".join(times) + "\n").encode())
+        identity = "1 0 0 0 0 1 0 0 0 0 1 0"
+        calib = "".join(f"{k}: {identity}\n" for k in ("P0", "P1", "P2", "P3", "Tr"))
+        _atomic_write(seq / "calib.txt", calib.encode())
+    return result
+
+
+def _tasks(spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool) -> list[SequenceTask]:
+    tasks, index = [], 0
+    for group in spec.groups:
+        for _ in range(group.sequences):
+            tasks.append(SequenceTask(index, sequence_seed(spec.seed, index), group.model_dump(),
+                                      spec.layout, spec.range_images, str(out_dir),
+                                      str(base_dir), resume))  # fmt: skip
+            index += 1
+    return tasks
+
+
+def run_dataset(
+    spec_path: str | Path,
+    out_dir: str | Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = False,
+    progress: Callable[[SequenceResult, int], None] | None = None,
+) -> dict[str, Any]:
+    """Generate a dataset; returns (and writes) the manifest.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        None: local worker processes (``workers``, default the core count; 1 runs in this
+        process). ``local:N``: a Dask LocalCluster of N single-threaded workers. Anything
+        else: the address of a running Dask scheduler (``tcp://host:8786``).
+    resume : bool
+        Skip samples whose files all exist.
+    """
+    from . import __version__
+
+    spec_path = Path(spec_path)
+    spec = load_dataset_spec(spec_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = _tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
+    started = time.perf_counter()
+    results: list[SequenceResult] = []
+    done_frames = 0
+
+    def collect(r: SequenceResult) -> None:
+        nonlocal done_frames
+        results.append(r)
+        done_frames += r.frames_written + r.frames_skipped
+        if progress is not None:
+            progress(r, done_frames)
+
+    if scheduler is None and (workers == 1 or len(tasks) == 1):
+        for t in tasks:
+            collect(run_sequence(t))
+    elif scheduler is None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # numba/OpenMP and Open3D are not fork-safe
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=ctx) as pool:
+            for f in as_completed([pool.submit(run_sequence, t) for t in tasks]):
+                collect(f.result())
+    else:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+
+        if scheduler.startswith("local:"):
+            n = int(scheduler.split(":", 1)[1])
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)  # fmt: skip
+            client = Client(cluster)
+        else:
+            cluster, client = None, Client(scheduler)
+        try:
+            futures = client.map(run_sequence, tasks, pure=False)
+            for f in dask_completed(futures):
+                collect(f.result())
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    results.sort(key=lambda r: r.index)
+    labels: dict[str, int] = {}
+    from .labels import label_name
+
+    for r in results:
+        for k, v in r.label_counts.items():
+            labels[label_name(k)] = labels.get(label_name(k), 0) + v
+    manifest = {
+        "package": "lidar-sim",
+        "version": __version__,
+        "spec": spec.model_dump(),
+        "layout": spec.layout,
+        "sequences": [
+            {
+                "index": r.index,
+                "seed": r.seed,
+                "frames_written": r.frames_written,
+                "frames_skipped": r.frames_skipped,
+                "points": r.points,
+            }
+            for r in results
+        ],
+        "errors": [e.__dict__ for r in results for e in r.errors],
+        "frames": sum(r.frames_written + r.frames_skipped for r in results),
+        "points_written": sum(r.points for r in results),
+        "label_counts_written": labels,
+        "seconds": time.perf_counter() - started,
+    }
+    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2).encode())
+    return manifest
