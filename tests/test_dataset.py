@@ -1,0 +1,146 @@
+"""Datasets: bit-identical across executors, resumable, readable by the layout's own rules."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from simulator.dataset import run_dataset, sequence_seed
+from simulator.datasets import SemanticKittiDataset, torch_dataset
+from simulator.generators import GENERATORS
+from simulator.io.npz import read_npz
+
+from .conftest import REPO
+
+DEMO = REPO / "configs" / "datasets" / "demo.yaml"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("one") / "ds"
+    manifest = run_dataset(DEMO, out, workers=1)
+    assert manifest["errors"] == [] and manifest["frames"] == 6
+    return out
+
+
+def test_dask_two_workers_equal_one_process_bit_for_bit(one_process: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dask"
+    manifest = run_dataset(DEMO, out, scheduler="local:2")
+    assert manifest["errors"] == []
+    assert _files(out) == _files(one_process)
+    assert len(_files(out)) == 2 * (3 + 3 + 3)  # bins, labels, poses/times/calib
+
+
+def test_semantickitti_files_read_back_by_the_layouts_rules(
+    one_process: Path, tmp_path: Path
+) -> None:
+    """np.fromfile and the label bit split give the same points as the npz layout's record."""
+    spec = yaml.safe_load(DEMO.read_text())
+    spec["layout"] = "npz"
+    npz_spec = tmp_path / "npz.yaml"
+    npz_spec.write_text(yaml.safe_dump(spec))
+    run_dataset(npz_spec, tmp_path / "npz", workers=1)
+    for seq in ("00", "01"):
+        for frame in range(3):
+            name = f"{frame:06d}"
+            points = np.fromfile(one_process / "sequences" / seq / "velodyne" / f"{name}.bin",
+                                 dtype="<f4").reshape(-1, 4)  # fmt: skip
+            raw = np.fromfile(one_process / "sequences" / seq / "labels" / f"{name}.label",
+                              dtype="<u4")  # fmt: skip
+            record = read_npz(tmp_path / "npz" / "sequences" / seq / "frames" / f"{name}.npz")
+            assert len(points) == len(raw) == len(record) > 5000
+            np.testing.assert_array_equal(points[:, :3], record["xyz"])
+            np.testing.assert_allclose(points[:, 3], record["intensity"] / 255.0, rtol=1e-6)
+            np.testing.assert_array_equal(raw & 0xFFFF, record["label"])
+            np.testing.assert_array_equal(raw >> 16, record["instance"])
+            assert record["time_s"].min() >= 0 and record["time_s"].max() < 0.1
+    poses = np.loadtxt(one_process / "sequences" / "00" / "poses.txt").reshape(-1, 3, 4)
+    np.testing.assert_allclose(poses[:, 0, 3], -10 + 5 * np.array([0.0, 0.1, 0.2]), atol=1e-9)
+
+
+def test_per_label_counts_are_plausible(one_process: Path) -> None:
+    data = SemanticKittiDataset(one_process)
+    assert len(data) == 6
+    street = [data[i]["label"] for i in range(len(data)) if data[i]["sequence"] == "01"]
+    labels = np.concatenate(street)
+    ids, counts = np.unique(labels, return_counts=True)
+    share = dict(zip(ids.tolist(), (counts / counts.sum()).tolist(), strict=True))
+    for name_id in (40, 48, 50):  # road, sidewalk, building
+        assert share.get(name_id, 0) > 0.02, name_id
+    assert share.get(10, 0) + share.get(252, 0) > 0.001  # cars, parked or moving
+    item = data[0]
+    assert item["points"].shape[1] == 4 and item["pose"].shape == (4, 4)
+
+
+def test_resume_after_a_killed_run_completes_identically(one_process: Path, tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "simulator.cli", "dataset", str(DEMO), "-o", str(out),
+           "--workers", "1", "-q"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    first = out / "sequences" / "00" / "velodyne" / "000001.bin"
+    while not first.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin")}
+    assert 0 < len(before) < 6  # killed midway
+    res = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert _files(out) == _files(one_process)
+    for p, mtime in before.items():
+        assert p.stat().st_mtime_ns == mtime  # finished samples were not redone
+    assert not [p for p in out.rglob(".*tmp*")]
+
+
+def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> None:
+    spec = yaml.safe_load(DEMO.read_text())
+    spec["groups"].append({"name": "broken", "scene": "no-such-scene.yaml", "frames": 2})
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
+                          str(tmp_path / "out"), "--workers", "1"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 1
+    seed = sequence_seed(0, 2)
+    assert f"sequence 2 frame 0 (seed {seed})" in res.stderr
+    assert "no-such-scene.yaml" in res.stderr and "Traceback" not in res.stderr
+    assert len(list((tmp_path / "out").rglob("*.bin"))) == 6
+
+
+def test_bad_spec_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("groups: [{name: a, generator: moon_base}]\n")
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
+                          str(tmp_path / "o")], capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2 and "groups[0].generator" in res.stderr
+
+
+def test_generators_are_seeded() -> None:
+    for gen in GENERATORS.values():
+        assert gen(5) == gen(5)
+        assert gen(5) != gen(6)
+
+
+def test_torch_dataset_needs_torch_only_when_asked(one_process: Path) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="PyTorch"):
+            torch_dataset(one_process)
+    else:
+        ds = torch_dataset(one_process)
+        assert len(ds) == 6 and ds[0]["points"].shape[1] == 4
