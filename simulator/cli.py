@@ -101,6 +101,10 @@ def scan(
     outputs = list(output) if output else [sim.output_path]
     for path in outputs:
         check_writable(path)  # before hours of work, not after
+    from .io import check_space
+
+    check_space(outputs, sim.total_pulses * sim.scanner.returns_per_pulse,
+                sim.survey.output.diagnostics)  # fmt: skip
     for note in sim.scene.warnings:
         _err.print(f"[yellow]warning:[/] {note}")
     total = sim.total_pulses

@@ -300,6 +300,10 @@ def build_scene(
         key = f"objects[{i}]"
         placement = compose(obj.position_m, obj.rotation_deg, obj.scale)
         if obj.mesh is not None:
+            if "://" in obj.mesh:  # trimesh is given files only: nothing is fetched
+                raise ConfigError(
+                    source, f"{key}.mesh", f"expected a local file path, not a URL: {obj.mesh}"
+                )
             parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
         else:
             mesh = primitive_mesh(obj)

@@ -358,8 +358,16 @@ class Simulation:
         in order; at most two chunks are held at once). ``start``/``stop`` limit the
         pulses (one frame of a sequence); ``time_offset_s`` is taken off ``time_s``.
         """
-        from .io import open_writer
+        from .io import check_space, check_writable, open_writer
 
+        for path in paths:
+            check_writable(path)
+        span = (self.total_pulses if stop is None else stop) - start
+        check_space(
+            [Path(p) for p in paths],
+            span * self.scanner.returns_per_pulse,
+            self.survey.output.diagnostics,
+        )
         started = time.perf_counter()
         meta = self.meta()
         spec = record_spec(self.survey.output.diagnostics)

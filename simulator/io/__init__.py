@@ -18,7 +18,14 @@ from .las import LasWriter
 from .npz import NpzWriter
 from .open3d_io import Open3DWriter
 
-__all__ = ["FORMATS", "ChunkWriter", "check_writable", "open_writer", "write"]
+__all__ = [
+    "FORMATS",
+    "ChunkWriter",
+    "check_space",
+    "check_writable",
+    "open_writer",
+    "write",
+]
 
 
 class ChunkWriter(Protocol):
@@ -76,6 +83,34 @@ def check_writable(path: str | Path) -> None:
         raise OutputError(
             f"{path}: the output directory is not writable ({exc.strerror})"
         ) from None
+
+
+#: Bytes a point takes on disk by format (upper bounds), and how many times it is written
+#: while the file is made (spooled formats hold a spool and the file at the end).
+_BYTES_PER_POINT = {".npz": 40, ".pcd": 40, ".ply": 40, ".las": 44, ".laz": 44, ".bin": 20}
+_COPIES = {".npz": 2, ".pcd": 2, ".ply": 2}
+
+
+def check_space(paths: list[Path], points: int, diagnostics: bool = False) -> None:
+    """Fail before any work if the outputs of ``points`` points cannot fit on their disks.
+
+    The estimate is an upper bound (every pulse a return; diagnostics add 45 bytes).
+    """
+    import shutil
+
+    need: dict[Path, int] = {}
+    for path in paths:
+        ext = Path(path).suffix.lower()
+        per_point = _BYTES_PER_POINT.get(ext, 40) + (45 if diagnostics and ext == ".npz" else 0)
+        folder = Path(path).parent
+        need[folder] = need.get(folder, 0) + points * per_point * _COPIES.get(ext, 1)
+    for folder, needed in need.items():
+        free = shutil.disk_usage(folder).free
+        if needed > free:
+            raise OutputError(
+                f"{folder}: not enough free space: the output may need up to "
+                f"{needed / 2**30:,.1f} GiB, {free / 2**30:,.1f} GiB are free"
+            )
 
 
 class _Guarded:
