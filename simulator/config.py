@@ -132,12 +132,14 @@ class RisleySpec(_Model):
 
     prisms: Annotated[list[Prism], Field(min_length=1, max_length=3)]
     refractive_index: Annotated[float, Field(gt=1, lt=4, allow_inf_nan=False)]
-    shot_rate_hz: PositiveFloat = Field(description="shots per second per channel")
+    shot_rate_hz: Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)] = Field(
+        description="shots per second per channel"
+    )
     #: Per channel (emitter): a small (azimuth, elevation) tilt before the prisms, deg.
     channel_offsets_deg: Annotated[
         list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]], Field(min_length=1)
     ] = Field(default_factory=lambda: [[0.0, 0.0]])
-    frame_period_s: PositiveFloat = 0.1
+    frame_period_s: Annotated[float, Field(gt=1e-6, le=3600, allow_inf_nan=False)] = 0.1
     #: ``exact``: vector Snell's law at both faces of every prism; ``paraxial``: the thin-prism
     #: model, each prism deviating the ray by (n - 1) x wedge towards its current angle.
     refraction: Literal["exact", "paraxial"] = "exact"
@@ -146,8 +148,10 @@ class RisleySpec(_Model):
 class OscillatingSpec(_Model):
     """An airborne line scanner: a mirror swings the beam across track, below the sensor."""
 
-    pulse_rate_hz: PositiveFloat
-    scan_rate_hz: PositiveFloat = Field(description="full mirror cycles per second")
+    pulse_rate_hz: Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)]
+    scan_rate_hz: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)] = Field(
+        description="full mirror cycles per second"
+    )
     half_angle_deg: Annotated[float, Field(gt=0, lt=90, allow_inf_nan=False)]
     waveform: Literal["sine", "triangle", "sawtooth"] = "sine"
 
@@ -159,7 +163,7 @@ class RasterSpec(_Model):
     columns: Annotated[int, Field(ge=1, le=8192)]
     horizontal_fov_deg: Annotated[float, Field(gt=0, le=360, allow_inf_nan=False)]
     vertical_fov_deg: Annotated[float, Field(gt=0, le=180, allow_inf_nan=False)]
-    frame_rate_hz: PositiveFloat
+    frame_rate_hz: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
     boustrophedon: bool = Field(default=False, description="alternate lines run backwards")
 
 
@@ -181,10 +185,10 @@ class ScannerConfig(_Model):
     name: str
     pattern: Literal["spinning", "risley", "oscillating", "raster", "table"] = "spinning"
     description: str = ""
-    rotation_hz: PositiveFloat | None = None
+    rotation_hz: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] | None = None
     rotation: Literal["clockwise", "counter_clockwise"] = "clockwise"
     start_azimuth_deg: FiniteFloat = 0.0
-    firings_per_revolution: Annotated[int, Field(gt=0)] | None = None
+    firings_per_revolution: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     channels: Channels | None = None
     risley: RisleySpec | None = None
     oscillating: OscillatingSpec | None = None
@@ -192,8 +196,8 @@ class ScannerConfig(_Model):
     table: TableSpec | None = None
     beam_origin_offset_m: NonNegFloat = 0.0
     range_min_m: NonNegFloat
-    range_max_m: PositiveFloat
-    range_resolution_m: NonNegFloat
+    range_max_m: Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]
+    range_resolution_m: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
     divergence_mrad: Divergence
     pulse_length_ns: NonNegFloat
     wavelength_nm: PositiveFloat | None = None

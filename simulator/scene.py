@@ -306,7 +306,8 @@ def build_scene(
                 )
             parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
         else:
-            mesh = primitive_mesh(obj)
+            with np.errstate(all="ignore"):  # absurd sizes become inf, rejected just below
+                mesh = primitive_mesh(obj)
             parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
         object_instance: int | None = obj.instance  # all parts of one object share it
         moving = (
@@ -348,10 +349,13 @@ def build_scene(
                 instance = object_instance
             else:
                 instance = 0
+            with np.errstate(all="ignore"):
+                placed = _place(part.vertices, placement @ part.transform)
+            _check_finite(placed, f"{source}: {key} ({name}) after placement")
             objects.append(
                 SceneObject(
                     name=name,
-                    vertices_m=_place(part.vertices, placement @ part.transform),
+                    vertices_m=placed,
                     faces=np.asarray(part.faces, dtype=np.int64),
                     material=mat,
                     label=label,
