@@ -17,7 +17,6 @@ from simulator.io.read import read
 from simulator.pointcloud import PointCloud
 from simulator.viz.colors import SEMANTIC_KITTI_RGB, colors_for
 from simulator.viz.rangeimage import range_image
-from simulator.viz.render import render, render_array
 
 from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
 
@@ -37,13 +36,32 @@ def _ring_cloud(radius: float = 10.0, n: int = 720) -> PointCloud:
     })  # fmt: skip
 
 
+def _render(cloud: PointCloud, *args: object) -> np.ndarray:
+    """render_array in a child process: Filament (the offscreen renderer) then never lives
+    in the test process, whose exit it could disturb."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(Path(tmp) / "c.npz", **cloud.fields)
+        code = (
+            "import sys, numpy as np; from simulator.io.npz import read_npz; "
+            "from simulator.viz.render import render_array; "
+            "a = render_array(read_npz(sys.argv[1]), *eval(sys.argv[2])); np.save(sys.argv[3], a)"
+        )
+        res = subprocess.run([sys.executable, "-c", code, str(Path(tmp) / "c.npz"), repr(args),
+                              str(Path(tmp) / "img.npy")], capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return np.load(Path(tmp) / "img.npy")
+
+
 def _ink(image: np.ndarray) -> np.ndarray:
     return np.any(image < 250, axis=2)
 
 
 def test_birds_eye_render_puts_points_where_the_geometry_says() -> None:
     """A ring of points round the sensor: a ring of ink centred in a bird's-eye render."""
-    image = render_array(_ring_cloud(), "label", "bev", 400, 400, point_size=3)
+    image = _render(_ring_cloud(), "label", "bev", 400, 400, 3.0)
     ink = _ink(image)
     assert 500 < ink.sum() < 0.2 * ink.size
     rows, cols = np.nonzero(ink)
@@ -58,12 +76,32 @@ def test_birds_eye_render_puts_points_where_the_geometry_says() -> None:
 
 
 def test_renders_of_the_demo_change_with_the_field(demo: PointCloud, tmp_path: Path) -> None:
-    by_intensity = render_array(demo, "intensity", "sensor", 320, 200)
-    by_label = render_array(demo, "label", "sensor", 320, 200)
+    by_intensity = _render(demo, "intensity", "sensor", 320, 200)
+    by_label = _render(demo, "label", "sensor", 320, 200)
     assert _ink(by_intensity).sum() > 2000
     np.testing.assert_array_equal(_ink(by_intensity), _ink(by_label))  # same points drawn
     assert np.abs(by_intensity.astype(int) - by_label.astype(int)).sum() > 1e5  # other colours
-    path = render(demo, tmp_path / "demo.png", "label", "bev", 320, 200)
+    simulator.write(demo, tmp_path / "demo.npz")
+    path = tmp_path / "demo.png"
+    cmd = [
+        sys.executable,
+        "-m",
+        "simulator.cli",
+        "render",
+        str(tmp_path / "demo.npz"),
+        "-o",
+        str(path),
+        "--color",
+        "label",
+        "--view",
+        "bev",
+        "--width",
+        "320",
+        "--height",
+        "200",
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
     import matplotlib.pyplot as plt
 
     picture = plt.imread(path)
