@@ -87,3 +87,25 @@ class Workspace:
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave without the interpreter's teardown once pytest has reported.
+
+    Once (of many runs) the test process crashed after printing its summary, while native
+    libraries (Open3D's TBB, numba's OpenMP, Filament) were shutting down. The results were
+    already final; the exit code is pytest's own. The CLI's own exits stay tested: every
+    CLI test runs the command in a child process and checks its exit code.
+    """
+    import os
+    import sys
+
+    status = getattr(config, "_exit_status", None)
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(status))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._exit_status = exitstatus  # type: ignore[attr-defined]
