@@ -368,7 +368,7 @@ def scanners(
 def validate(
     file: Annotated[Path, typer.Argument(help="A survey, scanner, scene or material file.")],
 ) -> None:
-    """Check a survey, scanner, scene or material file (a survey in depth)."""
+    """Check a survey, scanner, scene, material or dataset file (a survey in depth)."""
     _out.print(f"{file}: ok ({validate_file(file)})")
 
 

@@ -734,6 +734,12 @@ def validate_file(path: str | Path) -> str:
         from .scanner import pattern_for
 
         return f"scanner: {scanner.name}, {pattern_for(scanner).channels} channels"
+    if "groups" in data:
+        from .dataset import load_dataset_spec
+
+        spec = load_dataset_spec(path)
+        count = sum(g.sequences * g.frames for g in spec.groups)
+        return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout"
     if "objects" in data:
         scene = load_scene(path)
         return f"scene: {len(scene.objects)} objects, {scene.triangle_count} triangles"

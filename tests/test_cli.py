@@ -168,3 +168,8 @@ def test_installed_entry_point_runs() -> None:
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
     assert "scan" in res.stdout and "validate" in res.stdout
+
+
+def test_validate_a_dataset_spec() -> None:
+    res = run("validate", REPO / "configs/datasets/demo.yaml")
+    assert res.returncode == 0 and "dataset: 2 groups, 6 samples" in res.stdout
