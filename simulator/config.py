@@ -702,7 +702,16 @@ def load_survey(path: str | Path, overrides: list[str] | None = None) -> tuple[S
         The survey file's directory, which relative paths inside it start from.
     """
     path = Path(path)
-    data = apply_overrides(load_yaml(path), overrides or [])
+    data = load_yaml(path)
+    # An override of one of two alternatives replaces the other one given in the file.
+    alternatives = {"duration_s": "revolutions", "revolutions": "duration_s",
+                    "trajectory": "pose", "pose": "trajectory"}  # fmt: skip
+    given = {o.partition("=")[0].strip().split(".")[0] for o in overrides or []}
+    for key in given:
+        other = alternatives.get(key)
+        if other is not None and other not in given:
+            data.pop(other, None)
+    data = apply_overrides(data, overrides or [])
     try:
         survey = Survey.model_validate(data)
     except ValidationError as err:

@@ -173,3 +173,16 @@ def test_installed_entry_point_runs() -> None:
 def test_validate_a_dataset_spec() -> None:
     res = run("validate", REPO / "configs/datasets/demo.yaml")
     assert res.returncode == 0 and "dataset: 2 groups, 6 samples" in res.stdout
+
+
+def test_overriding_one_of_two_alternatives_replaces_the_other(ws: Workspace) -> None:
+    """--set duration_s on a survey that gives revolutions (or trajectory over pose) wins."""
+    import simulator
+
+    survey = _good_survey(ws)
+    sim = simulator.Simulation.from_file(survey, ["duration_s=0.05"])
+    assert sim.survey.revolutions is None and sim.total_pulses == 900 * 32
+    sim = simulator.Simulation.from_file(
+        survey, ["trajectory={start: {position_m: [0, 0, 2]}, velocity_mps: [1, 0, 0]}"]
+    )
+    assert sim.survey.trajectory is not None
