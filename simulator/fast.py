@@ -203,17 +203,19 @@ if AVAILABLE:
         period_s, offset_s, rot, pos, sensor_frame, labels, instances,
         xyz, intensity_out, range_out, ring, time_s, label, instance,
     ):  # fmt: skip
+        stride = 1 if rot.shape[0] > 1 else 0  # a pose per pulse of the chunk, or one
         for q in prange(len(sel_idx)):
             i = sel_idx[q]
             h = sel_hit[q]
+            j = i * stride
             r = range_meas[h]
             p0 = (np.float64(rays[i, 0]) + shift[0]) + r * np.float64(rays[i, 3])
             p1 = (np.float64(rays[i, 1]) + shift[1]) + r * np.float64(rays[i, 4])
             p2 = (np.float64(rays[i, 2]) + shift[2]) + r * np.float64(rays[i, 5])
             if sensor_frame:
-                p0, p1, p2 = p0 - pos[0], p1 - pos[1], p2 - pos[2]
+                p0, p1, p2 = p0 - pos[j, 0], p1 - pos[j, 1], p2 - pos[j, 2]
                 for a in range(3):
-                    xyz[q, a] = rot[0, a] * p0 + rot[1, a] * p1 + rot[2, a] * p2
+                    xyz[q, a] = rot[j, 0, a] * p0 + rot[j, 1, a] * p1 + rot[j, 2, a] * p2
             else:
                 xyz[q, 0], xyz[q, 1], xyz[q, 2] = p0, p1, p2
             pid = pulse_start + i

@@ -32,7 +32,6 @@ from .pointcloud import PointCloud
 from .raycast import Hits
 from .scanner import ScanPattern, SpinningPattern
 from .scene import MaterialTable, Scene
-from .trajectory import StaticTrajectory
 
 __all__ = [
     "HitResults",
@@ -398,13 +397,16 @@ def assemble_returns_fast(
     hits: Hits,
     tables: SceneTables,
     pattern: SpinningPattern,
-    trajectory: StaticTrajectory,
+    rotation: NDArray[np.float64],
+    position_m: NDArray[np.float64],
     *,
     sensor_frame: bool = True,
 ) -> PointCloud:
-    """:func:`assemble_returns` for a static sensor, as one numba kernel (no diagnostics).
+    """:func:`assemble_returns` as one numba kernel (no diagnostics).
 
-    ``xyz`` is in the sensor frame when ``sensor_frame``, else in the world.
+    ``xyz`` is in the sensor frame at each pulse's firing when ``sensor_frame``, else in
+    the world; ``rotation`` (1 or P, 3, 3) and ``position_m`` (1 or P, 3) are the sensor's
+    pose, once or for every pulse of the chunk.
     """
     from . import fast
 
@@ -425,7 +427,8 @@ def assemble_returns_fast(
     fast.assemble(
         sel, sel_hit, rays, shift_m, results.range_m, results.intensity, hits.object_index,
         pulse_start, pattern.channels, pattern.period_s, pattern.firing_offset_s,
-        trajectory.rotation, trajectory.position_m, sensor_frame,
+        np.ascontiguousarray(rotation, dtype=np.float64).reshape(-1, 3, 3),
+        np.ascontiguousarray(position_m, dtype=np.float64).reshape(-1, 3), sensor_frame,
         tables.label_of_object, tables.instance_of_object,
         fields["xyz"], fields["intensity"], fields["range_m"], fields["ring"], fields["time_s"],
         fields["label"], fields["instance"],

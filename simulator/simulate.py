@@ -63,6 +63,9 @@ class CastChunk:
     cast: NDArray[np.float32]
     up: NDArray[np.float64]
     hits: Hits
+    #: The sensor's pose at each pulse, (P, 3, 3) and (P, 3), when computed (moving, fast).
+    rotation: NDArray[np.float64] | None = None
+    position_m: NDArray[np.float64] | None = None
 
 
 @dataclass
@@ -210,6 +213,7 @@ class Simulation:
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         t = self.trajectory
+        rot = pos = None
         spinning = isinstance(self.pattern, SpinningPattern)
         if self.use_fast and spinning and isinstance(t, StaticTrajectory):
             rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
@@ -239,7 +243,7 @@ class Simulation:
         hits = self.engine.cast_rays(cast, cast_time)
         self.timings_s["schedule"] += t1 - t0
         self.timings_s["cast"] += time.perf_counter() - t1
-        return CastChunk(rays, cast, cast_up, hits)
+        return CastChunk(rays, cast, cast_up, hits, rot, pos)
 
     def _sub_rays(
         self, rays: NDArray[np.float32], up: NDArray[np.float64], forward: NDArray[np.float64]
@@ -292,12 +296,18 @@ class Simulation:
         elif (
             self.use_fast
             and isinstance(self.pattern, SpinningPattern)
-            and isinstance(t, StaticTrajectory)
             and not out.diagnostics
+            and (isinstance(t, StaticTrajectory) or chunk.rotation is not None)
+            and (out.frame != "sensor_compensated" or isinstance(t, StaticTrajectory))
         ):
+            rot, pos = (
+                (t.rotation, t.position_m)
+                if isinstance(t, StaticTrajectory)
+                else (chunk.rotation, chunk.position_m)
+            )
             cloud = assemble_returns_fast(
-                results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern, t,
-                sensor_frame=out.frame != "world",
+                results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern, rot,
+                pos, sensor_frame=out.frame != "world",
             )  # fmt: skip
         else:
             cloud = assemble_returns(
