@@ -106,7 +106,7 @@ def scan(
     check_space(outputs, sim.total_pulses * sim.scanner.returns_per_pulse,
                 sim.survey.output.diagnostics)  # fmt: skip
     for note in sim.scene.warnings:
-        _err.print(f"[yellow]warning:[/] {note}")
+        _err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     total = sim.total_pulses
     show_bar = not quiet and total > sim.survey.chunk_pulses
     with _progress_bar("scanning", disable=not show_bar) as bar:
@@ -140,7 +140,7 @@ def sequence(
         check_writable(output / "frames" / f"000000.{fmt}")
     sim = Simulation.from_file(survey, set_ or [])
     for note in sim.scene.warnings:
-        _err.print(f"[yellow]warning:[/] {note}")
+        _err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     with _progress_bar("frames", disable=quiet) as bar:
         task = bar.add_task("sequence", total=sim.total_pulses)
         summary = write_sequence(
@@ -202,7 +202,8 @@ def dataset(
     for err in manifest["errors"]:
         _err.print(
             f"[red]failed:[/] sequence {err['sequence']} frame {err['frame']} "
-            f"(seed {err['seed']}): {escape(err['error'])}"
+            f"(seed {err['seed']}): {escape(err['error'])}",
+            soft_wrap=True,
         )
     if not quiet:
         _out.print(

@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..pointcloud import FieldSpec, PointCloud
+from ..pointcloud import PointCloud
 from .atomic import atomic_path
-from .spool import FieldSpool
+from .spool import SpooledWriter
 
 __all__ = ["NpzWriter", "read_npz"]
 
 _BLOCK = 16 * 2**20
 
 
-class NpzWriter:
+class NpzWriter(SpooledWriter):
     """Chunked writer of ``.npz`` files."""
-
-    def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
-        del meta
-        self.path = path
-        self.spool = FieldSpool(path, spec)
-
-    def write(self, chunk: PointCloud) -> None:
-        """Append a chunk."""
-        self.spool.append(chunk)
 
     def close(self) -> list[Path]:
         """Assemble the archive and rename it into place."""
@@ -54,10 +44,6 @@ class NpzWriter:
         finally:
             spool.remove()
         return [self.path]
-
-    def abort(self) -> None:
-        """Drop everything written so far."""
-        self.spool.remove()
 
 
 def read_npz(path: str | Path) -> PointCloud:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import OutputError
-from ..pointcloud import FieldSpec, PointCloud
+from ..pointcloud import FieldSpec
 from .atomic import atomic_path
-from .spool import FieldSpool
+from .spool import SpooledWriter
 
 __all__ = ["PCL_NAMES", "Open3DWriter"]
 
@@ -65,18 +65,12 @@ def _empty_header(spec: FieldSpec, ply: bool) -> bytes:
     return text.encode("ascii")
 
 
-class Open3DWriter:
+class Open3DWriter(SpooledWriter):
     """Chunked writer of binary PCD or PLY (by the path's extension) through Open3D."""
 
     def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
-        del meta
-        self.path = path
+        super().__init__(path, spec, meta)
         self.ply = path.suffix.lower() == ".ply"
-        self.spool = FieldSpool(path, spec)
-
-    def write(self, chunk: PointCloud) -> None:
-        """Append a chunk."""
-        self.spool.append(chunk)
 
     def close(self) -> list[Path]:
         """Write the file with Open3D and rename it into place."""
@@ -105,7 +99,3 @@ class Open3DWriter:
         finally:
             spool.remove()
         return [self.path]
-
-    def abort(self) -> None:
-        """Drop everything written so far."""
-        self.spool.remove()

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ..pointcloud import FieldSpec, PointCloud
 
-__all__ = ["FieldSpool", "bytes_view"]
+__all__ = ["FieldSpool", "SpooledWriter", "bytes_view"]
 
 
 def bytes_view(array: NDArray) -> memoryview:
@@ -70,3 +70,20 @@ class FieldSpool:
         """Delete the spool."""
         self.flush()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class SpooledWriter:
+    """Base of the writers that spool chunks and assemble the file when closed."""
+
+    def __init__(self, path: Path, spec: FieldSpec, meta: dict) -> None:
+        del meta
+        self.path = path
+        self.spool = FieldSpool(path, spec)
+
+    def write(self, chunk: PointCloud) -> None:
+        """Append a chunk."""
+        self.spool.append(chunk)
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        self.spool.remove()
