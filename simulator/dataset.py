@@ -284,6 +284,8 @@ def run_dataset(
     spec = load_dataset_spec(spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.rglob(".*.tmp-*"):  # a killed run's half-written files
+        stale.unlink()
     tasks = _tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     started = time.perf_counter()
     results: list[SequenceResult] = []
