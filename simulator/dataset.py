@@ -211,26 +211,19 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             message = f"{type(exc).__name__}: {exc}"
             result.errors.append(SampleError(task.index, k, task.seed, message))
         return result
-    per_frame = sim.pattern.frame_pulses
     poses, times = [], []
-    from .pointcloud import PointCloud
-
-    for k in range(group.frames):
-        first = k * per_frame
-        ref = float(sim.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
-        rot, pos = sim.trajectory.pose_at(ref)
-        poses.append(" ".join(f"{v:.9e}" for v in np.hstack([rot, pos[:, None]]).ravel()))
-        times.append(f"{ref:.9e}")
-        if task.resume and all(p.exists() for p in _sample_paths(task, k)):
+    for f in sim.frames():
+        poses.append(f.kitti_pose)
+        times.append(f"{f.time_s:.9e}")
+        if task.resume and all(p.exists() for p in _sample_paths(task, f.index)):
             result.frames_skipped += 1
             continue
         try:
-            cloud = PointCloud.concatenate(list(sim.chunks(None, first, first + per_frame)))
-            cloud.fields["time_s"] = cloud.fields["time_s"] - ref
-            _write_sample(task, k, cloud, scanner.intensity_max)
+            cloud = sim.frame_cloud(f)
+            _write_sample(task, f.index, cloud, scanner.intensity_max)
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            result.errors.append(SampleError(task.index, k, task.seed, detail))
+            result.errors.append(SampleError(task.index, f.index, task.seed, detail))
             continue
         result.frames_written += 1
         result.points += len(cloud)

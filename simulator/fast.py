@@ -35,7 +35,6 @@ __all__ = [
     "form_echoes",
     "spinning_rays",
     "sub_rays",
-    "threads",
 ]
 
 if AVAILABLE:
@@ -278,11 +277,6 @@ def evaluate_hits(*args: Any) -> None:
 def assemble(*args: Any) -> None:
     """Run the record kernel (see :func:`simulator.returns.assemble_returns_fast`)."""
     _assemble(*args)
-
-
-def threads() -> int:
-    """Number of threads the kernels use."""
-    return int(numba.get_num_threads()) if AVAILABLE else 1
 
 
 if AVAILABLE:

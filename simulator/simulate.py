@@ -37,7 +37,7 @@ from .scanner import ScanPattern, SpinningPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import StaticTrajectory, Trajectory, trajectory_from_survey
 
-__all__ = ["ScanSummary", "SequenceSummary", "Simulation", "scan", "write_sequence"]
+__all__ = ["Frame", "ScanSummary", "SequenceSummary", "Simulation", "scan", "write_sequence"]
 
 #: Called after each chunk with (pulses done, pulses in all).
 ProgressCallback = Callable[[int, int], None]
@@ -66,6 +66,25 @@ class CastChunk:
     #: The sensor's pose at each pulse, (P, 3, 3) and (P, 3), when computed (moving, fast).
     rotation: NDArray[np.float64] | None = None
     position_m: NDArray[np.float64] | None = None
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A frame of a survey: pulses ``start..stop``, its reference (first firing) time and
+    the sensor's world-from-sensor pose then."""
+
+    index: int
+    start: int
+    stop: int
+    time_s: float
+    rotation: NDArray[np.float64]
+    position_m: NDArray[np.float64]
+
+    @property
+    def kitti_pose(self) -> str:
+        """The pose as a KITTI poses.txt line (3x4 row-major)."""
+        matrix = np.hstack([self.rotation, self.position_m[:, None]])
+        return " ".join(f"{v:.9e}" for v in matrix.ravel())
 
 
 @dataclass
@@ -197,14 +216,15 @@ class Simulation:
 
     def meta(self) -> dict[str, Any]:
         """Facts about the scan that travel with the cloud."""
+        rotation0, position0 = self.trajectory.pose_at(0.0)
         return {
             "scanner": self.scanner.name,
             "frame": self.survey.output.frame,
             "intensity_max": self.scanner.intensity_max,
             "pulses": self.total_pulses,
             "seed": self.survey.seed,
-            "sensor_position_m": self.trajectory.pose_at(0.0)[1].tolist(),
-            "sensor_rotation": self.trajectory.pose_at(0.0)[0].tolist(),
+            "sensor_position_m": position0.tolist(),
+            "sensor_rotation": rotation0.tolist(),
             "scene": self.scene.source,
         }
 
@@ -213,23 +233,22 @@ class Simulation:
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
         t = self.trajectory
-        rot = pos = None
+        rot = pos = pulse_time = None
         spinning = isinstance(self.pattern, SpinningPattern)
         if self.use_fast and spinning and isinstance(t, StaticTrajectory):
             rays = fast.spinning_rays(self.pattern, start, stop, t.rotation, t.position_m, shift)
             up, forward = t.axes(np.zeros(0))
         elif self.use_fast and spinning:  # moving: each pulse's pose at its own firing time
-            time_s, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
-            rot, pos = t.poses(time_s)
+            pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+            rot, pos = t.poses(pulse_time)
             rays = fast.spinning_rays(self.pattern, start, stop, rot, pos, shift)
             up, forward = np.ascontiguousarray(rot[:, :, 2]), np.ascontiguousarray(rot[:, :, 0])
         else:
             schedule = self.pattern.schedule(start, stop)
-            origins, directions, _ = t.to_world(
-                schedule.origin_m, schedule.direction, schedule.time_s
-            )
+            pulse_time = schedule.time_s
+            origins, directions, _ = t.to_world(schedule.origin_m, schedule.direction, pulse_time)
             rays = self.engine.rays(origins, directions)
-            up, forward = t.axes(schedule.time_s)
+            up, forward = t.axes(pulse_time)
         n = self.scanner.beam_samples
         cast, cast_up = rays, up
         if n > 1:
@@ -237,8 +256,10 @@ class Simulation:
             cast_up = up if len(up) == 1 else np.repeat(up, n, axis=0)
         cast_time = None
         if self.engine.has_moving:  # moving objects are placed at each ray's own time
-            cast_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
-            cast_time = np.repeat(cast_time, n) if n > 1 else cast_time
+            if pulse_time is None:
+                ids = np.arange(start, stop, dtype=np.uint64)
+                pulse_time, _ = self.pattern.time_and_channel(ids)
+            cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
         t1 = time.perf_counter()
         hits = self.engine.cast_rays(cast, cast_time)
         self.timings_s["schedule"] += t1 - t0
@@ -347,6 +368,24 @@ class Simulation:
                 if progress is not None:
                     progress(min(first + step, stop) - start, stop - start)
 
+    def frames(self) -> list[Frame]:
+        """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
+        last one shorter if the survey ends mid-turn; no pulse lost or repeated."""
+        out = []
+        total, per_frame = self.total_pulses, self.pattern.frame_pulses
+        for k, first in enumerate(range(0, total, per_frame)):
+            ref = float(self.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
+            rot, pos = self.trajectory.pose_at(ref)
+            out.append(Frame(k, first, min(first + per_frame, total), ref, rot, pos))
+        return out
+
+    def frame_cloud(self, frame: Frame) -> PointCloud:
+        """One frame's cloud, ``time_s`` from the frame's first firing (held in memory)."""
+        self.reference_time_s = frame.time_s
+        cloud = PointCloud.concatenate(list(self.chunks(None, frame.start, frame.stop)))
+        cloud.fields["time_s"] = cloud.fields["time_s"] - frame.time_s
+        return cloud
+
     def run(self, progress: ProgressCallback | None = None) -> PointCloud:
         """Simulate the whole survey and return one cloud."""
         return PointCloud.concatenate(list(self.chunks(progress)), meta=self.meta())
@@ -451,38 +490,36 @@ def write_sequence(
     else:
         frames_dir.mkdir(parents=True, exist_ok=True)
     sim.survey.output.frame = "sensor_compensated" if compensate else "sensor"
-    per_frame = sim.pattern.frame_pulses
     total = sim.total_pulses
-    starts = list(range(0, total, per_frame))
-    summary = SequenceSummary(frames=len(starts), pulses=total)
+    frames = sim.frames()
+    summary = SequenceSummary(frames=len(frames), pulses=total)
     tum, kitti, times = [], [], []
     started = time.perf_counter()
-    for k, first in enumerate(starts):
-        ref_time = float(sim.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
-        sim.reference_time_s = ref_time
-        stop = min(first + per_frame, total)
-        rot, pos = sim.trajectory.pose_at(ref_time)
-        q = quaternion_from_matrix(rot)
+    for f in frames:
+        q = quaternion_from_matrix(f.rotation)
         if bag is not None:
             try:
-                cloud = PointCloud.concatenate(list(sim.chunks(None, first, stop)))
-                cloud.fields["time_s"] = cloud.fields["time_s"] - ref_time
-                bag.write_frame(cloud, ref_time, rot, pos, q)
+                cloud = sim.frame_cloud(f)
+                bag.write_frame(cloud, f.time_s, f.rotation, f.position_m, q)
             except BaseException:
                 bag.abort()
                 raise
             summary.points += len(cloud)
         else:
-            frame = sim.write(
-                [frames_dir / f"{k:06d}.{fmt}"], start=first, stop=stop, time_offset_s=ref_time
+            sim.reference_time_s = f.time_s
+            written = sim.write(
+                [frames_dir / f"{f.index:06d}.{fmt}"],
+                start=f.start,
+                stop=f.stop,
+                time_offset_s=f.time_s,
             )
-            summary.points += frame.points
-            summary.files.extend(frame.files)
-        tum.append(f"{ref_time:.9f} " + " ".join(f"{v:.9f}" for v in [*pos, *q]))
-        kitti.append(" ".join(f"{v:.9e}" for v in np.hstack([rot, pos[:, None]]).ravel()))
-        times.append(f"{ref_time:.9f}")
+            summary.points += written.points
+            summary.files.extend(written.files)
+        tum.append(f"{f.time_s:.9f} " + " ".join(f"{v:.9f}" for v in [*f.position_m, *q]))
+        kitti.append(f.kitti_pose)
+        times.append(f"{f.time_s:.9f}")
         if progress is not None:
-            progress(min(first + per_frame, total), total)
+            progress(f.stop, total)
     if bag is not None:
         summary.files.append(bag.close())
     for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
