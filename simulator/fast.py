@@ -73,26 +73,32 @@ if AVAILABLE:
 
     @njit(parallel=True, cache=True, nogil=True)
     def _spinning_rays(  # type: ignore[no-untyped-def]
-        start, n, channels, period_s, offset_s, el_cos, el_sin, az_offset, sign, az0, rate,
-        r0, rot, pos, rays,
+        start, n, channels, period_s, cos_az, sin_az, cos_lag, sin_lag, el_cos, el_sin,
+        sign, az0, rate, r0, rot, pos, rays,
     ):  # fmt: skip
+        """One firing per iteration: the head's angle at the firing's start is turned by
+        each channel's fixed angle (its firing lag times the spin, plus its azimuth
+        offset) by the angle-addition formulas, so a firing costs one sin/cos pair."""
         stride = 1 if rot.shape[0] > 1 else 0  # a pose per pulse, or one for all
-        for k in prange(n):
-            pid = start + k
-            firing = pid // channels
-            ch = pid - firing * channels
-            t = firing * period_s + offset_s[ch]
-            j = k * stride
-            head = (az0 + sign * _TWO_PI * (rate * t)) % _TWO_PI
-            az = head + az_offset[ch]
-            ca, sa = math.cos(az), math.sin(az)
-            ds0, ds1, ds2 = el_cos[ch] * ca, el_cos[ch] * sa, el_sin[ch]
-            if az_offset[ch] != 0.0:
-                ca, sa = math.cos(head), math.sin(head)
-            os0, os1 = r0 * ca, r0 * sa
-            for a in range(3):
-                rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[j, a]
-                rays[k, 3 + a] = rot[j, a, 0] * ds0 + rot[j, a, 1] * ds1 + rot[j, a, 2] * ds2
+        first = start // channels
+        for f in prange((start + n - 1) // channels - first + 1):
+            firing = first + f
+            head = az0 + sign * _TWO_PI * (rate * (firing * period_s))
+            cb, sb = math.cos(head), math.sin(head)
+            lo = max(start - firing * channels, 0)
+            hi = min(start + n - firing * channels, channels)
+            for ch in range(lo, hi):
+                k = firing * channels + ch - start
+                j = k * stride
+                ca = cb * cos_az[ch] - sb * sin_az[ch]  # cos(head + lag + azimuth offset)
+                sa = sb * cos_az[ch] + cb * sin_az[ch]
+                ds0, ds1, ds2 = el_cos[ch] * ca, el_cos[ch] * sa, el_sin[ch]
+                oc = cb * cos_lag[ch] - sb * sin_lag[ch]  # the head itself, at this firing
+                os_ = sb * cos_lag[ch] + cb * sin_lag[ch]
+                os0, os1 = r0 * oc, r0 * os_
+                for a in range(3):
+                    rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[j, a]
+                    rays[k, 3 + a] = rot[j, a, 0] * ds0 + rot[j, a, 1] * ds1 + rot[j, a, 2] * ds2
 
     @njit(parallel=True, cache=True, nogil=True)
     def _evaluate_hits(  # type: ignore[no-untyped-def]
@@ -258,9 +264,11 @@ def spinning_rays(
     p = pattern
     rays = np.zeros((stop - start, 6), dtype=np.float32)
     el = p.elevation_rad
+    lag = p.sign * 2.0 * math.pi * p.scanner.rotation_hz * p.firing_offset_s
+    turn = lag + p.azimuth_offset_rad
     _spinning_rays(
-        start, stop - start, p.channels, p.period_s, p.firing_offset_s, np.cos(el), np.sin(el),
-        p.azimuth_offset_rad, p.sign, math.radians(p.scanner.start_azimuth_deg),
+        start, stop - start, p.channels, p.period_s, np.cos(turn), np.sin(turn), np.cos(lag),
+        np.sin(lag), np.cos(el), np.sin(el), p.sign, math.radians(p.scanner.start_azimuth_deg),
         p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,
         np.ascontiguousarray(np.asarray(rotation, dtype=np.float64).reshape(-1, 3, 3)),
         np.ascontiguousarray(np.asarray(position_m, dtype=np.float64).reshape(-1, 3) - shift_m),
