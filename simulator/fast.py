@@ -106,7 +106,7 @@ if AVAILABLE:
         mat_of_obj, refl, mk, rough, slope, cell,
         beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
         seed_slope, seed_relief, seed_noise,
-        keep, range_meas, intensity, cos_inc_out, cos_eff_out, spread_out, peak_out,
+        keep, range_meas, intensity, full, cos_inc_out, cos_eff_out, spread_out, peak_out,
         backscatter_out, relief_out,
     ):  # fmt: skip
         per_pulse_up = up.shape[0] > 1
@@ -195,6 +195,8 @@ if AVAILABLE:
             range_meas[q] = rm
             # 8. intensity
             intensity[q] = min(max(iscale * b, 0.0), imax)
+            if not full:  # the point record needs no more
+                continue
             cos_inc_out[q] = cos_inc
             cos_eff_out[q] = cos_eff
             spread_out[q] = spread

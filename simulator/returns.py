@@ -316,13 +316,20 @@ def evaluate_hits_fast(
     tables: SceneTables,
     model: ReturnModel,
     streams: Streams,
+    *,
+    full: bool = True,
 ) -> HitResults:
-    """The same as :func:`evaluate_hits`, in one fused numba kernel over both cores."""
+    """The same as :func:`evaluate_hits`, in one fused numba kernel over both cores.
+
+    With ``full=False`` only ``keep``, ``range_m`` and ``intensity`` are computed (all a
+    single-return point record without diagnostics needs); the other fields are empty.
+    """
     from . import fast
 
     idx = np.flatnonzero(hits.hit)
     h = len(idx)
-    out = [np.zeros(h, dtype=np.bool_)] + [np.zeros(h) for _ in range(8)]
+    out = [np.empty(h, dtype=np.bool_), np.empty(h), np.empty(h)]
+    extra = [np.empty(h if full else 0) for _ in range(6)]
     mt = tables.materials
     fast.evaluate_hits(
         idx, rays, shift_m, hits.range_m, hits.normal, hits.object_index,
@@ -332,9 +339,9 @@ def evaluate_hits_fast(
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
         model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
         model.range_noise_m, model.intensity_scale, model.intensity_max,
-        streams.micro_slope, streams.relief, streams.sensor_noise, *out,
+        streams.micro_slope, streams.relief, streams.sensor_noise, *out, full, *extra,
     )  # fmt: skip
-    return HitResults(idx, *out)
+    return HitResults(idx, *out, *extra)
 
 
 def assemble_returns(

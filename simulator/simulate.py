@@ -7,6 +7,7 @@ result is bit-identical for any chunk size.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -175,6 +176,7 @@ class Simulation:
         self.model = ReturnModel.from_scanner(self.scanner)
         self.streams = Streams.from_seed(self.survey.seed)
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
+        self._timing_lock = threading.Lock()
         self.beam_offsets, self.beam_weights = beam_pattern(self.scanner.beam_samples)
 
     @classmethod
@@ -262,9 +264,14 @@ class Simulation:
             cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
         t1 = time.perf_counter()
         hits = self.engine.cast_rays(cast, cast_time)
-        self.timings_s["schedule"] += t1 - t0
-        self.timings_s["cast"] += time.perf_counter() - t1
+        self._count("schedule", t1 - t0)
+        self._count("cast", time.perf_counter() - t1)
         return CastChunk(rays, cast, cast_up, hits, rot, pos)
+
+    def _count(self, stage: str, seconds: float) -> None:
+        """Add to a stage's time (from any thread)."""
+        with self._timing_lock:
+            self.timings_s[stage] += seconds
 
     def _sub_rays(
         self, rays: NDArray[np.float32], up: NDArray[np.float64], forward: NDArray[np.float64]
@@ -302,25 +309,28 @@ class Simulation:
         """Second stage: the per-hit model and the point record of a cast chunk."""
         t0 = time.perf_counter()
         shift = self.engine.origin_shift_m
-        evaluate = evaluate_hits_fast if self.use_fast else evaluate_hits
-        results = evaluate(
-            start, chunk.cast, shift, chunk.up, chunk.hits, self.tables, self.model, self.streams
-        )
         out = self.survey.output
         t = self.trajectory
+        fast_record = (  # the record kernel applies: one ray a pulse, no diagnostics
+            self.use_fast
+            and self.scanner.beam_samples == 1
+            and isinstance(self.pattern, SpinningPattern)
+            and not out.diagnostics
+            and (isinstance(t, StaticTrajectory) or chunk.rotation is not None)
+            and (out.frame != "sensor_compensated" or isinstance(t, StaticTrajectory))
+        )
+        args = (start, chunk.cast, shift, chunk.up, chunk.hits, self.tables, self.model)
+        if self.use_fast:
+            results = evaluate_hits_fast(*args, self.streams, full=not fast_record)
+        else:
+            results = evaluate_hits(*args, self.streams)
         if self.scanner.beam_samples > 1:
             cloud = echo_returns(
                 results, self.scanner.beam_samples, self.beam_weights, start, chunk.rays, shift,
                 chunk.hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
                 self.to_output, diagnostics=out.diagnostics, use_fast=self.use_fast,
             )  # fmt: skip
-        elif (
-            self.use_fast
-            and isinstance(self.pattern, SpinningPattern)
-            and not out.diagnostics
-            and (isinstance(t, StaticTrajectory) or chunk.rotation is not None)
-            and (out.frame != "sensor_compensated" or isinstance(t, StaticTrajectory))
-        ):
+        elif fast_record:
             rot, pos = (
                 (t.rotation, t.position_m)
                 if isinstance(t, StaticTrajectory)
@@ -335,7 +345,7 @@ class Simulation:
                 results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern,
                 self.to_output, diagnostics=out.diagnostics,
             )  # fmt: skip
-        self.timings_s["physics"] += time.perf_counter() - t0
+        self._count("physics", time.perf_counter() - t0)
         return cloud
 
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
@@ -348,25 +358,21 @@ class Simulation:
         start: int = 0,
         stop: int | None = None,
     ) -> Iterator[PointCloud]:
-        """Yield the scan of pulses ``start..stop`` (default: all) chunk by chunk.
+        """Yield the scan of pulses ``start..stop`` (default: all) chunk by chunk, in order.
 
-        The next chunk's rays are cast on a second thread while this chunk's returns
-        are computed (Open3D releases the GIL while it casts), so the stages overlap.
-        Every chunk is computed from its pulse ids alone: the overlap changes nothing
-        in the result. ``progress`` gets (pulses done, pulses in all) of the range.
+        One chunk at a time, each stage over all cores: Open3D holds the GIL while it
+        casts, so a cast on a second thread cannot overlap Python work, and a cast beside
+        the (GIL-free) numba kernels only made the two share the cores; it measured no
+        faster (see the README's benchmark notes). Writing overlaps, on a thread of its
+        own (:meth:`write`). Every chunk is computed from its pulse ids alone.
+        ``progress`` gets (pulses done, pulses in all) of the range.
         """
         stop = self.total_pulses if stop is None else stop
-        step = self.chunk_step
-        starts = list(range(start, stop, step))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cast") as pool:
-            ahead = [pool.submit(self.cast_pulses, a, min(a + step, stop)) for a in starts[:1]]
-            for k, first in enumerate(starts):
-                if k + 1 < len(starts):
-                    nxt = starts[k + 1]
-                    ahead.append(pool.submit(self.cast_pulses, nxt, min(nxt + step, stop)))
-                yield self.returns_of(first, ahead.pop(0).result())
-                if progress is not None:
-                    progress(min(first + step, stop) - start, stop - start)
+        for a in range(start, stop, self.chunk_step):
+            b = min(a + self.chunk_step, stop)
+            yield self.scan_pulses(a, b)
+            if progress is not None:
+                progress(b - start, stop - start)
 
     def frames(self) -> list[Frame]:
         """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
@@ -428,7 +434,7 @@ class Simulation:
                 chunk.fields["time_s"] = chunk.fields["time_s"] - time_offset_s
             for writer in writers:
                 writer.write(chunk)
-            self.timings_s["output"] += time.perf_counter() - t0
+            self._count("output", time.perf_counter() - t0)
 
         try:
             for path in paths:
@@ -449,7 +455,7 @@ class Simulation:
             t0 = time.perf_counter()
             for writer in writers:
                 summary.files.extend(writer.close())
-            self.timings_s["output"] += time.perf_counter() - t0
+            self._count("output", time.perf_counter() - t0)
         except BaseException:
             for writer in writers:
                 writer.abort()

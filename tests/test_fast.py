@@ -85,6 +85,11 @@ def test_hit_kernel_matches_the_numpy_model(sim: simulator.Simulation) -> None:
     steps = np.abs(got.range_m - ref.range_m) / sim.scanner.range_resolution_m
     assert np.all((steps < 1e-6) | (np.abs(steps - 1) < 1e-6))
     assert np.count_nonzero(steps > 0.5) <= 1
+    # The record-only form computes the same three fields, bit for bit, and no others.
+    brief = evaluate_hits_fast(*args, full=False)
+    for name in ("idx", "keep", "range_m", "intensity"):
+        np.testing.assert_array_equal(getattr(brief, name), getattr(got, name), err_msg=name)
+    assert brief.cos_effective.shape == brief.relief_m.shape == (0,)
 
 
 @pytest.mark.parametrize("diagnostics", [True, False])
