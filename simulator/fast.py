@@ -486,3 +486,42 @@ def sub_rays(
     fwd = np.ascontiguousarray(np.asarray(sensor_forward, np.float64).reshape(-1, 3))
     _sub_rays(rays, up, fwd, tan_h, tan_v, out)
     return out
+
+
+if AVAILABLE:
+
+    @njit(parallel=True, cache=True, nogil=True)
+    def _pack_las(  # type: ignore[no-untyped-def]
+        xyz, intensity, return_number, num_returns, label, time_s, ring, instance, range_m,
+        offset, scale, X, Y, Z, level, bits, cls, gps, ring_out, label_out, instance_out,
+        range_out,
+    ):  # fmt: skip
+        for i in prange(xyz.shape[0]):
+            X[i] = np.int32(np.rint((np.float64(xyz[i, 0]) - offset[0]) / scale[0]))
+            Y[i] = np.int32(np.rint((np.float64(xyz[i, 1]) - offset[1]) / scale[1]))
+            Z[i] = np.int32(np.rint((np.float64(xyz[i, 2]) - offset[2]) / scale[2]))
+            level[i] = np.uint16(min(max(np.rint(np.float64(intensity[i])), 0.0), 65535.0))
+            bits[i] = (return_number[i] & 0x0F) | (num_returns[i] << 4)
+            cls[i] = label[i] if label[i] < 256 else 0
+            gps[i] = time_s[i]
+            ring_out[i] = ring[i]
+            label_out[i] = label[i]
+            instance_out[i] = instance[i]
+            range_out[i] = range_m[i]
+
+
+def pack_las(
+    fields: dict[str, NDArray], offset_m: NDArray, scale_m: NDArray, data: NDArray
+) -> None:
+    """Fill LAS point-format-6 records ``data`` (with the ring, label, instance, range
+    extra bytes) from a point record's fields; the same values as :mod:`simulator.io.las`'s
+    numpy packing. ``data`` is the point format's structured array, fields written in place.
+    """
+    f = fields
+    _pack_las(
+        f["xyz"], f["intensity"], f["return_number"], f["num_returns"], f["label"], f["time_s"],
+        f["ring"], f["instance"], f["range_m"], np.asarray(offset_m, np.float64),
+        np.asarray(scale_m, np.float64), data["X"], data["Y"], data["Z"], data["intensity"],
+        data["bit_fields"], data["classification"], data["gps_time"], data["ring"],
+        data["label"], data["instance"], data["range"],
+    )  # fmt: skip

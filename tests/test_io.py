@@ -83,6 +83,27 @@ def test_las_and_laz_point_format_6(cloud: PointCloud, tmp_path: Path, ext: str)
     np.testing.assert_array_equal(las.range, cloud["range_m"])
 
 
+def test_las_packing_kernel_is_byte_identical_to_numpy(cloud: PointCloud) -> None:
+    """The numba record packer and the numpy one give the same bytes, edge values too
+    (intensity over 65535 and below 0, halves rounding to even, labels over a byte)."""
+    from simulator import fast
+    from simulator.io import las
+
+    if not fast.AVAILABLE:
+        pytest.skip("numba is not installed")
+    edge = PointCloud({k: np.array(v) for k, v in cloud.fields.items()})
+    edge.fields["intensity"][:6] = [70000.0, -3.0, 2.5, 3.5, 255.49, 65535.6]
+    edge.fields["label"][:3] = [300, 255, 256]
+    edge.fields["num_returns"][:2] = [3, 15]
+    edge.fields["return_number"][:2] = [2, 15]
+    header = las._header(np.floor(edge["xyz"].min(axis=0).astype(np.float64)))
+    kernel = las._records(edge, header, use_fast=True).array
+    reference = las._records(edge, header, use_fast=False).array
+    assert kernel.tobytes() == reference.tobytes()
+    assert kernel["intensity"][:6].tolist() == [65535, 0, 2, 4, 255, 65535]
+    assert kernel["classification"][:3].tolist() == [0, 255, 0]
+
+
 def test_kitti_bin_and_semantic_kitti_label(cloud: PointCloud, tmp_path: Path) -> None:
     path = tmp_path / "000000.bin"
     assert write(cloud, path) == [path, tmp_path / "000000.label"]

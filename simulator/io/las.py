@@ -35,10 +35,18 @@ def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     return header
 
 
-def _records(chunk: PointCloud, header: laspy.LasHeader) -> laspy.PackedPointRecord:
+def _records(
+    chunk: PointCloud, header: laspy.LasHeader, use_fast: bool = True
+) -> laspy.PackedPointRecord:
     """The chunk packed straight into the point format's record layout (no per-field copies
-    through laspy's accessors)."""
+    through laspy's accessors), by a numba kernel when there is numba."""
+    from .. import fast
+
     fmt = header.point_format
+    if use_fast and fast.AVAILABLE:
+        data = np.zeros(len(chunk), dtype=fmt.dtype())
+        fast.pack_las(chunk.fields, header.offsets, header.scales, data)
+        return laspy.PackedPointRecord(data, fmt)
     data = np.zeros(len(chunk), dtype=fmt.dtype())
     xyz = chunk["xyz"].astype(np.float64)
     for axis, name in enumerate("XYZ"):
