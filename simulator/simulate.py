@@ -7,10 +7,8 @@ result is bit-identical for any chunk size.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,7 +174,6 @@ class Simulation:
         self.model = ReturnModel.from_scanner(self.scanner)
         self.streams = Streams.from_seed(self.survey.seed)
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
-        self._timing_lock = threading.Lock()
         self.beam_offsets, self.beam_weights = beam_pattern(self.scanner.beam_samples)
 
     @classmethod
@@ -269,9 +266,8 @@ class Simulation:
         return CastChunk(rays, cast, cast_up, hits, rot, pos)
 
     def _count(self, stage: str, seconds: float) -> None:
-        """Add to a stage's time (from any thread)."""
-        with self._timing_lock:
-            self.timings_s[stage] += seconds
+        """Add to a stage's time."""
+        self.timings_s[stage] += seconds
 
     def _sub_rays(
         self, rays: NDArray[np.float32], up: NDArray[np.float64], forward: NDArray[np.float64]
@@ -363,8 +359,8 @@ class Simulation:
         One chunk at a time, each stage over all cores: Open3D holds the GIL while it
         casts, so a cast on a second thread cannot overlap Python work, and a cast beside
         the (GIL-free) numba kernels only made the two share the cores; it measured no
-        faster (see the README's benchmark notes). Writing overlaps, on a thread of its
-        own (:meth:`write`). Every chunk is computed from its pulse ids alone.
+        faster (see the README's benchmark notes). Every chunk is computed from its pulse
+        ids alone.
         ``progress`` gets (pulses done, pulses in all) of the range.
         """
         stop = self.total_pulses if stop is None else stop
@@ -408,10 +404,12 @@ class Simulation:
         """Simulate the survey and write it to every path, chunk by chunk (bounded memory).
 
         Every path is checked before the scan starts; on any error or interruption
-        all outputs are dropped, and no partial file is left. Writing runs on a thread
-        of its own, one chunk behind the scan, so the two overlap (chunks are written
-        in order; at most two chunks are held at once). ``start``/``stop`` limit the
-        pulses (one frame of a sequence); ``time_offset_s`` is taken off ``time_s``.
+        all outputs are dropped, and no partial file is left. Each chunk is written as
+        soon as it is made, on this thread: a writer thread measured slower, since each
+        of its GIL-free writes had to win the GIL back from the scan (Open3D holds it for
+        a whole cast), often after Python's 5 ms switch interval. ``start``/``stop``
+        limit the pulses (one frame of a sequence); ``time_offset_s`` is taken off
+        ``time_s``.
         """
         from .io import check_space, check_writable, open_writer
 
@@ -441,17 +439,9 @@ class Simulation:
                 writers.append(open_writer(path, spec, meta))
             stop = self.total_pulses if stop is None else stop
             summary = ScanSummary(pulses=stop - start)
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer") as pool:
-                pending: Future[None] | None = None
-                try:
-                    for chunk in self.chunks(progress, start, stop):
-                        if pending is not None:
-                            pending.result()
-                        pending = pool.submit(write_chunk, chunk)
-                        summary.add(chunk)
-                finally:
-                    if pending is not None:
-                        pending.result()
+            for chunk in self.chunks(progress, start, stop):
+                write_chunk(chunk)
+                summary.add(chunk)
             t0 = time.perf_counter()
             for writer in writers:
                 summary.files.extend(writer.close())

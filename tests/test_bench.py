@@ -27,6 +27,10 @@ def test_bench_figures_match_a_scan_of_the_same_scene() -> None:
     assert figures["kernels"] in ("numba", "numpy")
     assert set(figures["stages_s"]) == {"schedule", "cast", "physics", "output"}
     assert figures["pipeline_to_cast_ratio"] == figures["pipeline_s"] / figures["cast_only_s"]
+    assert figures["cast_only_s"] == sum(figures["cast_only_s_before_after"]) / 2
+    assert figures["steady_state_ratio"] == (
+        figures["pulses"] / figures["cast_only_s"] / figures["pipeline_pulses_per_s"]
+    )
     assert figures["real_time_factor"] == figures["pipeline_pulses_per_s"] / 576_000
     survey = Survey(
         scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]), revolutions=0.5
