@@ -172,13 +172,15 @@ def _trimesh_embree_rays_per_s(scene: Scene, rays: np.ndarray) -> dict[str, floa
 
 def _bare_cast_s(sim: Simulation, total: int) -> tuple[float, np.ndarray | None]:
     """Seconds inside Open3D's ``cast_rays`` alone for the survey's rays, chunk by chunk
-    (the rays are made untimed), and the first chunk's rays."""
+    (the rays are made untimed, and each is cast once, as in the pipeline: casting a
+    chunk twice would time the second cast with the first one's caches warm), and the
+    first chunk's rays."""
     import open3d as o3d
 
     seconds, first = 0.0, None
     for start in range(0, total, sim.chunk_step):
         stop = min(start + sim.chunk_step, total)
-        rays = sim.cast_pulses(start, stop).cast  # untimed: only its rays are kept
+        rays = sim.aim(start, stop).cast
         first = rays if first is None else first
         tensor = o3d.core.Tensor(rays)
         t0 = time.perf_counter()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,6 +40,18 @@ __all__ = ["Frame", "ScanSummary", "SequenceSummary", "Simulation", "scan", "wri
 
 #: Called after each chunk with (pulses done, pulses in all).
 ProgressCallback = Callable[[int, int], None]
+
+
+class Aim(NamedTuple):
+    """A chunk's rays, before the cast (see :class:`CastChunk` for the arrays)."""
+
+    rays: NDArray[np.float32]
+    cast: NDArray[np.float32]
+    cast_up: NDArray[np.float64]
+    #: Each cast ray's time (s), when the scene has moving objects.
+    cast_time_s: NDArray[np.float64] | None
+    rotation: NDArray[np.float64] | None
+    position_m: NDArray[np.float64] | None
 
 
 @dataclass
@@ -230,6 +242,15 @@ class Simulation:
     def cast_pulses(self, start: int, stop: int) -> CastChunk:
         """First stage: the rays of pulses ``start <= pulse_id < stop`` and their hits."""
         t0 = time.perf_counter()
+        aim = self.aim(start, stop)
+        t1 = time.perf_counter()
+        hits = self.engine.cast_rays(aim.cast, aim.cast_time_s)
+        self._count("schedule", t1 - t0)
+        self._count("cast", time.perf_counter() - t1)
+        return CastChunk(aim.rays, aim.cast, aim.cast_up, hits, aim.rotation, aim.position_m)
+
+    def aim(self, start: int, stop: int) -> Aim:
+        """The rays of pulses ``start <= pulse_id < stop``, not yet cast."""
         shift = self.engine.origin_shift_m
         t = self.trajectory
         rot = pos = pulse_time = None
@@ -259,11 +280,7 @@ class Simulation:
                 ids = np.arange(start, stop, dtype=np.uint64)
                 pulse_time, _ = self.pattern.time_and_channel(ids)
             cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
-        t1 = time.perf_counter()
-        hits = self.engine.cast_rays(cast, cast_time)
-        self._count("schedule", t1 - t0)
-        self._count("cast", time.perf_counter() - t1)
-        return CastChunk(rays, cast, cast_up, hits, rot, pos)
+        return Aim(rays, cast, cast_up, cast_time, rot, pos)
 
     def _count(self, stage: str, seconds: float) -> None:
         """Add to a stage's time."""
