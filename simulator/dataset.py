@@ -169,7 +169,7 @@ def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: flo
         _atomic_write(paths[0], data.tobytes())
     else:
         paths[0].parent.mkdir(parents=True, exist_ok=True)
-        writer = NpzWriter(paths[0], cloud.spec, {})
+        writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
         writer.write(cloud)
         writer.close()
     if task.range_images:

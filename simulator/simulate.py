@@ -439,7 +439,8 @@ class Simulation:
             self.survey.output.diagnostics,
         )
         started = time.perf_counter()
-        meta = self.meta()
+        # The most points there can be lets the npz writer put chunks in place.
+        meta = {**self.meta(), "max_points": span * self.scanner.returns_per_pulse}
         spec = record_spec(self.survey.output.diagnostics)
         writers = []
 

@@ -41,6 +41,67 @@ def test_npz_round_trip_is_exact(cloud: PointCloud, tmp_path: Path) -> None:
         np.testing.assert_array_equal(back[name], cloud[name])
 
 
+@pytest.mark.parametrize("layout", ["in place", "in place, copied out", "spooled"])
+def test_npz_layouts_write_the_same_archive(
+    cloud: PointCloud, tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks written in place (holes cut out, or the members copied out where the file
+    system cannot cut), or spooled: a valid zip (every CRC checked) of the same arrays,
+    no larger than its contents, with no temporary file left."""
+    import zipfile
+
+    from simulator.io import npz, open_writer
+
+    if layout == "in place, copied out":
+
+        def refuse(fd: int, offset: int, length: int) -> None:
+            raise OSError(95, "Operation not supported")
+
+        monkeypatch.setattr(npz, "_collapse", refuse)
+    meta = {} if layout == "spooled" else {"max_points": 3 * len(cloud) + 12_345}
+    path = tmp_path / "scan.npz"
+    writer = open_writer(path, cloud.spec, meta)
+    third = np.arange(len(cloud)) % 3
+    parts = [cloud.select(third == k) for k in range(3)]
+    empty = PointCloud.empty(diagnostics=True)
+    assert empty.spec == cloud.spec
+    for part in [*parts, empty, *parts]:
+        writer.write(part)
+    assert writer.close() == [path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.npz"]
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None
+        payload = sum(i.file_size for i in zf.infolist())
+    assert path.stat().st_size < payload + 4096 * len(cloud.names) + 4096
+    back = read_npz(path)
+    for name in cloud.names:
+        expected = np.concatenate([p[name] for p in parts] * 2)
+        np.testing.assert_array_equal(back[name], expected, err_msg=name)
+
+
+def test_npz_in_place_refuses_more_points_than_it_was_made_for(
+    cloud: PointCloud, tmp_path: Path
+) -> None:
+    from simulator.io import open_writer
+
+    writer = open_writer(tmp_path / "scan.npz", cloud.spec, {"max_points": len(cloud) - 1})
+    with pytest.raises(RuntimeError, match="more points than"):
+        writer.write(cloud)
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_crc32_combine_is_the_crc_of_the_concatenation() -> None:
+    import zlib
+
+    from simulator.io.npz import crc32_combine
+
+    rng = np.random.default_rng(5)
+    for size_a, size_b in [(0, 0), (0, 7), (5, 0), (1, 1), (300, 4097), (64, 1 << 16)]:
+        a, b = rng.bytes(size_a), rng.bytes(size_b)
+        assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
 @pytest.mark.parametrize("ext", ["pcd", "ply"])
 def test_pcd_and_ply_keep_every_field(cloud: PointCloud, tmp_path: Path, ext: str) -> None:
     path = tmp_path / f"scan.{ext}"
@@ -140,7 +201,9 @@ def test_failed_write_leaves_neither_partial_file_nor_old_file_damaged(
     def explode(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np.lib.format, "write_array_header_2_0", explode)
+    from simulator.io import npz
+
+    monkeypatch.setattr(npz, "_pwrite_all", explode)  # the disk fills midway
     with pytest.raises(simulator.OutputError, match="No space left"):
         write(cloud, path)
     assert path.read_bytes() == b"previous result"

@@ -151,7 +151,8 @@ def open_writer(path: str | Path, spec: FieldSpec, meta: dict[str, Any]) -> Chun
     spec : FieldSpec
         The fields of the chunks to come (``PointCloud.spec``).
     meta : dict
-        Scan facts (``intensity_max`` is used by KITTI).
+        Scan facts (``intensity_max`` is used by KITTI; ``max_points``, the most points
+        the chunks can add up to, lets npz write them in place).
     """
     path = Path(path)
     cls = _writer_class(path)
@@ -170,7 +171,7 @@ def write(cloud: PointCloud, path: str | Path) -> list[Path]:
     list of Path
         The files written.
     """
-    writer = open_writer(path, cloud.spec, cloud.meta)
+    writer = open_writer(path, cloud.spec, {**cloud.meta, "max_points": len(cloud)})
     try:
         writer.write(cloud)
     except BaseException:
