@@ -107,7 +107,8 @@ if AVAILABLE:
         """One firing per iteration: the head's angle at the firing's start is turned by
         each channel's fixed angle (its firing lag times the spin, plus its azimuth
         offset) by the angle-addition formulas, so a firing costs one sin/cos pair."""
-        stride = 1 if rot.shape[0] > 1 else 0  # a pose per pulse, or one for all
+        # A rotation and a position per pulse, or one for all (each on its own).
+        rs, ps = (1 if rot.shape[0] > 1 else 0), (1 if pos.shape[0] > 1 else 0)
         first = start // channels
         for f in prange((start + n - 1) // channels - first + 1):
             firing = first + f
@@ -117,7 +118,7 @@ if AVAILABLE:
             hi = min(start + n - firing * channels, channels)
             for ch in range(lo, hi):
                 k = firing * channels + ch - start
-                j = k * stride
+                j, jp = k * rs, k * ps
                 ca = cb * cos_az[ch] - sb * sin_az[ch]  # cos(head + lag + azimuth offset)
                 sa = sb * cos_az[ch] + cb * sin_az[ch]
                 ds0, ds1, ds2 = el_cos[ch] * ca, el_cos[ch] * sa, el_sin[ch]
@@ -125,7 +126,7 @@ if AVAILABLE:
                 os_ = sb * cos_lag[ch] + cb * sin_lag[ch]
                 os0, os1 = r0 * oc, r0 * os_
                 for a in range(3):
-                    rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[j, a]
+                    rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[jp, a]
                     rays[k, 3 + a] = rot[j, a, 0] * ds0 + rot[j, a, 1] * ds1 + rot[j, a, 2] * ds2
 
     @njit(parallel=True, cache=True, nogil=True)
@@ -237,17 +238,18 @@ if AVAILABLE:
         period_s, offset_s, rot, pos, sensor_frame, labels, instances,
         xyz, intensity_out, range_out, ring, time_s, label, instance,
     ):  # fmt: skip
-        stride = 1 if rot.shape[0] > 1 else 0  # a pose per pulse of the chunk, or one
+        # A rotation and a position per pulse of the chunk, or one (each on its own).
+        rs, ps = (1 if rot.shape[0] > 1 else 0), (1 if pos.shape[0] > 1 else 0)
         for q in prange(len(sel_idx)):
             i = sel_idx[q]
             h = sel_hit[q]
-            j = i * stride
+            j, jp = i * rs, i * ps
             r = range_meas[h]
             p0 = (np.float64(rays[i, 0]) + shift[0]) + r * np.float64(rays[i, 3])
             p1 = (np.float64(rays[i, 1]) + shift[1]) + r * np.float64(rays[i, 4])
             p2 = (np.float64(rays[i, 2]) + shift[2]) + r * np.float64(rays[i, 5])
             if sensor_frame:
-                p0, p1, p2 = p0 - pos[j, 0], p1 - pos[j, 1], p2 - pos[j, 2]
+                p0, p1, p2 = p0 - pos[jp, 0], p1 - pos[jp, 1], p2 - pos[jp, 2]
                 for a in range(3):
                     xyz[q, a] = rot[j, 0, a] * p0 + rot[j, 1, a] * p1 + rot[j, 2, a] * p2
             else:
@@ -278,10 +280,10 @@ def spinning_rays(
     pattern : SpinningPattern
     start, stop : int
         Global pulse ids.
-    rotation : (3, 3) or (N, 3, 3) float64
-        World from sensor: one pose, or one per pulse (a moving sensor).
-    position_m : (3,) or (N, 3) float64
-        Sensor origin in the world.
+    rotation : (3, 3), (1, 3, 3) or (N, 3, 3) float64
+        World from sensor: one rotation, or one per pulse (a turning sensor).
+    position_m : (3,), (1, 3) or (N, 3) float64
+        Sensor origin in the world: one, or one per pulse (a moving sensor).
     shift_m : (3,) float64
         The ray engine's local origin, subtracted from the ray origins.
 

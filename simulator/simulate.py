@@ -261,6 +261,8 @@ class Simulation:
         elif self.use_fast and spinning:  # moving: each pulse's pose at its own firing time
             pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
             rot, pos = t.poses(pulse_time)
+            if rot.strides[0] == 0:  # not turning (one rotation, broadcast): keep one copy
+                rot = np.ascontiguousarray(rot[:1])
             rays = fast.spinning_rays(self.pattern, start, stop, rot, pos, shift)
             up, forward = np.ascontiguousarray(rot[:, :, 2]), np.ascontiguousarray(rot[:, :, 0])
         else:

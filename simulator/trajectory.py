@@ -277,6 +277,12 @@ class WaypointTrajectory(Trajectory):
         return matrix_from_quaternion(q), pos
 
 
+def _times_matrix(stack: NDArray[np.float64], matrix: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``stack @ matrix`` for an (N, 3, 3) stack and one (3, 3) matrix, as a single
+    (3N, 3) x (3, 3) product (a batched matmul of 3x3 matrices is ~20x slower)."""
+    return (np.reshape(stack, (-1, 3)) @ matrix).reshape(-1, 3, 3)
+
+
 @dataclass
 class ConstantMotion(Trajectory):
     """``position(t) = p0 + v t``, ``rotation(t) = Rz(yaw_rate t) R0`` (world frame)."""
@@ -288,12 +294,17 @@ class ConstantMotion(Trajectory):
 
     def poses(self, time_s: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
         t = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
-        pos = self.position0_m + t[:, None] * self.velocity_mps
+        n = len(t)
+        pos = np.empty((n, 3))
+        for k in range(3):  # column by column: numpy is slow at broadcasting into rows of 3
+            pos[:, k] = self.position0_m[k] + t * self.velocity_mps[k]
+        if self.yaw_rate_rad_s == 0.0:
+            return np.broadcast_to(self.rotation0, (n, 3, 3)), pos
         yaw = self.yaw_rate_rad_s * t
         c, s = np.cos(yaw), np.sin(yaw)
-        rz = np.zeros((len(t), 3, 3))
+        rz = np.zeros((n, 3, 3))
         rz[:, 0, 0], rz[:, 0, 1], rz[:, 1, 0], rz[:, 1, 1], rz[:, 2, 2] = c, -s, s, c, 1.0
-        return rz @ self.rotation0, pos
+        return _times_matrix(rz, self.rotation0), pos
 
 
 @dataclass
@@ -306,7 +317,12 @@ class Mounted(Trajectory):
 
     def poses(self, time_s: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
         rot, pos = self.platform.poses(time_s)
-        return rot @ self.mount_rotation, np.einsum("nij,j->ni", rot, self.mount_position_m) + pos
+        if rot.ndim == 3 and len(rot) and rot.strides[0] == 0:  # one rotation, broadcast
+            one = rot[0]
+            rotation = np.broadcast_to(one @ self.mount_rotation, rot.shape)
+            return rotation, pos + one @ self.mount_position_m
+        rotation = _times_matrix(rot, self.mount_rotation)
+        return rotation, (rot.reshape(-1, 3) @ self.mount_position_m).reshape(-1, 3) + pos
 
 
 def _read_pose_file(spec: TrajectorySpec, path: Path, source: str | Path) -> WaypointTrajectory:

@@ -205,9 +205,13 @@ def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation) -> Non
     np.testing.assert_allclose(got[:, :, 3:], ref, atol=1.5e-7)  # float32 rounding
 
 
-def test_moving_sensor_fast_path_matches_numpy() -> None:
+@pytest.mark.parametrize("yaw_rate_deg_s", [0.0, 40.0])  # driving straight (one rotation), turning
+def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
     """Per-pulse poses in the ray kernel: the same cloud as the numpy path."""
-    sim = simulator.Simulation.from_file(REPO / "scenes/farm/drive.yaml", ["duration_s=0.15"])
+    sim = simulator.Simulation.from_file(
+        REPO / "scenes/farm/drive.yaml",
+        ["duration_s=0.15", f"trajectory.yaw_rate_deg_s={yaw_rate_deg_s}"],
+    )
     fast_cloud = sim.run()
     sim.use_fast = False
     ref_cloud = sim.run()
