@@ -62,15 +62,13 @@ if AVAILABLE:
 
     @njit(inline="always", cache=True)
     def _cos_turns(u):  # type: ignore[no-untyped-def]
-        """``cos(2 pi u)`` for ``u`` in [0, 1): by quarter turns, so that libm only sees
-        angles in [0, pi/2), where it is fastest (the quarter ``4u - q`` is exact)."""
-        v = 4.0 * u
-        q = math.floor(v)
-        angle = _HALF_PI * (v - q)
-        quarter = int(q)
-        c, s = math.cos(angle), math.sin(angle)
-        value = s if quarter & 1 else c  # cos, -sin, -cos, sin in the four quarters
-        return -value if quarter == 1 or quarter == 2 else value
+        """``cos(2 pi u)`` for ``u`` in [0, 1), folded by symmetry so that libm only sees
+        angles in [0, pi/2], where it is fastest: with ``w = |u - 1/2|`` (exact where it
+        matters), ``cos(2 pi u) = -cos(2 pi w)``, and past a quarter turn
+        ``cos(2 pi w) = -cos(2 pi (1/2 - w))``. One cosine, no unpredictable branch."""
+        w = abs(u - 0.5)
+        c = math.cos(_TWO_PI * min(w, 0.5 - w))
+        return c if w > 0.25 else -c
 
     @njit(inline="always", cache=True)
     def _hash_normal(h):  # type: ignore[no-untyped-def]
