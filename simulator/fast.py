@@ -320,23 +320,28 @@ if AVAILABLE:
 
     @njit(parallel=True, cache=True, nogil=True)
     def _form_echoes(  # type: ignore[no-untyped-def]
-        samples, weights, valid, rng, relief, b, spread, obj, cos_inc, cos_eff, separation,
-        count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
-        e_cos_inc, e_cos_eff,
+        samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+        separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
+        e_obj, e_dom, e_cos_inc, e_cos_eff,
     ):  # fmt: skip
-        """Per pulse: sort its sub-ray hits by range, split at gaps, accumulate each echo."""
-        pulses = valid.shape[0] // samples
+        """Per pulse: sort its sub-ray hits by range, split at gaps, accumulate each echo.
+
+        The per-hit inputs are indexed by hit; ``hit_of_ray`` maps each cast ray to its
+        hit (-1: a miss). Sub-ray ``k`` of pulse ``p`` is ray ``p * samples + k``."""
+        pulses = hit_of_ray.shape[0] // samples
         for p in prange(pulses):
             base = p * samples
-            order = np.zeros(samples, dtype=np.int64)
+            order = np.zeros(samples, dtype=np.int64)  # sub-ray numbers by range
+            hit = np.zeros(samples, dtype=np.int64)  # their hits
             n = 0
-            for k in range(samples):  # insertion sort of the valid sub-rays by range
-                if valid[base + k]:
+            for k in range(samples):  # insertion sort of the sub-rays that hit, by range
+                h = hit_of_ray[base + k]
+                if h >= 0:
                     j = n
-                    while j > 0 and rng[base + order[j - 1]] > rng[base + k]:
-                        order[j] = order[j - 1]
+                    while j > 0 and rng[hit[j - 1]] > rng[h]:
+                        order[j], hit[j] = order[j - 1], hit[j - 1]
                         j -= 1
-                    order[j] = k
+                    order[j], hit[j] = k, h
                     n += 1
             objs = np.zeros(samples, dtype=np.int64)
             obj_e = np.zeros(samples)
@@ -348,21 +353,19 @@ if AVAILABLE:
             for q in range(n + 1):
                 close = q == n
                 if not close:
-                    k = order[q]
-                    r = rng[base + k]
+                    r = rng[hit[q]]
                     close = q > 0 and r - prev > separation
-                if close and echo >= 0:  # finish echo `echo` over order[start:q]
+                if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
                     slot = base + echo
                     energy = 0.0
                     for t in range(start, q):
-                        energy += weights[order[t]] * b[base + order[t]]
+                        energy += weights[order[t]] * b[hit[t]]
                     wsum = wr = wrel = wsp = wci = wce = 0.0
                     m = 0
                     for t in range(start, q):
-                        kk = order[t]
-                        i = base + kk
-                        e = weights[kk] * b[i]
-                        ew = e if energy > 0.0 else weights[kk]
+                        i = hit[t]
+                        e = weights[order[t]] * b[i]
+                        ew = e if energy > 0.0 else weights[order[t]]
                         wsum += ew
                         wr += ew * rng[i]
                         wrel += ew * relief[i]
@@ -427,22 +430,16 @@ def form_echoes(
     from . import physics
     from .echoes import Echoes
 
-    def scatter(values: NDArray, dtype: type = np.float64) -> NDArray:
-        full = np.zeros(total_rays, dtype=dtype)
-        full[idx] = values
-        return full
-
-    valid = scatter(np.ones(len(idx), dtype=np.bool_), np.bool_)
-    slots = [np.zeros(total_rays) for _ in range(8)]
+    hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
+    hit_of_ray[idx] = np.arange(len(idx))
+    slots = [np.zeros(total_rays) for _ in range(9)]
+    energy, norm, rng, relief, spread_plane, between, dominant, cos_inc, cos_eff = slots
     e_obj = np.zeros(total_rays, dtype=np.int64)
     count = np.zeros(total_rays // samples, dtype=np.int64)
-    energy, norm, rng, relief, spread_plane, between, dominant, cos_inc = slots[:8]
-    cos_eff = np.zeros(total_rays)
     _form_echoes(
-        samples, weights, valid, scatter(range_m), scatter(relief_m), scatter(backscatter),
-        scatter(spread_m), scatter(object_index, np.int64), scatter(cos_incidence),
-        scatter(cos_effective), separation_m, count, energy, norm, rng, relief, spread_plane,
-        between, e_obj, dominant, cos_inc, cos_eff,
+        samples, weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
+        object_index.astype(np.int64), cos_incidence, cos_effective, separation_m, count,
+        energy, norm, rng, relief, spread_plane, between, e_obj, dominant, cos_inc, cos_eff,
     )  # fmt: skip
     slot_echo = np.arange(total_rays) % samples
     used = slot_echo < np.repeat(count, samples)
