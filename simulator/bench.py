@@ -133,6 +133,17 @@ class BenchResult:
         return json.dumps(self.figures, indent=2)
 
 
+def _cpu_name() -> str:
+    """The processor's model name (Linux), else the architecture."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{platform.machine()} {line.split(':', 1)[1].strip()}"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -290,7 +301,7 @@ def run_bench(
         trimesh_rate = _trimesh_embree_rays_per_s(scene, first_rays)
 
     figures: dict[str, Any] = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        "machine": f"{_cpu_name()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, Open3D {o3d.__version__}",
         "kernels": "numba" if use_fast and fast.AVAILABLE else "numpy",
         "scanner": scanner.name,

@@ -142,7 +142,8 @@ class RayEngine:
         self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None = None
     ) -> Hits:
         """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
-        result = self._scene.cast_rays(self._o3d.core.Tensor(rays))
+        # from_numpy shares the array with Open3D (no copy; it only reads it).
+        result = self._scene.cast_rays(self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays)))
         # Geometry ids are 0..n-1 in insertion order; INVALID_ID (2^32 - 1) read as int32
         # is exactly -1, the miss marker. Misses have t = inf and a zero normal already.
         geometry = result["geometry_ids"].numpy().view(np.int32)
