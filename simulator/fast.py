@@ -31,8 +31,11 @@ except ImportError:  # pragma: no cover - exercised only without numba
 __all__ = [
     "AVAILABLE",
     "assemble",
+    "echo_slots",
     "evaluate_hits",
     "form_echoes",
+    "pack_las",
+    "select_echoes",
     "spinning_rays",
     "sub_rays",
 ]
@@ -329,86 +332,139 @@ if AVAILABLE:
         The per-hit inputs are indexed by hit; ``hit_of_ray`` maps each cast ray to its
         hit (-1: a miss). Sub-ray ``k`` of pulse ``p`` is ray ``p * samples + k``."""
         pulses = hit_of_ray.shape[0] // samples
-        for p in prange(pulses):
-            base = p * samples
+        blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
+        for block in prange(blocks):
             order = np.zeros(samples, dtype=np.int64)  # sub-ray numbers by range
             hit = np.zeros(samples, dtype=np.int64)  # their hits
-            n = 0
-            for k in range(samples):  # insertion sort of the sub-rays that hit, by range
-                h = hit_of_ray[base + k]
-                if h >= 0:
-                    j = n
-                    while j > 0 and rng[hit[j - 1]] > rng[h]:
-                        order[j], hit[j] = order[j - 1], hit[j - 1]
-                        j -= 1
-                    order[j], hit[j] = k, h
-                    n += 1
             objs = np.zeros(samples, dtype=np.int64)
             obj_e = np.zeros(samples)
             obj_w = np.zeros(samples)
             obj_wr = np.zeros(samples)
-            echo = -1
-            start = 0
-            prev = 0.0
-            for q in range(n + 1):
-                close = q == n
-                if not close:
-                    r = rng[hit[q]]
-                    close = q > 0 and r - prev > separation
-                if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
-                    slot = base + echo
-                    energy = 0.0
-                    for t in range(start, q):
-                        energy += weights[order[t]] * b[hit[t]]
-                    wsum = wr = wrel = wsp = wci = wce = 0.0
-                    m = 0
-                    for t in range(start, q):
-                        i = hit[t]
-                        e = weights[order[t]] * b[i]
-                        ew = e if energy > 0.0 else weights[order[t]]
-                        wsum += ew
-                        wr += ew * rng[i]
-                        wrel += ew * relief[i]
-                        wsp += ew * spread[i]
-                        wci += ew * cos_inc[i]
-                        wce += ew * cos_eff[i]
-                        f = 0
-                        while f < m and objs[f] != obj[i]:
-                            f += 1
-                        if f == m:
-                            objs[m] = obj[i]
-                            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
-                            m += 1
-                        obj_e[f] += e
-                        obj_w[f] += ew
-                        obj_wr[f] += ew * rng[i]
-                    mean_r = wr / wsum
-                    var = 0.0
-                    best = 0
-                    for f in range(m):
-                        var += obj_w[f] * (obj_wr[f] / obj_w[f] - mean_r) ** 2
-                        # Most energy; on a tie the higher object index, as the numpy spec.
-                        if obj_e[f] > obj_e[best] or (
-                            obj_e[f] == obj_e[best] and objs[f] > objs[best]
-                        ):
-                            best = f
-                    e_energy[slot] = energy
-                    e_norm[slot] = wsum
-                    e_range[slot] = mean_r
-                    e_relief[slot] = wrel / wsum
-                    e_spread_plane[slot] = wsp / wsum
-                    e_between[slot] = var / wsum
-                    e_obj[slot] = objs[best]
-                    e_dom[slot] = obj_e[best]
-                    e_cos_inc[slot] = wci / wsum
-                    e_cos_eff[slot] = wce / wsum
-                if q == n:
-                    break
-                if q == 0 or close:
-                    echo += 1
-                    start = q
-                prev = r
-            count[p] = echo + 1
+            for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+                _echoes_of_pulse(
+                    p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc,
+                    cos_eff, separation, count, e_energy, e_norm, e_range, e_relief,
+                    e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit,
+                    objs, obj_e, obj_w, obj_wr,
+                )  # fmt: skip
+
+    @njit(inline="always", cache=True)
+    def _echoes_of_pulse(  # type: ignore[no-untyped-def]
+        p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+        separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
+        e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr,
+    ):  # fmt: skip
+        """One pulse of :func:`_form_echoes` (``order`` to ``obj_wr`` are scratch)."""
+        base = p * samples
+        n = 0
+        for k in range(samples):  # insertion sort of the sub-rays that hit, by range
+            h = hit_of_ray[base + k]
+            if h >= 0:
+                j = n
+                while j > 0 and rng[hit[j - 1]] > rng[h]:
+                    order[j], hit[j] = order[j - 1], hit[j - 1]
+                    j -= 1
+                order[j], hit[j] = k, h
+                n += 1
+        echo = -1
+        start = 0
+        prev = 0.0
+        for q in range(n + 1):
+            close = q == n
+            if not close:
+                r = rng[hit[q]]
+                close = q > 0 and r - prev > separation
+            if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
+                slot = base + echo
+                energy = 0.0
+                for t in range(start, q):
+                    energy += weights[order[t]] * b[hit[t]]
+                wsum = wr = wrel = wsp = wci = wce = 0.0
+                m = 0
+                for t in range(start, q):
+                    i = hit[t]
+                    e = weights[order[t]] * b[i]
+                    ew = e if energy > 0.0 else weights[order[t]]
+                    wsum += ew
+                    wr += ew * rng[i]
+                    wrel += ew * relief[i]
+                    wsp += ew * spread[i]
+                    wci += ew * cos_inc[i]
+                    wce += ew * cos_eff[i]
+                    f = 0
+                    while f < m and objs[f] != obj[i]:
+                        f += 1
+                    if f == m:
+                        objs[m] = obj[i]
+                        obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+                        m += 1
+                    obj_e[f] += e
+                    obj_w[f] += ew
+                    obj_wr[f] += ew * rng[i]
+                mean_r = wr / wsum
+                var = 0.0
+                best = 0
+                for f in range(m):
+                    var += obj_w[f] * (obj_wr[f] / obj_w[f] - mean_r) ** 2
+                    # Most energy; on a tie the higher object index, as the numpy spec.
+                    if obj_e[f] > obj_e[best] or (obj_e[f] == obj_e[best] and objs[f] > objs[best]):
+                        best = f
+                e_energy[slot] = energy
+                e_norm[slot] = wsum
+                e_range[slot] = mean_r
+                e_relief[slot] = wrel / wsum
+                e_spread_plane[slot] = wsp / wsum
+                e_between[slot] = var / wsum
+                e_obj[slot] = objs[best]
+                e_dom[slot] = obj_e[best]
+                e_cos_inc[slot] = wci / wsum
+                e_cos_eff[slot] = wce / wsum
+            if q == n:
+                break
+            if q == 0 or close:
+                echo += 1
+                start = q
+            prev = r
+        count[p] = echo + 1
+
+
+#: Return modes by number, for the selection kernel.
+RETURN_MODES = {"strongest": 0, "first": 1, "last": 2, "dual": 3, "multi": 4}
+
+
+def echo_slots(
+    samples: int,
+    weights: NDArray[np.float64],
+    total_rays: int,
+    idx: NDArray[np.int64],
+    range_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    backscatter: NDArray[np.float64],
+    spread_m: NDArray[np.float64],
+    object_index: NDArray[np.int32],
+    cos_incidence: NDArray[np.float64],
+    cos_effective: NDArray[np.float64],
+    separation_m: float,
+) -> dict[str, NDArray]:
+    """The echo kernel's raw output: per pulse ``p``, its echoes in slots
+    ``p * samples + k`` for ``k < count[p]``, in order of true range.
+
+    Returns a dict of (P * samples,) arrays ``energy, norm, range, relief, spread_plane,
+    between, object, dominant, cos_incidence, cos_effective`` and the (P,) ``count``.
+    """
+    hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
+    hit_of_ray[idx] = np.arange(len(idx))
+    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
+    out = {k: np.zeros(total_rays) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
+    out["object"] = np.zeros(total_rays, dtype=np.int64)
+    out["count"] = np.zeros(total_rays // samples, dtype=np.int64)
+    _form_echoes(
+        samples, weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
+        object_index.astype(np.int64), cos_incidence, cos_effective, separation_m,
+        out["count"], *(out[k] for k in names), out["object"], out["dominant"],
+        out["cos_incidence"], out["cos_effective"],
+    )  # fmt: skip
+    return out
 
 
 def form_echoes(
@@ -430,34 +486,152 @@ def form_echoes(
     from . import physics
     from .echoes import Echoes
 
-    hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
-    hit_of_ray[idx] = np.arange(len(idx))
-    slots = [np.zeros(total_rays) for _ in range(9)]
-    energy, norm, rng, relief, spread_plane, between, dominant, cos_inc, cos_eff = slots
-    e_obj = np.zeros(total_rays, dtype=np.int64)
-    count = np.zeros(total_rays // samples, dtype=np.int64)
-    _form_echoes(
-        samples, weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
-        object_index.astype(np.int64), cos_incidence, cos_effective, separation_m, count,
-        energy, norm, rng, relief, spread_plane, between, e_obj, dominant, cos_inc, cos_eff,
+    e = echo_slots(
+        samples, weights, total_rays, idx, range_m, relief_m, backscatter, spread_m,
+        object_index, cos_incidence, cos_effective, separation_m,
     )  # fmt: skip
     slot_echo = np.arange(total_rays) % samples
-    used = slot_echo < np.repeat(count, samples)
-    spread = np.sqrt(spread_plane[used] ** 2 + 4.0 * between[used])
-    e = energy[used]
+    used = slot_echo < np.repeat(e["count"], samples)
+    spread = np.sqrt(e["spread_plane"][used] ** 2 + 4.0 * e["between"][used])
+    energy = e["energy"][used]
     return Echoes(
         pulse=np.flatnonzero(used) // samples,
         rank=slot_echo[used],
-        energy=e,
-        range_true_m=rng[used],
-        relief_m=relief[used],
+        energy=energy,
+        range_true_m=e["range"][used],
+        relief_m=e["relief"][used],
         spread_m=spread,
         peak_factor=np.asarray(physics.pulse_peak_factor(pulse_length_m, spread), np.float64),
-        object_index=e_obj[used].astype(np.int32),
-        energy_fraction=np.where(e > 0.0, dominant[used] / np.maximum(e, 1e-300), 1.0),
-        cos_incidence=cos_inc[used],
-        cos_effective=cos_eff[used],
+        object_index=e["object"][used].astype(np.int32),
+        energy_fraction=np.where(
+            energy > 0.0, e["dominant"][used] / np.maximum(energy, 1e-300), 1.0
+        ),
+        cos_incidence=e["cos_incidence"][used],
+        cos_effective=e["cos_effective"][used],
     )
+
+
+if AVAILABLE:
+
+    @njit(parallel=True, cache=True, nogil=True)
+    def _select_echoes(  # type: ignore[no-untyped-def]
+        samples, count, energy, range_true, relief, spread_plane, between, pulse_start,
+        noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
+        max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
+    ):  # fmt: skip
+        """Per pulse: measure its echoes (range jitter by pulse and echo rank,
+        quantisation, detection, as :func:`simulator.returns.echo_returns`) and pick
+        the reported ones (as :func:`simulator.echoes.select_returns`), in range order
+        into slots ``p * R ...`` of the (P, R) outputs (slot -1: none)."""
+        for p in prange(count.shape[0]):
+            n = count[p]
+            base = p * samples
+            rm = np.zeros(samples)
+            received = np.zeros(samples)
+            spread = np.zeros(samples)
+            peak = np.zeros(samples)
+            order = np.zeros(samples, dtype=np.int64)  # detected echoes by measured range
+            key0 = _mix64(noise_seed + _U(pulse_start + p))
+            m = 0
+            for k in range(n):
+                s = base + k
+                spread[k] = math.sqrt(spread_plane[s] ** 2 + 4.0 * between[s])
+                peak[k] = 1.0
+                if pulse_m > 0.0:
+                    peak[k] = pulse_m / math.sqrt(pulse_m * pulse_m + spread[k] * spread[k])
+                rs = max(range_true[s], 1e-6)
+                received[k] = energy[s] * peak[k] / (rs * rs)
+                if ext > 0.0:
+                    received[k] *= math.exp(-2.0 * ext * range_true[s])
+                key = key0 if k == 0 else _mix64(key0 + _U(k))
+                r = range_true[s] + relief[s] + noise_m * _hash_normal(key)
+                if resolution > 0.0:
+                    r = np.rint(r / resolution) * resolution
+                rm[k] = r
+                if received[k] >= threshold and r >= rmin and r <= rmax:
+                    j = m  # insertion by range, stable: equal ranges keep echo order
+                    while j > 0 and rm[order[j - 1]] > r:
+                        order[j] = order[j - 1]
+                        j -= 1
+                    order[j] = k
+                    m += 1
+            if m == 0:
+                continue
+            # Strongest and second strongest, in echo order on ties (a stable sort).
+            detected = np.zeros(samples, dtype=np.bool_)
+            for t in range(m):
+                detected[order[t]] = True
+            first = second = -1
+            for k in range(n):
+                if not detected[k]:
+                    continue
+                if first < 0 or received[k] > received[first]:
+                    first, second = k, first
+                elif second < 0 or received[k] > received[second]:
+                    second = k
+            last = order[m - 1]
+            out = 0
+            for t in range(m):
+                k = order[t]
+                if mode == 0:
+                    keep = k == first
+                elif mode == 1:
+                    keep = t == 0
+                elif mode == 2:
+                    keep = t == m - 1
+                elif mode == 3:  # strongest, and the last, or the second if it is the last
+                    keep = k == first or (k == second if first == last else t == m - 1)
+                else:
+                    keep = t < max_returns
+                if keep:
+                    out_slot[p, out] = base + k
+                    out_range[p, out] = rm[k]
+                    out_spread[p, out] = spread[k]
+                    out_peak[p, out] = peak[k]
+                    out += 1
+            for t in range(out):
+                out_number[p, t] = t + 1
+                out_total[p, t] = out
+
+
+def select_echoes(
+    slots: dict[str, NDArray],
+    samples: int,
+    pulse_start: int,
+    noise_seed: int,
+    model: Any,
+    mode: str,
+    max_returns: int,
+) -> dict[str, NDArray]:
+    """Measured, detected and selected returns of :func:`echo_slots`' echoes.
+
+    Returns (K,) arrays in pulse then range order: ``slot`` (into the slot arrays),
+    ``pulse`` (in the chunk), ``return_number``, ``num_returns`` (uint8), ``range_m``
+    (measured), ``spread_m`` and ``peak_factor``.
+    """
+    pulses = len(slots["count"])
+    width = max_returns
+    out_slot = np.full((pulses, width), -1, dtype=np.int64)
+    out_number = np.zeros((pulses, width), dtype=np.uint8)
+    out_total = np.zeros((pulses, width), dtype=np.uint8)
+    extra = [np.zeros((pulses, width)) for _ in range(3)]
+    _select_echoes(
+        samples, slots["count"], slots["energy"], slots["range"], slots["relief"],
+        slots["spread_plane"], slots["between"], np.uint64(pulse_start), np.uint64(noise_seed),
+        model.range_noise_m, model.range_resolution_m, model.pulse_length_m, model.threshold,
+        model.extinction_per_m, model.range_min_m, model.range_max_m, RETURN_MODES[mode],
+        max_returns, out_slot, out_number, out_total, *extra,
+    )  # fmt: skip
+    flat = np.flatnonzero(out_slot.ravel() >= 0)
+    return {
+        "slot": out_slot.ravel()[flat],
+        "pulse": flat // width,
+        "return_number": out_number.ravel()[flat],
+        "num_returns": out_total.ravel()[flat],
+        "range_m": extra[0].ravel()[flat],
+        "spread_m": extra[1].ravel()[flat],
+        "peak_factor": extra[2].ravel()[flat],
+    }
 
 
 if AVAILABLE:

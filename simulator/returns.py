@@ -493,15 +493,13 @@ def echo_returns(
         results.cos_effective,
     )
     if use_fast:
-        from . import fast
-
-        echoes = fast.form_echoes(
-            samples, weights, len(hits.range_m), idx, *per_hit, separation, model.pulse_length_m
-        )
-    else:
-        echoes = form_echoes(
-            idx // samples, weights[idx % samples], *per_hit, separation, model.pulse_length_m
-        )
+        return _echo_record_fast(
+            per_hit, samples, weights, pulse_start, beams, shift_m, hits, idx, tables, model,
+            streams, scanner, pattern, to_output, separation, diagnostics,
+        )  # fmt: skip
+    echoes = form_echoes(
+        idx // samples, weights[idx % samples], *per_hit, separation, model.pulse_length_m
+    )
     r_true = echoes.range_true_m
     r_safe = np.maximum(r_true, 1e-6)
     received = echoes.energy * echoes.peak_factor / (r_safe * r_safe)
@@ -555,5 +553,55 @@ def echo_returns(
             object_id=obj.astype(np.int32),
             pulse_id=pulse_id[e],
             energy_fraction=echoes.energy_fraction[e].astype(np.float32),
+        )
+    return PointCloud(fields)
+
+
+def _echo_record_fast(
+    per_hit: tuple, samples: int, weights: NDArray[np.float64], pulse_start: int,
+    beams: NDArray[np.float32], shift_m: NDArray[np.float64], hits: Hits, idx: NDArray[np.int64],
+    tables: SceneTables, model: ReturnModel, streams: Streams, scanner: ScannerConfig,
+    pattern: ScanPattern, to_output: OutputFrame, separation_m: float, diagnostics: bool,
+) -> PointCloud:  # fmt: skip
+    """:func:`echo_returns` with the numba kernels: echoes formed, measured and selected per
+    pulse (no per-echo arrays of the whole chunk); the same record, value for value."""
+    from . import fast
+
+    e = fast.echo_slots(samples, weights, len(hits.range_m), idx, *per_hit, separation_m)
+    chosen = fast.select_echoes(
+        e, samples, pulse_start, streams.sensor_noise, model, scanner.return_mode,
+        scanner.returns_per_pulse,
+    )  # fmt: skip
+    slot, p, r = chosen["slot"], chosen["pulse"], chosen["range_m"]
+    pulse_id = np.uint64(pulse_start) + p.astype(np.uint64)
+    time_s, ring = pattern.time_and_channel(pulse_id)
+    origins_m, directions = _world_rays(beams[p], shift_m)
+    xyz = to_output(origins_m + r[:, None] * directions, time_s)
+    obj = e["object"][slot].astype(np.int32)
+    energy = e["energy"][slot]
+    fields = {
+        "xyz": xyz.astype(np.float32),
+        "intensity": np.clip(model.intensity_scale * energy, 0.0, model.intensity_max).astype(
+            np.float32
+        ),
+        "range_m": r.astype(np.float32),
+        "ring": ring,
+        "time_s": time_s,
+        "return_number": chosen["return_number"],
+        "num_returns": chosen["num_returns"],
+        "label": tables.label_of_object[obj],
+        "instance": tables.instance_of_object[obj],
+    }
+    if diagnostics:
+        fraction = np.where(energy > 0.0, e["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
+        fields.update(
+            range_true_m=e["range"][slot],
+            cos_incidence=e["cos_incidence"][slot].astype(np.float32),
+            cos_effective=e["cos_effective"][slot].astype(np.float32),
+            footprint_spread_m=chosen["spread_m"].astype(np.float32),
+            peak_factor=chosen["peak_factor"].astype(np.float32),
+            object_id=obj,
+            pulse_id=pulse_id,
+            energy_fraction=fraction.astype(np.float32),
         )
     return PointCloud(fields)
