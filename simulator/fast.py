@@ -455,8 +455,9 @@ def echo_slots(
     hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
     hit_of_ray[idx] = np.arange(len(idx))
     names = ("energy", "norm", "range", "relief", "spread_plane", "between")
-    out = {k: np.zeros(total_rays) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
-    out["object"] = np.zeros(total_rays, dtype=np.int64)
+    # Only slots below a pulse's count are written and read: no need to zero the rest.
+    out = {k: np.empty(total_rays) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
+    out["object"] = np.empty(total_rays, dtype=np.int64)
     out["count"] = np.zeros(total_rays // samples, dtype=np.int64)
     _form_echoes(
         samples, weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
