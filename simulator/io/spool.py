@@ -46,7 +46,7 @@ class FieldSpool:
         if chunk.spec != self.dtypes:
             raise ValueError(f"chunk fields {chunk.spec} differ from the spool's {self.dtypes}")
         for name, fh in self._files.items():
-            # A buffer write releases the GIL, so a writer thread overlaps the scan.
+            # A buffer write releases the GIL and copies nothing.
             fh.write(bytes_view(chunk.fields[name]))
         self.count += len(chunk)
 
