@@ -3,14 +3,15 @@
 Written chunk by chunk, with the memory of one chunk, in one of two ways:
 
 - **in place** (when the writer is told the most points there can be, as a scan
-  does): each field's ``.npy`` member gets a region of the archive as large as the
-  most points could fill, and chunks are written straight to their places; the
-  unused ends of the regions are sparse holes, which closing cuts out of the file
-  (``fallocate`` collapse-range, on ext4 and XFS), so every byte is written once.
-  The CRC-32 that zip needs is kept as the chunks go. Where the file system cannot
-  collapse ranges, closing copies the members into a fresh file instead.
-- **spooled** (no bound given): the fields go to raw files, copied into the archive
-  when it is closed.
+  does, and the file system keeps holes): each field's ``.npy`` member gets a region
+  of the archive as large as the most points could fill, and chunks are written
+  straight to their places; the unused ends of the regions are sparse holes, which
+  closing cuts out of the file (``fallocate`` collapse-range, on ext4 and XFS), so
+  every byte is written once. The CRC-32 that zip needs is kept as the chunks go.
+  Where the file system cannot collapse ranges, closing copies the members into a
+  fresh file instead.
+- **spooled** (no bound given, or no holes, as on FAT): the fields go to raw files,
+  copied into the archive when it is closed.
 
 Either way the archive is an uncompressed zip64 that ``numpy.load`` reads.
 """
@@ -148,6 +149,20 @@ def _collapse(fd: int, offset: int, length: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
+def _holes_are_free(folder: Path) -> bool:
+    """Whether the file system keeps unwritten parts of a file as holes (no disk used).
+
+    FAT and exFAT, for one, would fill the regions' unused ends with zeros."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            os.pwrite(probe.fileno(), b"\0", 4 * 2**20)
+            return os.fstat(probe.fileno()).st_blocks * 512 < 2**20
+    except OSError:
+        return False
+
+
 class _InPlaceNpz:
     """The in-place layout (see the module docstring) of an archive of ``capacity``
     points at most."""
@@ -262,7 +277,8 @@ class NpzWriter(SpooledWriter):
 
     def __init__(self, path: Path, spec: FieldSpec, meta: dict) -> None:
         capacity = meta.get("max_points")
-        self._direct = None if capacity is None else _InPlaceNpz(path, spec, int(capacity))
+        direct = capacity is not None and _holes_are_free(path.parent)
+        self._direct = _InPlaceNpz(path, spec, int(capacity)) if direct else None
         if self._direct is None:
             super().__init__(path, spec, meta)
         self.path = path
