@@ -136,7 +136,7 @@ if AVAILABLE:
         mat_of_obj, refl, mk, rough, slope, cell,
         beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
         seed_slope, seed_relief, seed_noise,
-        keep, range_meas, intensity, full, cos_inc_out, cos_eff_out, spread_out, peak_out,
+        keep, range_meas, intensity, full, jitter, cos_inc_out, cos_eff_out, spread_out, peak_out,
         backscatter_out, relief_out,
     ):  # fmt: skip
         per_pulse_up = up.shape[0] > 1
@@ -216,7 +216,7 @@ if AVAILABLE:
                 relief = rough[m] / (cr * math.sqrt(cr))
                 relief *= _hash_normal(_cell_hash(u, v, c, relief_key))
             rm = r + relief
-            if noise != 0.0:
+            if noise != 0.0 and jitter:
                 rm += noise * _hash_normal(_mix64(seed_noise + _U(pulse_start + i)))
             if res > 0.0:
                 rm = np.rint(rm / res) * res

@@ -318,11 +318,14 @@ def evaluate_hits_fast(
     streams: Streams,
     *,
     full: bool = True,
+    jitter: bool = True,
 ) -> HitResults:
     """The same as :func:`evaluate_hits`, in one fused numba kernel over both cores.
 
     With ``full=False`` only ``keep``, ``range_m`` and ``intensity`` are computed (all a
     single-return point record without diagnostics needs); the other fields are empty.
+    With ``jitter=False`` the per-pulse range jitter is left out of ``range_m`` (and so of
+    ``keep``): footprint sub-rays need neither, their echoes are jittered once formed.
     """
     from . import fast
 
@@ -339,7 +342,7 @@ def evaluate_hits_fast(
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
         model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
         model.range_noise_m, model.intensity_scale, model.intensity_max,
-        streams.micro_slope, streams.relief, streams.sensor_noise, *out, full, *extra,
+        streams.micro_slope, streams.relief, streams.sensor_noise, *out, full, jitter, *extra,
     )  # fmt: skip
     return HitResults(idx, *out, *extra)
 

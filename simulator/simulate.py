@@ -336,7 +336,10 @@ class Simulation:
         )
         args = (start, chunk.cast, shift, chunk.up, chunk.hits, self.tables, self.model)
         if self.use_fast:
-            results = evaluate_hits_fast(*args, self.streams, full=not fast_record)
+            sub_rays = self.scanner.beam_samples > 1  # jittered per echo, not per sub-ray
+            results = evaluate_hits_fast(
+                *args, self.streams, full=not fast_record, jitter=not sub_rays
+            )
         else:
             results = evaluate_hits(*args, self.streams)
         if self.scanner.beam_samples > 1:
