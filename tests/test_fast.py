@@ -254,3 +254,23 @@ def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
     np.testing.assert_array_equal(fast_cloud["ring"], ref_cloud["ring"])
     np.testing.assert_array_equal(fast_cloud["time_s"], ref_cloud["time_s"])
     np.testing.assert_allclose(fast_cloud["xyz"], ref_cloud["xyz"], atol=3e-3)
+
+
+@pytest.mark.parametrize("beam_samples", [1, 7])
+def test_kernels_give_the_same_cloud_on_any_number_of_threads(beam_samples: int) -> None:
+    """Each pulse is computed on its own: one thread or two, bit for bit the same cloud."""
+    import numba
+
+    overrides = ["revolutions=0.2", f"scanner_overrides.beam_samples={beam_samples}"]
+    sim = simulator.Simulation.from_file(SURVEY, [*overrides, "output.diagnostics=true"])
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = sim.run()
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = sim.run()
+    finally:
+        numba.set_num_threads(before)
+    assert len(one) > 5000
+    for name in one.names:
+        np.testing.assert_array_equal(one[name], two[name], err_msg=name)
