@@ -19,6 +19,7 @@ skips finished samples and never sees a partial one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -102,6 +103,9 @@ class SequenceTask:
     out_dir: str
     base_dir: str
     resume: bool
+    #: Threads the sequence may use (0: all cores): a worker process's share of the
+    #: machine, so that parallel workers do not oversubscribe the cores.
+    threads: int = 0
 
 
 @dataclass
@@ -183,6 +187,24 @@ def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: flo
         _atomic_write(paths[-1], buf.getvalue())
 
 
+def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
+    """The tasks, each with its share of the cores for one of ``processes`` workers on
+    this machine (each would otherwise cast and compute on all of them)."""
+    share = max(1, (os.cpu_count() or 1) // max(1, processes))
+    return [dataclasses.replace(task, threads=share) for task in tasks]
+
+
+def _limit_threads(sim: Any, threads: int) -> None:
+    """Cast and run the kernels on ``threads`` threads in this process."""
+    from . import fast
+
+    sim.engine.threads = threads
+    if fast.AVAILABLE:
+        import numba
+
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+
+
 def run_sequence(task: SequenceTask) -> SequenceResult:
     """Scan one sequence (in whatever process); failures are reported, not raised."""
     from .scene import build_scene, load_scene
@@ -206,6 +228,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
         survey = Survey(scanner=scanner.name, scene="(generated)", trajectory=trajectory,
                         mount=group.mount, revolutions=group.frames, seed=task.seed)  # fmt: skip
         sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=base)
+        if task.threads:
+            _limit_threads(sim, task.threads)
     except Exception as exc:  # the whole sequence fails: every frame reported
         for k in range(group.frames):
             message = f"{type(exc).__name__}: {exc}"
@@ -297,8 +321,10 @@ def run_dataset(
     elif scheduler is None:
         import multiprocessing
 
+        n = workers or os.cpu_count() or 1
+        tasks = _share_cores(tasks, min(n, len(tasks)))
         ctx = multiprocessing.get_context("spawn")  # numba/OpenMP and Open3D are not fork-safe
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             for f in as_completed([pool.submit(run_sequence, t) for t in tasks]):
                 collect(f.result())
     else:
@@ -307,6 +333,7 @@ def run_dataset(
 
         if scheduler.startswith("local:"):
             n = int(scheduler.split(":", 1)[1])
+            tasks = _share_cores(tasks, n)
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=None)  # fmt: skip
             client = Client(cluster)

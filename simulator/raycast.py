@@ -61,6 +61,9 @@ class RayEngine:
         import open3d as o3d  # imported here: it is slow to import and needs libusb
 
         self._o3d = o3d
+        #: Threads Open3D casts on (0: all cores); a worker process sharing the machine
+        #: with others takes its share.
+        self.threads = 0
         self.origin_shift_m: NDArray[np.float64] = scene.bounds_m.mean(axis=0)
         static = [i for i, o in enumerate(scene.objects) if not o.moving]
         self._scene, ids = self._build([scene.objects[i] for i in static], self.origin_shift_m)
@@ -143,7 +146,8 @@ class RayEngine:
     ) -> Hits:
         """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
         # from_numpy shares the array with Open3D (no copy; it only reads it).
-        result = self._scene.cast_rays(self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays)))
+        tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))
+        result = self._scene.cast_rays(tensor, nthreads=self.threads)
         # Geometry ids are 0..n-1 in insertion order; INVALID_ID (2^32 - 1) read as int32
         # is exactly -1, the miss marker. Misses have t = inf and a zero normal already.
         geometry = result["geometry_ids"].numpy().view(np.int32)
@@ -175,7 +179,7 @@ class RayEngine:
             o = np.einsum("nji,nj->ni", rot, origins - pos) - local
             d = np.einsum("nji,nj->ni", rot, directions)
             local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
-            res = rc.cast_rays(self._o3d.core.Tensor(local_rays))
+            res = rc.cast_rays(self._o3d.core.Tensor(local_rays), nthreads=self.threads)
             t = res["t_hit"].numpy()
             nearer = t < hits.range_m
             if not nearer.any():

@@ -146,3 +146,18 @@ def test_torch_dataset_needs_torch_only_when_asked(one_process: Path) -> None:
     else:
         ds = torch_dataset(one_process)
         assert len(ds) == 6 and ds[0]["points"].shape[1] == 4
+
+
+def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """N local workers each cast and compute on cores // N threads (at least one), so they
+    do not oversubscribe the machine; one in-process run keeps all cores (threads 0)."""
+    from simulator import dataset
+
+    tasks = dataset._tasks(dataset.load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
+    assert {t.threads for t in tasks} == {0}
+    monkeypatch.setattr(dataset.os, "cpu_count", lambda: 8)
+    assert {t.threads for t in dataset._share_cores(tasks, 2)} == {4}
+    assert {t.threads for t in dataset._share_cores(tasks, 3)} == {2}
+    assert {t.threads for t in dataset._share_cores(tasks, 16)} == {1}
+    shared = dataset._share_cores(tasks, 2)
+    assert [(t.index, t.seed) for t in shared] == [(t.index, t.seed) for t in tasks]
