@@ -468,29 +468,13 @@ def echo_slots(
     return out
 
 
-def form_echoes(
-    samples: int,
-    weights: NDArray[np.float64],
-    total_rays: int,
-    idx: NDArray[np.int64],
-    range_m: NDArray[np.float64],
-    relief_m: NDArray[np.float64],
-    backscatter: NDArray[np.float64],
-    spread_m: NDArray[np.float64],
-    object_index: NDArray[np.int32],
-    cos_incidence: NDArray[np.float64],
-    cos_effective: NDArray[np.float64],
-    separation_m: float,
-    pulse_length_m: float,
-) -> Any:
-    """:func:`simulator.echoes.form_echoes` as one kernel (per-hit inputs at rays ``idx``)."""
+def form_echoes(e: dict[str, NDArray], samples: int, pulse_length_m: float) -> Any:
+    """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
+    slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
     from . import physics
     from .echoes import Echoes
 
-    e = echo_slots(
-        samples, weights, total_rays, idx, range_m, relief_m, backscatter, spread_m,
-        object_index, cos_incidence, cos_effective, separation_m,
-    )  # fmt: skip
+    total_rays = len(e["count"]) * samples
     slot_echo = np.arange(total_rays) % samples
     used = slot_echo < np.repeat(e["count"], samples)
     spread = np.sqrt(e["spread_plane"][used] ** 2 + 4.0 * e["between"][used])

@@ -40,6 +40,7 @@ __all__ = [
     "Streams",
     "assemble_returns",
     "assemble_returns_fast",
+    "echo_inputs",
     "echo_returns",
     "evaluate_hits",
     "evaluate_hits_fast",
@@ -486,19 +487,24 @@ def echo_returns(
 
     idx = results.idx
     separation = max(scanner.min_return_separation_m, model.pulse_length_m)
-    per_hit = (
-        hits.range_m[idx].astype(np.float64),
-        results.relief_m,
-        results.backscatter,
-        results.spread_m,
-        hits.object_index[idx],
-        results.cos_incidence,
-        results.cos_effective,
-    )
+    per_hit = echo_inputs(results, hits)
+    record = (pulse_start, beams, shift_m, tables, model, pattern, to_output, diagnostics)
     if use_fast:
-        return _echo_record_fast(
-            per_hit, samples, weights, pulse_start, beams, shift_m, hits, idx, tables, model,
-            streams, scanner, pattern, to_output, separation, diagnostics,
+        from . import fast
+
+        e = fast.echo_slots(samples, weights, len(hits.range_m), idx, *per_hit, separation)
+        chosen = fast.select_echoes(
+            e, samples, pulse_start, streams.sensor_noise, model, scanner.return_mode,
+            scanner.returns_per_pulse,
+        )  # fmt: skip
+        slot = chosen["slot"]
+        energy = e["energy"][slot]
+        fraction = np.where(energy > 0.0, e["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
+        return _echo_points(
+            chosen["pulse"], chosen["range_m"], energy, e["object"][slot],
+            chosen["return_number"], chosen["num_returns"], e["range"][slot],
+            e["cos_incidence"][slot], e["cos_effective"][slot], chosen["spread_m"],
+            chosen["peak_factor"], fraction, *record,
         )  # fmt: skip
     echoes = form_echoes(
         idx // samples, weights[idx % samples], *per_hit, separation, model.pulse_length_m
@@ -527,18 +533,50 @@ def echo_returns(
         scanner.returns_per_pulse,
     )  # fmt: skip
     e = sel[chosen]
-    p = echoes.pulse[e]
-    r = range_meas[e]
-    time_s, ring = pattern.time_and_channel(pulse_id[e])
-    origins_m, directions = _world_rays(beams[p], shift_m)
-    xyz = to_output(origins_m + r[:, None] * directions, time_s)
-    obj = echoes.object_index[e]
+    return _echo_points(
+        echoes.pulse[e], range_meas[e], echoes.energy[e], echoes.object_index[e], number, total,
+        r_true[e], echoes.cos_incidence[e], echoes.cos_effective[e], echoes.spread_m[e],
+        echoes.peak_factor[e], echoes.energy_fraction[e], *record,
+    )  # fmt: skip
+
+
+def echo_inputs(results: HitResults, hits: Hits) -> tuple:
+    """The per-hit inputs of echo formation, in the order :func:`simulator.echoes.form_echoes`
+    takes them: true range, relief, backscatter, spread, object, cos incidence, cos effective.
+    """
+    idx = results.idx
+    return (
+        hits.range_m[idx].astype(np.float64),
+        results.relief_m,
+        results.backscatter,
+        results.spread_m,
+        hits.object_index[idx],
+        results.cos_incidence,
+        results.cos_effective,
+    )
+
+
+def _echo_points(
+    pulse: NDArray[np.int64], range_m: NDArray[np.float64], energy: NDArray[np.float64],
+    obj: NDArray, number: NDArray[np.uint8], total: NDArray[np.uint8],
+    range_true_m: NDArray[np.float64], cos_incidence: NDArray, cos_effective: NDArray,
+    spread_m: NDArray, peak_factor: NDArray, energy_fraction: NDArray, pulse_start: int,
+    beams: NDArray[np.float32], shift_m: NDArray[np.float64], tables: SceneTables,
+    model: ReturnModel, pattern: ScanPattern, to_output: OutputFrame, diagnostics: bool,
+) -> PointCloud:  # fmt: skip
+    """The point record of the reported echoes (K,): ``pulse`` in the chunk, measured
+    ``range_m`` along the pulse's central ray, and what each field is made from."""
+    pulse_id = np.uint64(pulse_start) + pulse.astype(np.uint64)
+    time_s, ring = pattern.time_and_channel(pulse_id)
+    origins_m, directions = _world_rays(beams[pulse], shift_m)
+    xyz = to_output(origins_m + range_m[:, None] * directions, time_s)
+    obj = obj.astype(np.int32)
     fields = {
         "xyz": xyz.astype(np.float32),
-        "intensity": np.clip(
-            model.intensity_scale * echoes.energy[e], 0.0, model.intensity_max
-        ).astype(np.float32),
-        "range_m": r.astype(np.float32),
+        "intensity": np.clip(model.intensity_scale * energy, 0.0, model.intensity_max).astype(
+            np.float32
+        ),
+        "range_m": range_m.astype(np.float32),
         "ring": ring,
         "time_s": time_s,
         "return_number": number,
@@ -548,63 +586,13 @@ def echo_returns(
     }
     if diagnostics:
         fields.update(
-            range_true_m=r_true[e],
-            cos_incidence=echoes.cos_incidence[e].astype(np.float32),
-            cos_effective=echoes.cos_effective[e].astype(np.float32),
-            footprint_spread_m=echoes.spread_m[e].astype(np.float32),
-            peak_factor=echoes.peak_factor[e].astype(np.float32),
-            object_id=obj.astype(np.int32),
-            pulse_id=pulse_id[e],
-            energy_fraction=echoes.energy_fraction[e].astype(np.float32),
-        )
-    return PointCloud(fields)
-
-
-def _echo_record_fast(
-    per_hit: tuple, samples: int, weights: NDArray[np.float64], pulse_start: int,
-    beams: NDArray[np.float32], shift_m: NDArray[np.float64], hits: Hits, idx: NDArray[np.int64],
-    tables: SceneTables, model: ReturnModel, streams: Streams, scanner: ScannerConfig,
-    pattern: ScanPattern, to_output: OutputFrame, separation_m: float, diagnostics: bool,
-) -> PointCloud:  # fmt: skip
-    """:func:`echo_returns` with the numba kernels: echoes formed, measured and selected per
-    pulse (no per-echo arrays of the whole chunk); the same record, value for value."""
-    from . import fast
-
-    e = fast.echo_slots(samples, weights, len(hits.range_m), idx, *per_hit, separation_m)
-    chosen = fast.select_echoes(
-        e, samples, pulse_start, streams.sensor_noise, model, scanner.return_mode,
-        scanner.returns_per_pulse,
-    )  # fmt: skip
-    slot, p, r = chosen["slot"], chosen["pulse"], chosen["range_m"]
-    pulse_id = np.uint64(pulse_start) + p.astype(np.uint64)
-    time_s, ring = pattern.time_and_channel(pulse_id)
-    origins_m, directions = _world_rays(beams[p], shift_m)
-    xyz = to_output(origins_m + r[:, None] * directions, time_s)
-    obj = e["object"][slot].astype(np.int32)
-    energy = e["energy"][slot]
-    fields = {
-        "xyz": xyz.astype(np.float32),
-        "intensity": np.clip(model.intensity_scale * energy, 0.0, model.intensity_max).astype(
-            np.float32
-        ),
-        "range_m": r.astype(np.float32),
-        "ring": ring,
-        "time_s": time_s,
-        "return_number": chosen["return_number"],
-        "num_returns": chosen["num_returns"],
-        "label": tables.label_of_object[obj],
-        "instance": tables.instance_of_object[obj],
-    }
-    if diagnostics:
-        fraction = np.where(energy > 0.0, e["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
-        fields.update(
-            range_true_m=e["range"][slot],
-            cos_incidence=e["cos_incidence"][slot].astype(np.float32),
-            cos_effective=e["cos_effective"][slot].astype(np.float32),
-            footprint_spread_m=chosen["spread_m"].astype(np.float32),
-            peak_factor=chosen["peak_factor"].astype(np.float32),
+            range_true_m=range_true_m,
+            cos_incidence=cos_incidence.astype(np.float32),
+            cos_effective=cos_effective.astype(np.float32),
+            footprint_spread_m=spread_m.astype(np.float32),
+            peak_factor=peak_factor.astype(np.float32),
             object_id=obj,
             pulse_id=pulse_id,
-            energy_fraction=fraction.astype(np.float32),
+            energy_fraction=energy_fraction.astype(np.float32),
         )
     return PointCloud(fields)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,41 +42,38 @@ __all__ = ["Frame", "ScanSummary", "SequenceSummary", "Simulation", "scan", "wri
 ProgressCallback = Callable[[int, int], None]
 
 
-class Aim(NamedTuple):
-    """A chunk's rays, before the cast (see :class:`CastChunk` for the arrays)."""
-
-    rays: NDArray[np.float32]
-    cast: NDArray[np.float32]
-    cast_up: NDArray[np.float64]
-    #: Each cast ray's time (s), when the scene has moving objects.
-    cast_time_s: NDArray[np.float64] | None
-    rotation: NDArray[np.float64] | None
-    position_m: NDArray[np.float64] | None
-
-
 @dataclass
-class CastChunk:
-    """What the cast stage hands to the physics stage.
+class Aim:
+    """A chunk's rays, before the cast.
 
     Attributes
     ----------
     rays : (P, 6) float32
         The pulses' central rays (Open3D layout, local origin).
     cast : (P * beam_samples, 6) float32
-        The rays cast: the same, or the sub-rays of each pulse (pulse-major).
+        The rays to cast: the same, or the sub-rays of each pulse (pulse-major).
     up : (1, 3) or (len(cast), 3) float64
         The sensor's up axis in the world for each cast ray (one row if constant).
-    hits : Hits
-        The hits of ``cast``.
+    cast_time_s : (len(cast),) float64 or None
+        Each cast ray's time (s), when the scene has moving objects.
+    rotation, position_m : (1 or P, 3, 3) and (P, 3) float64, or None
+        The sensor's pose at each pulse, when computed (moving, fast path).
     """
 
     rays: NDArray[np.float32]
     cast: NDArray[np.float32]
     up: NDArray[np.float64]
+    cast_time_s: NDArray[np.float64] | None
+    rotation: NDArray[np.float64] | None
+    position_m: NDArray[np.float64] | None
+
+
+@dataclass
+class CastChunk(Aim):
+    """What the cast stage hands to the physics stage: the :class:`Aim` and ``hits``,
+    the hits of ``cast``."""
+
     hits: Hits
-    #: The sensor's pose at each pulse, (P, 3, 3) and (P, 3), when computed (moving, fast).
-    rotation: NDArray[np.float64] | None = None
-    position_m: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -245,9 +242,9 @@ class Simulation:
         aim = self.aim(start, stop)
         t1 = time.perf_counter()
         hits = self.engine.cast_rays(aim.cast, aim.cast_time_s)
-        self._count("schedule", t1 - t0)
-        self._count("cast", time.perf_counter() - t1)
-        return CastChunk(aim.rays, aim.cast, aim.cast_up, hits, aim.rotation, aim.position_m)
+        self.timings_s["schedule"] += t1 - t0
+        self.timings_s["cast"] += time.perf_counter() - t1
+        return CastChunk(**vars(aim), hits=hits)
 
     def aim(self, start: int, stop: int) -> Aim:
         """The rays of pulses ``start <= pulse_id < stop``, not yet cast."""
@@ -283,10 +280,6 @@ class Simulation:
                 pulse_time, _ = self.pattern.time_and_channel(ids)
             cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
         return Aim(rays, cast, cast_up, cast_time, rot, pos)
-
-    def _count(self, stage: str, seconds: float) -> None:
-        """Add to a stage's time."""
-        self.timings_s[stage] += seconds
 
     def _sub_rays(
         self, rays: NDArray[np.float32], up: NDArray[np.float64], forward: NDArray[np.float64]
@@ -334,15 +327,15 @@ class Simulation:
             and (isinstance(t, StaticTrajectory) or chunk.rotation is not None)
             and (out.frame != "sensor_compensated" or isinstance(t, StaticTrajectory))
         )
+        sub_rays = self.scanner.beam_samples > 1
         args = (start, chunk.cast, shift, chunk.up, chunk.hits, self.tables, self.model)
-        if self.use_fast:
-            sub_rays = self.scanner.beam_samples > 1  # jittered per echo, not per sub-ray
+        if self.use_fast:  # sub-rays are jittered per echo, once formed
             results = evaluate_hits_fast(
                 *args, self.streams, full=not fast_record, jitter=not sub_rays
             )
         else:
             results = evaluate_hits(*args, self.streams)
-        if self.scanner.beam_samples > 1:
+        if sub_rays:
             cloud = echo_returns(
                 results, self.scanner.beam_samples, self.beam_weights, start, chunk.rays, shift,
                 chunk.hits, self.tables, self.model, self.streams, self.scanner, self.pattern,
@@ -363,7 +356,7 @@ class Simulation:
                 results, start, chunk.rays, shift, chunk.hits, self.tables, self.pattern,
                 self.to_output, diagnostics=out.diagnostics,
             )  # fmt: skip
-        self._count("physics", time.perf_counter() - t0)
+        self.timings_s["physics"] += time.perf_counter() - t0
         return cloud
 
     def scan_pulses(self, start: int, stop: int) -> PointCloud:
@@ -455,7 +448,7 @@ class Simulation:
                 chunk.fields["time_s"] = chunk.fields["time_s"] - time_offset_s
             for writer in writers:
                 writer.write(chunk)
-            self._count("output", time.perf_counter() - t0)
+            self.timings_s["output"] += time.perf_counter() - t0
 
         try:
             for path in paths:
@@ -468,7 +461,7 @@ class Simulation:
             t0 = time.perf_counter()
             for writer in writers:
                 summary.files.extend(writer.close())
-            self._count("output", time.perf_counter() - t0)
+            self.timings_s["output"] += time.perf_counter() - t0
         except BaseException:
             for writer in writers:
                 writer.abort()

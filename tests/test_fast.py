@@ -7,7 +7,7 @@ import pytest
 
 import simulator
 from simulator import fast
-from simulator.returns import evaluate_hits, evaluate_hits_fast
+from simulator.returns import echo_inputs, evaluate_hits, evaluate_hits_fast
 
 from .conftest import REPO
 
@@ -164,18 +164,11 @@ def test_echo_kernel_matches_the_numpy_echoes() -> None:
     args = (0, cast, sim.engine.origin_shift_m, chunk.up, hits)
     res = evaluate_hits(*args, sim.tables, sim.model, sim.streams)
     idx, n = res.idx, 19
-    per_hit = (
-        hits.range_m[idx].astype(np.float64),
-        res.relief_m,
-        res.backscatter,
-        res.spread_m,
-        hits.object_index[idx],
-        res.cos_incidence,
-        res.cos_effective,
-    )
+    per_hit = echo_inputs(res, hits)
     sep, length = 0.75, sim.model.pulse_length_m
     ref = form_echoes(idx // n, sim.beam_weights[idx % n], *per_hit, sep, length)
-    got = fast.form_echoes(n, sim.beam_weights, len(cast), idx, *per_hit, sep, length)
+    slots = fast.echo_slots(n, sim.beam_weights, len(cast), idx, *per_hit, sep)
+    got = fast.form_echoes(slots, n, length)
     assert len(ref.pulse) > len(beams) * 0.5
     assert np.count_nonzero(np.bincount(ref.pulse) > 1) > 50  # multi-echo pulses exercised
     for name in ("pulse", "rank", "object_index"):

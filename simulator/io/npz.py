@@ -61,27 +61,19 @@ def _gf2_square(matrix: list[int]) -> list[int]:
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
     """CRC-32 of ``a + b`` from ``crc32(a)``, ``crc32(b)`` and ``len(b)``.
 
-    zlib's method: ``crc1`` is carried over ``length2`` zero bytes by powers of the
-    CRC's one-zero-bit operator (32x32 matrices over GF(2)), then ``crc2`` is added.
+    zlib's method: ``crc1`` is carried over ``length2`` zero bytes by the CRC's
+    one-zero-byte operator (a 32x32 matrix over GF(2)) raised to the power ``length2``
+    by repeated squaring, then ``crc2`` is added.
     """
-    if length2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:
-        even = _gf2_square(odd)
+    operator = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    for _ in range(3):  # two, four, eight zero bits: one zero byte
+        operator = _gf2_square(operator)
+    while length2 > 0:
         if length2 & 1:
-            crc1 = _gf2_times(even, crc1)
+            crc1 = _gf2_times(operator, crc1)
         length2 >>= 1
-        if not length2:
-            break
-        odd = _gf2_square(even)
-        if length2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
+        if length2:
+            operator = _gf2_square(operator)
     return crc1 ^ crc2
 
 
@@ -242,20 +234,24 @@ class _InPlaceNpz:
 
     def _copy_out(self, ends: list[int], entries: list) -> None:
         """Where holes cannot be cut: copy the members, end to end, into a new file."""
-        fd = os.open(self._tmp.with_name(self._tmp.name + ".pack"), os.O_RDWR | os.O_CREAT, 0o644)
+        packed = self._tmp.with_name(self._tmp.name + ".pack")
+        fd = os.open(packed, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             offset = 0
             for k, (member, crc, size, start) in enumerate(entries):
                 length = ends[k] - start
                 done = 0
                 while done < length:
-                    done += os.copy_file_range(self._fd, fd, length - done, start + done)
+                    n = os.copy_file_range(self._fd, fd, length - done, start + done)
+                    if n == 0:
+                        raise OSError(errno.EIO, f"{self._tmp}: copying the archive stopped")
+                    done += n
                 entries[k] = (member, crc, size, offset)
                 offset += length
-            os.replace(self._tmp.with_name(self._tmp.name + ".pack"), self._tmp)
+            os.replace(packed, self._tmp)
         except BaseException:
             os.close(fd)
-            self._tmp.with_name(self._tmp.name + ".pack").unlink(missing_ok=True)
+            packed.unlink(missing_ok=True)
             raise
         os.close(self._fd)
         self._fd = fd
