@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from .constants import RING_COUNTS
+
 __all__ = ["RING_COUNTS", "beam_pattern", "sub_ray_directions"]
 
-#: Sub-ray counts of a centre plus 0-4 hexagonal rings.
-RING_COUNTS = (1, 7, 19, 37, 61)
 
 
 def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -20,10 +20,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .config import load_scanner, scanner_presets, validate_file
+from .config import load_scanner, scanner_presets
 from .errors import SimulatorError
 from .io import FORMATS, check_writable
 from .simulate import ScanSummary, Simulation, write_sequence
+from .validate import validate_file
 
 __all__ = ["app", "main"]
 

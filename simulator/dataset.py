@@ -28,67 +28,23 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError
 
-from . import physics
 from .config import (
-    NonNegFloat,
-    Pose,
+    DatasetSpec,
     SceneSpec,
+    SequenceGroup,
     Survey,
-    TrajectorySpec,
-    _Model,
-    _raise_validation,
+    load_dataset_spec,
     load_materials,
     load_scanner,
-    load_yaml,
 )
+from .constants import sequence_seed
 from .generators import GENERATORS
 
 __all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
-
-
-class SequenceGroup(_Model):
-    """Sequences of one kind: a scene source, a scanner, a trajectory, a length."""
-
-    name: Annotated[str, Field(min_length=1)]
-    generator: Literal["farm_yard", "street"] | None = None
-    scene: str | None = None
-    scanner: str = "rs-helios-5515"
-    scanner_overrides: dict[str, Any] = Field(default_factory=dict)
-    sequences: Annotated[int, Field(ge=1, le=100_000)] = 1
-    frames: Annotated[int, Field(ge=1, le=100_000)] = 3
-    trajectory: TrajectorySpec = Field(
-        default_factory=lambda: TrajectorySpec(start=Pose(), velocity_mps=[5.0, 0.0, 0.0])
-    )
-    mount: Pose = Field(default_factory=lambda: Pose(position_m=[0.0, 0.0, 1.8]))
-    start_jitter_m: NonNegFloat = 0.0
-
-
-class DatasetSpec(_Model):
-    """A dataset: a root seed, a layout, and groups of sequences."""
-
-    seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
-    layout: Literal["semantickitti", "nuscenes", "npz"] = "semantickitti"
-    range_images: bool = False
-    groups: Annotated[list[SequenceGroup], Field(min_length=1)]
-
-
-def load_dataset_spec(path: str | Path) -> DatasetSpec:
-    """Load and validate a dataset YAML."""
-    try:
-        spec = DatasetSpec.model_validate(load_yaml(path))
-    except ValidationError as err:
-        _raise_validation(path, err)
-    for i, g in enumerate(spec.groups):
-        if (g.generator is None) == (g.scene is None):
-            from .errors import ConfigError
-
-            raise ConfigError(path, f"groups[{i}]", "give exactly one of generator or scene")
-    return spec
 
 
 @dataclass(frozen=True)
@@ -127,11 +83,6 @@ class SequenceResult:
     points: int = 0
     label_counts: dict[int, int] = field(default_factory=dict)
     errors: list[SampleError] = field(default_factory=list)
-
-
-def sequence_seed(root: int, index: int) -> int:
-    """The seed of sequence ``index``: the (index + 1)-th SplitMix64 output of the root."""
-    return int(physics.mix64((root + (index + 1) * physics.GOLDEN_GAMMA) % 2**64))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -27,6 +27,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .constants import (
+    COS_FLOOR,
+    GOLDEN_GAMMA,
+    HALF_PI_BELOW,
+    LARGEST_BELOW_ONE,
+    MIX64_MUL1,
+    MIX64_MUL2,
+    ROUGH_COS_FLOOR,
+    SPEED_OF_LIGHT_MPS,
+    TWO_POW_M53,
+)
+
 __all__ = [
     "COS_FLOOR",
     "GOLDEN_GAMMA",
@@ -45,19 +57,8 @@ __all__ = [
     "tilted_cos",
 ]
 
-SPEED_OF_LIGHT_MPS = 299_792_458.0
-#: Smallest incidence cosine used by the backscatter and footprint laws.
-COS_FLOOR = 1e-4
-#: Smallest incidence cosine used by the rough-surface range law.
-ROUGH_COS_FLOOR = 0.05
-#: The golden-ratio increment of SplitMix64, 2^64 / phi.
-GOLDEN_GAMMA = 0x9E3779B97F4A7C15
-
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
-_TWO_POW_M53 = 2.0**-53
-_LARGEST_BELOW_ONE = 1.0 - 2.0**-53
-_HALF_PI_BELOW = np.nextafter(np.pi / 2.0, 0.0)
+_MUL1 = np.uint64(MIX64_MUL1)
+_MUL2 = np.uint64(MIX64_MUL2)
 
 
 def _unit_cos(cos: ArrayLike, floor: float) -> NDArray[np.float64]:
@@ -232,7 +233,7 @@ def tilted_cos(cos: ArrayLike, delta_rad: ArrayLike) -> Any:
     """
     c = np.clip(np.abs(np.asarray(cos, dtype=np.float64)), 0.0, 1.0)
     theta = np.arccos(c) + np.asarray(delta_rad, dtype=np.float64)
-    return np.cos(np.clip(theta, 0.0, _HALF_PI_BELOW))
+    return np.cos(np.clip(theta, 0.0, HALF_PI_BELOW))
 
 
 def _as_uint64(x: ArrayLike) -> NDArray[np.uint64]:
@@ -291,7 +292,7 @@ def hash_uniform(h: ArrayLike) -> Any:
         Uniform numbers in (0, 1).
     """
     k = (_as_uint64(h) >> np.uint64(11)).astype(np.float64)
-    return np.minimum((k + 0.5) * _TWO_POW_M53, _LARGEST_BELOW_ONE)
+    return np.minimum((k + 0.5) * TWO_POW_M53, LARGEST_BELOW_ONE)
 
 
 def hash_normal(h: ArrayLike) -> Any:

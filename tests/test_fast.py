@@ -102,12 +102,13 @@ def test_kernel_trigonometry_is_as_exact_as_the_spec() -> None:
     quarter turn) against 80-bit long-double truth: within 2 ulp of 1, and the tilt
     never worse than the numpy spec's acos-then-cos by more than an ulp of 1."""
     from simulator import physics
+    from simulator.constants import HALF_PI_BELOW
 
     rng = np.random.default_rng(8)
     c = np.concatenate([rng.uniform(0, 1, 4000), 1e-3 * rng.uniform(0, 1, 1000), [0.0, 1.0]])
     delta = np.concatenate([rng.normal(0, 0.3, len(c) - 3), [2.0, -1.0, 0.0]])
     wide = np.longdouble
-    truth = np.cos(np.clip(np.arccos(c.astype(wide)) + delta, 0.0, wide(physics._HALF_PI_BELOW)))
+    truth = np.cos(np.clip(np.arccos(c.astype(wide)) + delta, 0.0, wide(HALF_PI_BELOW)))
     kernel = np.array([fast._tilted_cos(a, b) for a, b in zip(c, delta, strict=True)])
     spec = physics.tilted_cos(c, delta)
     err_kernel = np.abs(kernel - truth).astype(np.float64)

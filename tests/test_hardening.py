@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.config import validate_file
+from simulator.validate import validate_file
 from simulator.errors import SimulatorError
 from simulator.scene import load_scene
 

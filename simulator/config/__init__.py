@@ -1,0 +1,98 @@
+"""Configuration: pydantic models of surveys, scanners, materials, scenes and datasets, and
+YAML loading. The foundation of the package: it imports only errors, labels and constants.
+
+Every model forbids unknown keys, so a misspelt key is an error rather than a silently
+ignored default. Files are read with ``yaml.safe_load`` only.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    FiniteFloat,
+    Model,
+    NonNegFloat,
+    PositiveFloat,
+    Vec2Pos,
+    Vec3,
+    Vec3Pos,
+    raise_validation,
+)
+from .dataset import DatasetSpec, SequenceGroup
+from .load import (
+    apply_overrides,
+    config_dir,
+    deep_merge,
+    load_dataset_spec,
+    load_materials,
+    load_scanner,
+    load_scene_spec,
+    load_survey,
+    load_yaml,
+    scanner_presets,
+)
+from .pose import Pose, TrajectorySpec, Waypoint
+from .scanner import (
+    Channels,
+    Detection,
+    Divergence,
+    OscillatingSpec,
+    Prism,
+    RasterSpec,
+    RisleySpec,
+    ScannerConfig,
+    TableSpec,
+)
+from .scene import (
+    BoxSpec,
+    CylinderSpec,
+    Material,
+    ObjectSpec,
+    PlaneSpec,
+    SceneSpec,
+    SphereSpec,
+)
+from .survey import OutputSpec, Survey
+
+__all__ = [
+    "BoxSpec",
+    "Channels",
+    "CylinderSpec",
+    "DatasetSpec",
+    "Detection",
+    "Divergence",
+    "FiniteFloat",
+    "Material",
+    "Model",
+    "NonNegFloat",
+    "ObjectSpec",
+    "OscillatingSpec",
+    "OutputSpec",
+    "PlaneSpec",
+    "Pose",
+    "PositiveFloat",
+    "Prism",
+    "RasterSpec",
+    "RisleySpec",
+    "ScannerConfig",
+    "SceneSpec",
+    "SequenceGroup",
+    "SphereSpec",
+    "Survey",
+    "TableSpec",
+    "TrajectorySpec",
+    "Vec2Pos",
+    "Vec3",
+    "Vec3Pos",
+    "Waypoint",
+    "apply_overrides",
+    "config_dir",
+    "deep_merge",
+    "load_dataset_spec",
+    "load_materials",
+    "load_scanner",
+    "load_scene_spec",
+    "load_survey",
+    "load_yaml",
+    "raise_validation",
+    "scanner_presets",
+]

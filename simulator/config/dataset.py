@@ -1,0 +1,38 @@
+"""Dataset models: a root seed, a layout, and groups of sequences."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from .base import Model, NonNegFloat
+from .pose import Pose, TrajectorySpec
+
+__all__ = ["DatasetSpec", "SequenceGroup"]
+
+
+class SequenceGroup(Model):
+    """Sequences of one kind: a scene source, a scanner, a trajectory, a length."""
+
+    name: Annotated[str, Field(min_length=1)]
+    generator: Literal["farm_yard", "street"] | None = None
+    scene: str | None = None
+    scanner: str = "rs-helios-5515"
+    scanner_overrides: dict[str, Any] = Field(default_factory=dict)
+    sequences: Annotated[int, Field(ge=1, le=100_000)] = 1
+    frames: Annotated[int, Field(ge=1, le=100_000)] = 3
+    trajectory: TrajectorySpec = Field(
+        default_factory=lambda: TrajectorySpec(start=Pose(), velocity_mps=[5.0, 0.0, 0.0])
+    )
+    mount: Pose = Field(default_factory=lambda: Pose(position_m=[0.0, 0.0, 1.8]))
+    start_jitter_m: NonNegFloat = 0.0
+
+
+class DatasetSpec(Model):
+    """A dataset: a root seed, a layout, and groups of sequences."""
+
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
+    layout: Literal["semantickitti", "nuscenes", "npz"] = "semantickitti"
+    range_images: bool = False
+    groups: Annotated[list[SequenceGroup], Field(min_length=1)]

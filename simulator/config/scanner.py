@@ -1,0 +1,215 @@
+"""Scanner models: the scan pattern's section and the sensor's radiometry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..constants import RETURNS_PER_PULSE, RING_COUNTS
+from .base import FiniteFloat, Model, NonNegFloat, PositiveFloat
+
+__all__ = [
+    "Channels",
+    "Detection",
+    "Divergence",
+    "OscillatingSpec",
+    "Prism",
+    "RasterSpec",
+    "RisleySpec",
+    "ScannerConfig",
+    "TableSpec",
+]
+
+
+class Channels(Model):
+    """Per-channel tables of a spinning scanner, ring 0 first."""
+
+    elevation_deg: Annotated[list[FiniteFloat], Field(min_length=1)]
+    azimuth_offset_deg: list[FiniteFloat] | None = None
+    firing_offset_us: list[NonNegFloat] | None = None
+
+    @field_validator("elevation_deg")
+    @classmethod
+    def _elevations_in_range(cls, v: list[float]) -> list[float]:
+        for e in v:
+            if not -90.0 <= e <= 90.0:
+                raise ValueError(f"elevation {e} deg is outside [-90, 90]")
+        return v
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> Channels:
+        n = len(self.elevation_deg)
+        for key in ("azimuth_offset_deg", "firing_offset_us"):
+            table = getattr(self, key)
+            if table is not None and len(table) != n:
+                raise ValueError(
+                    f"{key} has {len(table)} entries; expected {n}, one per elevation_deg entry"
+                )
+        return self
+
+    @property
+    def count(self) -> int:
+        """Number of channels."""
+        return len(self.elevation_deg)
+
+
+class Divergence(Model):
+    """Full-angle beam divergence of the elliptical beam, mrad."""
+
+    horizontal: NonNegFloat
+    vertical: NonNegFloat
+
+
+class Detection(Model):
+    """Detection threshold as a datasheet states it.
+
+    A target of ``reference_reflectance`` at normal incidence is just detected at
+    ``reference_range_m``.
+    """
+
+    reference_range_m: PositiveFloat
+    reference_reflectance: PositiveFloat
+
+
+class Prism(Model):
+    """One rotating wedge prism of a Risley scanner."""
+
+    rotation_hz: FiniteFloat = Field(description="signed: the sign is the turning sense")
+    wedge_deg: Annotated[float, Field(gt=0, lt=60, allow_inf_nan=False)]
+    phase_deg: FiniteFloat = 0.0
+
+
+class RisleySpec(Model):
+    """Rotating prisms (Livox): every shot is refracted through the prisms' current angles."""
+
+    prisms: Annotated[list[Prism], Field(min_length=1, max_length=3)]
+    refractive_index: Annotated[float, Field(gt=1, lt=4, allow_inf_nan=False)]
+    shot_rate_hz: Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)] = Field(
+        description="shots per second per channel"
+    )
+    #: Per channel (emitter): a small (azimuth, elevation) tilt before the prisms, deg.
+    channel_offsets_deg: Annotated[
+        list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]], Field(min_length=1)
+    ] = Field(default_factory=lambda: [[0.0, 0.0]])
+    frame_period_s: Annotated[float, Field(gt=1e-6, le=3600, allow_inf_nan=False)] = 0.1
+    #: ``exact``: vector Snell's law at both faces of every prism; ``paraxial``: the thin-prism
+    #: model, each prism deviating the ray by (n - 1) x wedge towards its current angle.
+    refraction: Literal["exact", "paraxial"] = "exact"
+
+
+class OscillatingSpec(Model):
+    """An airborne line scanner: a mirror swings the beam across track, below the sensor."""
+
+    pulse_rate_hz: Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False)]
+    scan_rate_hz: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)] = Field(
+        description="full mirror cycles per second"
+    )
+    half_angle_deg: Annotated[float, Field(gt=0, lt=90, allow_inf_nan=False)]
+    waveform: Literal["sine", "triangle", "sawtooth"] = "sine"
+
+
+class RasterSpec(Model):
+    """A MEMS or solid-state grid, scanned line by line."""
+
+    rows: Annotated[int, Field(ge=1, le=4096)]
+    columns: Annotated[int, Field(ge=1, le=8192)]
+    horizontal_fov_deg: Annotated[float, Field(gt=0, le=360, allow_inf_nan=False)]
+    vertical_fov_deg: Annotated[float, Field(gt=0, le=180, allow_inf_nan=False)]
+    frame_rate_hz: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
+    boustrophedon: bool = Field(default=False, description="alternate lines run backwards")
+
+
+class TableSpec(Model):
+    """A recorded pattern replayed: a CSV of ``time_s, azimuth_deg, elevation_deg[, channel]``."""
+
+    file: str
+    period_s: PositiveFloat | None = None
+
+
+class ScannerConfig(Model):
+    """A scanner: the pattern that aims its pulses, and the sensor's radiometry.
+
+    ``pattern: spinning`` takes ``rotation_hz``, ``firings_per_revolution`` and
+    ``channels``; the other patterns take a section of their own (``risley``,
+    ``oscillating``, ``raster``, ``table``).
+    """
+
+    name: str
+    pattern: Literal["spinning", "risley", "oscillating", "raster", "table"] = "spinning"
+    description: str = ""
+    rotation_hz: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] | None = None
+    rotation: Literal["clockwise", "counter_clockwise"] = "clockwise"
+    start_azimuth_deg: FiniteFloat = 0.0
+    firings_per_revolution: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    channels: Channels | None = None
+    risley: RisleySpec | None = None
+    oscillating: OscillatingSpec | None = None
+    raster: RasterSpec | None = None
+    table: TableSpec | None = None
+    beam_origin_offset_m: NonNegFloat = 0.0
+    range_min_m: NonNegFloat
+    range_max_m: Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]
+    range_resolution_m: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+    divergence_mrad: Divergence
+    pulse_length_ns: NonNegFloat
+    wavelength_nm: PositiveFloat | None = None
+    detection: Detection
+    atmospheric_extinction_per_m: NonNegFloat = 0.0
+    range_noise_m: NonNegFloat
+    intensity_scale: PositiveFloat
+    intensity_max: PositiveFloat = 255.0
+    #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
+    beam_samples: Annotated[int, Field(ge=1)] = 1
+    #: Echoes closer than this merge into one (the pulse length is the physical floor).
+    min_return_separation_m: NonNegFloat = 0.0
+    return_mode: Literal["strongest", "last", "first", "dual", "multi"] = "strongest"
+    #: Returns reported per pulse in ``multi`` mode (the other modes fix it: 1, or 2 for dual).
+    max_returns: Annotated[int, Field(ge=1, le=255)] | None = None
+
+    @model_validator(mode="after")
+    def _pattern_section(self) -> ScannerConfig:
+        if self.pattern == "spinning":
+            missing = [
+                k for k in ("rotation_hz", "firings_per_revolution", "channels")
+                if getattr(self, k) is None
+            ]  # fmt: skip
+            if missing:
+                raise ValueError(f"pattern spinning needs {', '.join(missing)}")
+        elif getattr(self, self.pattern) is None:
+            raise ValueError(f"pattern {self.pattern} needs a {self.pattern}: section")
+        return self
+
+    @model_validator(mode="after")
+    def _range_window(self) -> ScannerConfig:
+        if self.range_min_m >= self.range_max_m:
+            raise ValueError(
+                f"range_min_m ({self.range_min_m}) must be below range_max_m ({self.range_max_m})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _returns(self) -> ScannerConfig:
+        if self.beam_samples not in RING_COUNTS:
+            raise ValueError(
+                f"beam_samples must be one of {', '.join(map(str, RING_COUNTS))} "
+                f"(a centre and hexagonal rings); got {self.beam_samples}"
+            )
+        fixed = RETURNS_PER_PULSE.get(self.return_mode)
+        if fixed is not None and self.max_returns not in (None, fixed):
+            raise ValueError(
+                f"return_mode {self.return_mode} reports {fixed} return(s); max_returns "
+                f"{self.max_returns} applies to return_mode multi"
+            )
+        return self
+
+    @property
+    def returns_per_pulse(self) -> int:
+        """Most returns reported for one pulse."""
+        return RETURNS_PER_PULSE.get(self.return_mode) or self.max_returns or 3
+
+    @property
+    def firing_period_s(self) -> float:
+        """Time between two firings of one channel (spinning pattern), s."""
+        assert self.rotation_hz is not None and self.firings_per_revolution is not None
+        return 1.0 / (self.rotation_hz * self.firings_per_revolution)

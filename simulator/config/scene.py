@@ -1,0 +1,116 @@
+"""Scene models: materials, primitives and mesh objects, and the scene file."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from ..labels import SEMANTIC_KITTI
+from .base import Model, NonNegFloat, PositiveFloat, Vec2Pos, Vec3, Vec3Pos
+from .pose import TrajectorySpec
+
+__all__ = [
+    "BoxSpec",
+    "CylinderSpec",
+    "Material",
+    "ObjectSpec",
+    "PlaneSpec",
+    "SceneSpec",
+    "SphereSpec",
+]
+
+
+class Material(Model):
+    """Surface properties that the per-hit model needs."""
+
+    reflectance: NonNegFloat = Field(description="diffuse reflectance at normal incidence")
+    minnaert_k: NonNegFloat
+    roughness_m: NonNegFloat = 0.0
+    micro_slope_deg: Annotated[float, Field(ge=0, lt=90, allow_inf_nan=False)] = 0.0
+    micro_slope_cell_m: PositiveFloat = 0.1
+    label: str = "unlabeled"
+    description: str = ""
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, v: str) -> str:
+        if v not in SEMANTIC_KITTI:
+            raise ValueError(
+                f"unknown SemanticKITTI class {v!r}; expected one of {', '.join(SEMANTIC_KITTI)}"
+            )
+        return v
+
+
+class PlaneSpec(Model):
+    size_m: Vec2Pos
+
+
+class BoxSpec(Model):
+    size_m: Vec3Pos
+
+
+class CylinderSpec(Model):
+    radius_m: PositiveFloat
+    height_m: PositiveFloat
+    sections: Annotated[int, Field(ge=3, le=4096)] = 32
+
+
+class SphereSpec(Model):
+    radius_m: PositiveFloat
+    subdivisions: Annotated[int, Field(ge=0, le=6)] = 3
+
+
+_GEOMETRY_KEYS = ("mesh", "plane", "box", "cylinder", "sphere")
+
+
+class ObjectSpec(Model):
+    """One object of a scene: a mesh file or a primitive, placed and given a material."""
+
+    name: Annotated[str, Field(min_length=1)]
+    mesh: str | None = None
+    plane: PlaneSpec | None = None
+    box: BoxSpec | None = None
+    cylinder: CylinderSpec | None = None
+    sphere: SphereSpec | None = None
+    position_m: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    scale: PositiveFloat | Vec3Pos = 1.0
+    material: str | Material | None = None
+    label: str | None = None
+    instance: Annotated[int, Field(ge=0, le=65535)] | None = None
+    #: A moving object: its pose over time (world from object); the placement above is
+    #: then within the object's own frame.
+    trajectory: TrajectorySpec | None = None
+
+    @model_validator(mode="after")
+    def _one_geometry(self) -> ObjectSpec:
+        given = [k for k in _GEOMETRY_KEYS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of {', '.join(_GEOMETRY_KEYS)}; got "
+                f"{', '.join(given) if given else 'none'}"
+            )
+        if self.mesh is None and self.material is None:
+            raise ValueError("a primitive needs a material (a library name or a mapping)")
+        return self
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, v: str | None) -> str | None:
+        if v is not None and v not in SEMANTIC_KITTI:
+            raise ValueError(f"unknown SemanticKITTI class {v!r}")
+        return v
+
+    @property
+    def geometry_kind(self) -> str:
+        """Which of mesh, plane, box, cylinder, sphere this object is."""
+        return next(k for k in _GEOMETRY_KEYS if getattr(self, k) is not None)
+
+
+class SceneSpec(Model):
+    """A scene file: an optional material library and a list of objects."""
+
+    materials: dict[str, Material] = Field(default_factory=dict)
+    default_material: str | None = None
+    objects: Annotated[list[ObjectSpec], Field(min_length=1)]

@@ -1,0 +1,89 @@
+"""Numbers the whole simulator shares: hashing, clamps, physical constants, option tables.
+
+The numpy specification (:mod:`simulator.physics` and the pipeline steps) and the numba
+kernels (:mod:`simulator.kernels`) both read them from here, so the two can never drift
+apart. This module imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "COS_FLOOR",
+    "GOLDEN_GAMMA",
+    "HALF_PI_BELOW",
+    "LARGEST_BELOW_ONE",
+    "MIX64_MUL1",
+    "MIX64_MUL2",
+    "RETURNS_PER_PULSE",
+    "RETURN_MODES",
+    "RING_COUNTS",
+    "ROUGH_COS_FLOOR",
+    "SPEED_OF_LIGHT_MPS",
+    "STREAM_MICRO_SLOPE",
+    "STREAM_RELIEF",
+    "STREAM_SENSOR_NOISE",
+    "TWO_POW_M53",
+    "sequence_seed",
+    "stream_seed",
+]
+
+SPEED_OF_LIGHT_MPS = 299_792_458.0
+
+# --------------------------------------------------------------------------- hashing
+
+#: The golden-ratio increment of SplitMix64, 2^64 / phi.
+GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+#: The two multipliers of the SplitMix64 finalizer (Steele, Lea and Flood 2014).
+MIX64_MUL1 = 0xBF58476D1CE4E5B9
+MIX64_MUL2 = 0x94D049BB133111EB
+#: 2^-53: the step of a uniform number made from the top 53 bits of a hash.
+TWO_POW_M53 = 2.0**-53
+#: The largest float64 below 1 (a hashed uniform is held under it).
+LARGEST_BELOW_ONE = 1.0 - 2.0**-53
+
+#: Stream numbers of the survey seed: stream ``s`` is ``mix64(seed + s * GOLDEN_GAMMA)``.
+STREAM_MICRO_SLOPE = 1
+STREAM_RELIEF = 2
+STREAM_SENSOR_NOISE = 3
+
+# --------------------------------------------------------------------------- clamps
+
+#: Smallest incidence cosine used by the backscatter and footprint laws.
+COS_FLOOR = 1e-4
+#: Smallest incidence cosine used by the rough-surface range law.
+ROUGH_COS_FLOOR = 0.05
+#: The largest float64 below pi / 2: a tilted incidence angle is held under it.
+HALF_PI_BELOW = math.nextafter(math.pi / 2.0, 0.0)
+
+# --------------------------------------------------------------------------- options
+
+#: Footprint sub-ray counts: a centre plus 0-4 hexagonal rings.
+RING_COUNTS = (1, 7, 19, 37, 61)
+#: Return modes by number (the echo kernel's ``mode`` argument).
+RETURN_MODES = {"strongest": 0, "first": 1, "last": 2, "dual": 3, "multi": 4}
+#: Returns a pulse reports in the modes that fix the number (``multi`` takes ``max_returns``).
+RETURNS_PER_PULSE = {"strongest": 1, "first": 1, "last": 1, "dual": 2}
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finalizer on a Python int (the vectorised one is ``physics.mix64``)."""
+    mask = 0xFFFFFFFFFFFFFFFF
+    x &= mask
+    x = ((x ^ (x >> 30)) * MIX64_MUL1) & mask
+    x = ((x ^ (x >> 27)) * MIX64_MUL2) & mask
+    return x ^ (x >> 31)
+
+
+def stream_seed(seed: int, stream: int) -> int:
+    """The hash seed of one stream of a seed: the ``stream``-th SplitMix64 output after it,
+    ``mix64(seed + stream * GOLDEN_GAMMA)`` (wrapping). Used for the survey's streams
+    (``STREAM_*``) and for the seed of each sequence of a dataset."""
+    return _mix64(seed + stream * GOLDEN_GAMMA)
+
+
+def sequence_seed(root: int, index: int) -> int:
+    """The seed of sequence ``index`` of a dataset of root seed ``root``: its stream
+    ``index + 1``, so that a sample depends only on its index and the root seed."""
+    return stream_seed(root, index + 1)
