@@ -24,7 +24,6 @@ from .constants import RING_COUNTS
 __all__ = ["RING_COUNTS", "beam_pattern", "sub_ray_directions"]
 
 
-
 def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The sampling pattern of a beam.
 

@@ -13,9 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.validate import validate_file
 from simulator.errors import SimulatorError
 from simulator.scene import load_scene
+from simulator.validate import validate_file
 
 from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simulator
+import simulator.sequence
 from simulator.config import Pose, TrajectorySpec
 from simulator.io.kitti import read_kitti
 from simulator.trajectory import (
@@ -185,7 +186,7 @@ def test_sequence_frames_cut_at_each_revolution(tmp_path: Path) -> None:
     survey = REPO / "scenes" / "farm" / "drive.yaml"
     sim = simulator.Simulation.from_file(survey, ["duration_s=0.35", "output.diagnostics=true"])
     whole = sim.run()
-    summary = simulator.simulate.write_sequence(sim, tmp_path / "seq", "npz")
+    summary = simulator.sequence.write_sequence(sim, tmp_path / "seq", "npz")
     assert summary.frames == 4  # 3.5 revolutions: three whole and a half
     per_frame = 1800 * 32
     pulse_ids = []
@@ -259,7 +260,7 @@ def test_rosbag2_sequence_reads_back_with_rosbags(tmp_path: Path) -> None:
     survey = REPO / "scenes" / "farm" / "drive.yaml"
     sim = simulator.Simulation.from_file(survey, ["duration_s=0.3"])
     total_points = len(sim.run())
-    simulator.simulate.write_sequence(sim, tmp_path / "seq", "rosbag2")
+    simulator.sequence.write_sequence(sim, tmp_path / "seq", "rosbag2")
     ts = get_typestore(Stores.ROS2_HUMBLE)
     clouds, tfs = [], []
     with Reader(tmp_path / "seq" / "bag") as reader:
