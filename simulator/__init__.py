@@ -19,9 +19,9 @@ from .config import (
 )
 from .errors import ConfigError, OutputError, SceneError, SimulatorError
 from .io import write
+from .pipeline import Simulation, scan
 from .pointcloud import PointCloud
 from .scene import Scene, load_scene
-from .simulate import Simulation, scan
 
 __version__ = "0.1.0"
 

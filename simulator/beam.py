@@ -16,12 +16,45 @@ are offered.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
 from .constants import RING_COUNTS
 
-__all__ = ["RING_COUNTS", "beam_pattern", "sub_ray_directions"]
+__all__ = ["RING_COUNTS", "BeamPattern", "beam_pattern", "sub_ray_directions"]
+
+
+@dataclass(frozen=True)
+class BeamPattern:
+    """How a scanner's pulses are cast: the sub-rays of :func:`beam_pattern` over its beam.
+
+    Attributes
+    ----------
+    samples : int
+        Sub-rays per pulse (1: the central ray alone).
+    offsets : (samples, 2) float64
+        Horizontal and vertical offsets in units of the 1/e^2 half-angle.
+    weights : (samples,) float64
+        Energy shares, summing to 1.
+    half_angle_h_rad, half_angle_v_rad : float
+        The 1/e^2 half-angles (half the full-angle divergences).
+    """
+
+    samples: int
+    offsets: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    half_angle_h_rad: float
+    half_angle_v_rad: float
+
+    @classmethod
+    def of(cls, samples: int, divergence_h_mrad: float, divergence_v_mrad: float) -> BeamPattern:
+        """The pattern of ``samples`` sub-rays over a beam of the given full-angle
+        divergences (mrad)."""
+        offsets, weights = beam_pattern(samples)
+        return cls(samples, offsets, weights, 0.5e-3 * divergence_h_mrad,
+                   0.5e-3 * divergence_v_mrad)  # fmt: skip
 
 
 def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

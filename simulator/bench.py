@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import trimesh
 
-from . import fast
+from .backend import NumpyBackend, select_backend
 from .config import Pose, Survey, TrajectorySpec, load_materials, load_scanner
 from .labels import label_id
+from .pipeline import Simulation
 from .scene import Scene, SceneObject
-from .simulate import Simulation
 
 __all__ = ["BenchResult", "build_bench_scene", "format_result", "run_bench"]
 
@@ -186,16 +186,13 @@ def _bare_cast_s(sim: Simulation, total: int) -> tuple[float, np.ndarray | None]
     (the rays are made untimed, and each is cast once, as in the pipeline: casting a
     chunk twice would time the second cast with the first one's caches warm), and the
     first chunk's rays."""
-    import open3d as o3d
-
     seconds, first = 0.0, None
     for start in range(0, total, sim.chunk_step):
         stop = min(start + sim.chunk_step, total)
         rays = sim.aim(start, stop).cast
         first = rays if first is None else first
-        tensor = o3d.core.Tensor(rays)
         t0 = time.perf_counter()
-        sim.engine._scene.cast_rays(tensor)
+        sim.engine.cast_bare(rays)
         seconds += time.perf_counter() - t0
     return seconds, first
 
@@ -260,8 +257,10 @@ def run_bench(
     )
     scanner = load_scanner("rs-helios-5515", {"beam_samples": beam_samples})
     t0 = time.perf_counter()
-    sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."))
-    sim.use_fast = use_fast
+    backend = select_backend() if use_fast else NumpyBackend()
+    sim = Simulation(
+        survey=survey, scanner=scanner, scene=scene, base_dir=Path("."), backend=backend
+    )
     t_engine = time.perf_counter() - t0
     # Open3D builds its BVH on the first cast; numba compiles (or loads) on the first call.
     t0 = time.perf_counter()
@@ -303,7 +302,7 @@ def run_bench(
     figures: dict[str, Any] = {
         "machine": f"{_cpu_name()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, Open3D {o3d.__version__}",
-        "kernels": "numba" if use_fast and fast.AVAILABLE else "numpy",
+        "kernels": sim.backend.name,
         "scanner": scanner.name,
         "beam_samples": beam_samples,
         "moving": moving,

@@ -23,8 +23,8 @@ from rich.table import Table
 from .config import load_scanner, scanner_presets
 from .errors import SimulatorError
 from .io import FORMATS, check_writable
+from .pipeline import ScanSummary, Simulation
 from .sequence import write_sequence
-from .simulate import ScanSummary, Simulation
 from .validate import validate_file
 
 __all__ = ["app", "main"]

@@ -145,21 +145,10 @@ def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask
     return [dataclasses.replace(task, threads=share) for task in tasks]
 
 
-def _limit_threads(sim: Any, threads: int) -> None:
-    """Cast and run the kernels on ``threads`` threads in this process."""
-    from . import fast
-
-    sim.engine.threads = threads
-    if fast.AVAILABLE:
-        import numba
-
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-
-
 def run_sequence(task: SequenceTask) -> SequenceResult:
     """Scan one sequence (in whatever process); failures are reported, not raised."""
+    from .pipeline import Simulation
     from .scene import build_scene, load_scene
-    from .simulate import Simulation
 
     result = SequenceResult(task.index, task.seed)
     group = SequenceGroup.model_validate(task.group)
@@ -180,7 +169,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
                         mount=group.mount, revolutions=group.frames, seed=task.seed)  # fmt: skip
         sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=base)
         if task.threads:
-            _limit_threads(sim, task.threads)
+            sim.limit_threads(task.threads)
     except Exception as exc:  # the whole sequence fails: every frame reported
         for k in range(group.frames):
             message = f"{type(exc).__name__}: {exc}"

@@ -42,8 +42,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import physics
+from .beam import BeamPattern
+from .chunk import Hits
+from .hits import (
+    HitResults,
+    ReturnModel,
+    Streams,
+    in_window,
+    measured_range,
+    received_peak,
+    sensor_jitter_m,
+)
 
-__all__ = ["Echoes", "form_echoes", "select_returns"]
+__all__ = ["Echoes", "Returns", "echo_returns", "form_echoes", "select_returns", "single_returns"]
 
 
 @dataclass
@@ -247,3 +258,156 @@ def select_returns(
     number = (np.arange(len(chosen)) - cstarts[cgroup] + 1).astype(np.uint8)
     total = ccounts[cgroup].astype(np.uint8)
     return chosen, number, total
+
+
+@dataclass
+class Returns:
+    """The returns a chunk reports, one row each, in pulse then range order: what the
+    point record is made of.
+
+    Attributes
+    ----------
+    pulse : (K,) int64
+        Pulse of each return (index in the chunk); its point lies along that pulse's
+        central ray.
+    range_m : (K,) float64
+        Measured range.
+    intensity : (K,) float64
+        Calibrated reflectivity, clipped.
+    object_index : (K,) int32
+        The object that gave the return (most of its energy).
+    return_number, num_returns : (K,) uint8
+        Its number among its pulse's reported returns (from 1, by range), and how many.
+    range_true_m, cos_incidence, cos_effective, spread_m, peak_factor, energy_fraction : (K,)
+        Diagnostics (float64); ``None`` when not asked for.
+    """
+
+    pulse: NDArray[np.int64]
+    range_m: NDArray[np.float64]
+    intensity: NDArray[np.float64]
+    object_index: NDArray[np.int32]
+    return_number: NDArray[np.uint8]
+    num_returns: NDArray[np.uint8]
+    range_true_m: NDArray[np.float64] | None = None
+    cos_incidence: NDArray[np.float64] | None = None
+    cos_effective: NDArray[np.float64] | None = None
+    spread_m: NDArray[np.float64] | None = None
+    peak_factor: NDArray[np.float64] | None = None
+    energy_fraction: NDArray[np.float64] | None = None
+
+    def __len__(self) -> int:
+        return len(self.pulse)
+
+
+def single_returns(results: HitResults, hits: Hits, *, diagnostics: bool = False) -> Returns:
+    """The returns of a chunk cast with one ray a pulse: each detected hit is its pulse's
+    only return (the same for every backend: a gather).
+
+    Parameters
+    ----------
+    results : HitResults
+        The per-hit model of the chunk (ray ``i`` is pulse ``i``).
+    hits : Hits
+    diagnostics : bool
+        Also gather the diagnostic fields.
+    """
+    sel_hit = np.flatnonzero(results.keep)
+    sel = results.idx[sel_hit]
+    count = len(sel)
+    out = Returns(
+        pulse=sel,
+        range_m=results.range_m[sel_hit],
+        intensity=results.intensity[sel_hit],
+        object_index=hits.object_index[sel],
+        return_number=np.ones(count, dtype=np.uint8),
+        num_returns=np.ones(count, dtype=np.uint8),
+    )
+    if diagnostics:
+        out.range_true_m = hits.range_m[sel].astype(np.float64)
+        out.cos_incidence = results.cos_incidence[sel_hit]
+        out.cos_effective = results.cos_effective[sel_hit]
+        out.spread_m = results.spread_m[sel_hit]
+        out.peak_factor = results.peak_factor[sel_hit]
+        out.energy_fraction = np.ones(count)
+    return out
+
+
+def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
+    """The per-hit inputs of echo formation, in the order :func:`form_echoes` takes them:
+    true range, relief, backscatter, spread, object, cos incidence, cos effective."""
+    idx = results.idx
+    return (
+        hits.range_m[idx].astype(np.float64),
+        results.relief_m,
+        results.backscatter,
+        results.spread_m,
+        hits.object_index[idx],
+        results.cos_incidence,
+        results.cos_effective,
+    )
+
+
+def echo_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_start: int,
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+) -> Returns:
+    """The returns of a chunk cast as footprint sub-rays (the specification): echoes
+    formed, measured, detected and selected by the return mode (see the module docstring).
+
+    Parameters
+    ----------
+    results : HitResults
+        The per-hit model of the sub-ray hits (sub-ray ``k`` of pulse ``p`` is ray
+        ``p * beam.samples + k``), computed without the sensor jitter.
+    hits : Hits
+        The sub-rays' hits.
+    pulse_start : int
+        Global id of the chunk's first pulse.
+    beam : BeamPattern
+        The sub-rays' energy shares.
+    model : ReturnModel
+    streams : Streams
+
+    Returns
+    -------
+    Returns
+        With every diagnostic field.
+    """
+    idx = results.idx
+    samples = beam.samples
+    echoes = form_echoes(
+        idx // samples, beam.weights[idx % samples], *echo_inputs(results, hits),
+        model.separation_m, model.pulse_length_m,
+    )  # fmt: skip
+    r_true = echoes.range_true_m
+    received = received_peak(echoes.energy, echoes.peak_factor, r_true, model)
+    pulse_id = np.uint64(pulse_start) + echoes.pulse.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = physics.mix64(streams.sensor_noise + pulse_id)
+        later = physics.mix64(key + echoes.rank.astype(np.uint64))
+    key = np.where(echoes.rank == 0, key, later)
+    range_meas = measured_range(r_true, echoes.relief_m, sensor_jitter_m(key, model), model)
+    sel = np.flatnonzero(in_window(received, range_meas, model))
+    chosen, number, total = select_returns(
+        echoes.pulse[sel], range_meas[sel], received[sel], model.return_mode,
+        model.returns_per_pulse,
+    )  # fmt: skip
+    e = sel[chosen]
+    return Returns(
+        pulse=echoes.pulse[e],
+        range_m=range_meas[e],
+        intensity=np.clip(model.intensity_scale * echoes.energy[e], 0.0, model.intensity_max),
+        object_index=echoes.object_index[e],
+        return_number=number,
+        num_returns=total,
+        range_true_m=r_true[e],
+        cos_incidence=echoes.cos_incidence[e],
+        cos_effective=echoes.cos_effective[e],
+        spread_m=echoes.spread_m[e],
+        peak_factor=echoes.peak_factor[e],
+        energy_fraction=echoes.energy_fraction[e],
+    )

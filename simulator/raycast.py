@@ -8,39 +8,13 @@ change under that shift.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import NDArray
 
+from .chunk import Hits
 from .scene import Scene
 
 __all__ = ["Hits", "RayEngine"]
-
-
-@dataclass
-class Hits:
-    """Result of casting N rays.
-
-    Attributes
-    ----------
-    range_m : (N,) float32
-        Distance along the unit direction to the first hit; ``inf`` for a miss.
-    object_index : (N,) int32
-        Index into ``Scene.objects``; -1 for a miss.
-    normal : (N, 3) float32
-        Unit normal of the hit triangle (as wound, not yet turned to the sensor);
-        zero for a miss.
-    """
-
-    range_m: NDArray[np.float32]
-    object_index: NDArray[np.int32]
-    normal: NDArray[np.float32]
-
-    @property
-    def hit(self) -> NDArray[np.bool_]:
-        """(N,) bool: which rays hit something."""
-        return self.object_index >= 0
 
 
 class RayEngine:
@@ -166,6 +140,12 @@ class RayEngine:
                 raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
             self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits)
         return hits
+
+    def cast_bare(self, rays: NDArray[np.float32]) -> None:
+        """Cast rays into the static objects and discard the result: Open3D's own cost
+        alone, what the benchmark compares the pipeline with."""
+        tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))  # no copy
+        self._scene.cast_rays(tensor, nthreads=self.threads)
 
     def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
         """Intersect each moving object in its own frame at each ray's time; keep the nearest."""

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .simulate import ProgressCallback, Simulation
+from .pipeline import OutputFrame, ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "write_sequence"]
 
@@ -43,7 +43,7 @@ def write_sequence(
         bag = RosbagWriter(out / "bag")
     else:
         frames_dir.mkdir(parents=True, exist_ok=True)
-    sim.survey.output.frame = "sensor_compensated" if compensate else "sensor"
+    frame_kind: OutputFrame = "sensor_compensated" if compensate else "sensor"
     total = sim.total_pulses
     frames = sim.frames()
     summary = SequenceSummary(frames=len(frames), pulses=total)
@@ -53,20 +53,14 @@ def write_sequence(
         q = quaternion_from_matrix(f.rotation)
         if bag is not None:
             try:
-                cloud = sim.frame_cloud(f)
+                cloud = sim.frame_cloud(f, frame_kind)
                 bag.write_frame(cloud, f.time_s, f.rotation, f.position_m, q)
             except BaseException:
                 bag.abort()
                 raise
             summary.points += len(cloud)
         else:
-            sim.reference_time_s = f.time_s
-            written = sim.write(
-                [frames_dir / f"{f.index:06d}.{fmt}"],
-                start=f.start,
-                stop=f.stop,
-                time_offset_s=f.time_s,
-            )
+            written = sim.write([frames_dir / f"{f.index:06d}.{fmt}"], window=f.window(frame_kind))
             summary.points += written.points
             summary.files.extend(written.files)
         tum.append(f"{f.time_s:.9f} " + " ".join(f"{v:.9f}" for v in [*f.position_m, *q]))

@@ -18,6 +18,7 @@ from typing import Any
 import laspy
 import numpy as np
 
+from ..backend import Backend, select_backend
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 
@@ -36,40 +37,26 @@ def _header(offset_m: np.ndarray) -> laspy.LasHeader:
 
 
 def _records(
-    chunk: PointCloud, header: laspy.LasHeader, use_fast: bool = True
+    chunk: PointCloud, header: laspy.LasHeader, backend: Backend
 ) -> laspy.PackedPointRecord:
     """The chunk packed straight into the point format's record layout (no per-field copies
-    through laspy's accessors), by a numba kernel when there is numba."""
-    from .. import fast
-
+    through laspy's accessors), by the backend's ``pack_las``."""
     fmt = header.point_format
-    if use_fast and fast.AVAILABLE:
-        data = np.zeros(len(chunk), dtype=fmt.dtype())
-        fast.pack_las(chunk.fields, header.offsets, header.scales, data)
-        return laspy.PackedPointRecord(data, fmt)
     data = np.zeros(len(chunk), dtype=fmt.dtype())
-    xyz = chunk["xyz"].astype(np.float64)
-    for axis, name in enumerate("XYZ"):
-        data[name] = np.round((xyz[:, axis] - header.offsets[axis]) / header.scales[axis])
-    data["intensity"] = np.clip(np.round(chunk["intensity"]), 0, 65535)
-    # Point format 6: return number in bits 0-3, number of returns in bits 4-7.
-    data["bit_fields"] = (chunk["return_number"] & 0x0F) | (chunk["num_returns"] << 4)
-    label = chunk["label"]
-    data["classification"] = np.where(label < 256, label, 0)
-    data["gps_time"] = chunk["time_s"]
-    data["ring"] = chunk["ring"]
-    data["label"] = label
-    data["instance"] = chunk["instance"]
-    data["range"] = chunk["range_m"]
+    backend.pack_las(chunk.fields, header.offsets, header.scales, data)
     return laspy.PackedPointRecord(data, fmt)
 
 
 class LasWriter:
     """Chunked writer of LAS, or LAZ when the path ends in ``.laz``."""
 
-    def __init__(self, path: Path, spec: FieldSpec, meta: dict[str, Any]) -> None:
+    def __init__(
+        self, path: Path, spec: FieldSpec, meta: dict[str, Any], backend: Backend | None = None
+    ) -> None:
         del spec, meta
         self.path = path
+        #: Packs the records (the numba kernel when there is numba).
+        self.backend = backend if backend is not None else select_backend()
         self.compress = path.suffix.lower() == ".laz"
         self._atomic = atomic_path(path)
         self._tmp = self._atomic.__enter__()
@@ -86,7 +73,7 @@ class LasWriter:
             return
         if self._writer is None:
             self._writer = self._open(np.floor(chunk["xyz"].min(axis=0).astype(np.float64)))
-        self._writer.write_points(_records(chunk, self._writer.header))
+        self._writer.write_points(_records(chunk, self._writer.header, self.backend))
 
     def close(self) -> list[Path]:
         """Finish the header and rename the file into place."""

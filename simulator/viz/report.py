@@ -108,13 +108,7 @@ def write_report(
                        _save(fig, out / "intensity_vs_incidence.png")))  # fmt: skip
         # 2. detected fraction against range, from every hit of the survey
         hit_range, hit_mat, hit_keep = [], [], []
-        for start in range(0, sim.total_pulses, sim.chunk_step):
-            stop = min(start + sim.chunk_step, sim.total_pulses)
-            chunk = sim.cast_pulses(start, stop)
-            from ..returns import evaluate_hits
-
-            res = evaluate_hits(start, chunk.cast, sim.engine.origin_shift_m, chunk.up,
-                                chunk.hits, sim.tables, model, sim.streams)  # fmt: skip
+        for chunk, res in sim.evaluated_chunks():
             hit_range.append(chunk.hits.range_m[res.idx].astype(float))
             hit_mat.append(mat_of_obj[chunk.hits.object_index[res.idx]])
             hit_keep.append(res.keep)

@@ -1,0 +1,200 @@
+"""The one place that chooses how the pipeline's steps are computed.
+
+A backend offers the steps that have both a numpy specification and a numba kernel, with
+one name and one signature each:
+
+- ``pattern_rays``: a scan pattern's rays with the sensor's pose (:mod:`simulator.rays`);
+- ``sub_rays``: the footprint sub-rays of each beam;
+- ``evaluate_hits``: the per-hit model (:mod:`simulator.hits`);
+- ``echo_returns``: echoes of sub-rays formed, measured and selected (:mod:`simulator.echoes`);
+- ``record``: the point record of the returns (:mod:`simulator.record`);
+- ``pack_las``: LAS records of a point record.
+
+:class:`NumpyBackend` runs the specification; :class:`NumbaBackend` the kernels of
+:mod:`simulator.kernels`, over every core. The kernels cover what the hot path needs; the
+two steps whose kernels are specific to spinning scanners (``pattern_rays`` and
+``record``, which derive directions, rings and times from the spinning tables) run the
+specification for the other patterns. :func:`select_backend` picks one, once, for a
+:class:`~simulator.pipeline.Simulation`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import echoes as _echoes
+from . import hits as _hits
+from . import rays as _rays
+from . import record as _record
+from .beam import BeamPattern
+from .chunk import CastChunk, Hits, PulsePoses, Rays
+from .echoes import Returns
+from .hits import HitResults, ReturnModel, SceneTables, Streams
+from .kernels import AVAILABLE as KERNELS_AVAILABLE
+from .pointcloud import PointCloud
+from .scanner import ScanPattern, SpinningPattern
+
+__all__ = ["KERNELS_AVAILABLE", "Backend", "NumbaBackend", "NumpyBackend", "select_backend"]
+
+
+class Backend(Protocol):
+    """The steps a backend computes (see the module docstring)."""
+
+    name: str
+
+    def pattern_rays(
+        self,
+        pattern: ScanPattern,
+        start: int,
+        stop: int,
+        poses: PulsePoses,
+        shift_m: NDArray[np.float64],
+    ) -> NDArray[np.float32]:
+        """Rays of pulses ``start..stop`` (see :func:`simulator.rays.pattern_rays`)."""
+        ...
+
+    def sub_rays(
+        self,
+        rays: NDArray[np.float32],
+        sensor_up: NDArray[np.float64],
+        sensor_forward: NDArray[np.float64],
+        beam: BeamPattern,
+    ) -> NDArray[np.float32]:
+        """The rays to cast (see :func:`simulator.rays.sub_rays`)."""
+        ...
+
+    def evaluate_hits(
+        self,
+        chunk: CastChunk,
+        tables: SceneTables,
+        model: ReturnModel,
+        streams: Streams,
+        *,
+        full: bool = True,
+        jitter: bool = True,
+    ) -> HitResults:
+        """The per-hit model (see :func:`simulator.hits.evaluate_hits`)."""
+        ...
+
+    def echo_returns(
+        self,
+        results: HitResults,
+        hits: Hits,
+        pulse_start: int,
+        beam: BeamPattern,
+        model: ReturnModel,
+        streams: Streams,
+    ) -> Returns:
+        """Returns of footprint sub-rays (see :func:`simulator.echoes.echo_returns`)."""
+        ...
+
+    def record(
+        self,
+        returns: Returns,
+        rays: Rays,
+        frame: PulsePoses | None,
+        tables: SceneTables,
+        pattern: ScanPattern,
+    ) -> PointCloud:
+        """The point record (see :func:`simulator.record.record`)."""
+        ...
+
+    def pack_las(
+        self,
+        fields: dict[str, NDArray[Any]],
+        offset_m: NDArray[np.float64],
+        scale_m: NDArray[np.float64],
+        data: NDArray[Any],
+    ) -> None:
+        """LAS records (see :func:`simulator.record.pack_las`)."""
+        ...
+
+    def set_threads(self, threads: int) -> None:
+        """Compute on ``threads`` threads (0: every core)."""
+        ...
+
+
+class NumpyBackend:
+    """The numpy specification of every step."""
+
+    name = "numpy"
+    pattern_rays = staticmethod(_rays.pattern_rays)
+    sub_rays = staticmethod(_rays.sub_rays)
+    evaluate_hits = staticmethod(_hits.evaluate_hits)
+    echo_returns = staticmethod(_echoes.echo_returns)
+    record = staticmethod(_record.record)
+    pack_las = staticmethod(_record.pack_las)
+
+    def set_threads(self, threads: int) -> None:
+        """numpy's own threads are not managed here."""
+        del threads
+
+
+class NumbaBackend:
+    """The numba kernels, over every core (needs numba)."""
+
+    name = "numba"
+
+    def __init__(self) -> None:
+        from .kernels import echoes as k_echoes
+        from .kernels import hits as k_hits
+        from .kernels import rays as k_rays
+        from .kernels import record as k_record
+
+        self._rays, self._record = k_rays, k_record
+        self.sub_rays = k_rays.sub_rays
+        self.evaluate_hits = k_hits.evaluate_hits
+        self.echo_returns = k_echoes.echo_returns
+        self.pack_las = k_record.pack_las
+
+    def pattern_rays(
+        self,
+        pattern: ScanPattern,
+        start: int,
+        stop: int,
+        poses: PulsePoses,
+        shift_m: NDArray[np.float64],
+    ) -> NDArray[np.float32]:
+        """The spinning kernel for a spinning pattern, else the specification."""
+        if isinstance(pattern, SpinningPattern):
+            return self._rays.spinning_rays(pattern, start, stop, poses, shift_m)
+        return _rays.pattern_rays(pattern, start, stop, poses, shift_m)
+
+    def record(
+        self,
+        returns: Returns,
+        rays: Rays,
+        frame: PulsePoses | None,
+        tables: SceneTables,
+        pattern: ScanPattern,
+    ) -> PointCloud:
+        """The record kernel for a spinning pattern, else the specification."""
+        if isinstance(pattern, SpinningPattern):
+            return self._record.record(returns, rays, frame, tables, pattern)
+        return _record.record(returns, rays, frame, tables, pattern)
+
+    def set_threads(self, threads: int) -> None:
+        """Run the kernels on ``threads`` threads (0: every core numba was started with)."""
+        import numba
+
+        most = numba.config.NUMBA_NUM_THREADS
+        numba.set_num_threads(most if threads <= 0 else max(1, min(threads, most)))
+
+
+def select_backend(kernels: bool | None = None) -> Backend:
+    """The backend of a simulation.
+
+    Parameters
+    ----------
+    kernels : bool, optional
+        ``True``: the numba kernels (an error without numba); ``False``: the numpy
+        specification; ``None`` (default): the kernels when numba is installed.
+    """
+    if kernels is None:
+        kernels = KERNELS_AVAILABLE
+    if kernels and not KERNELS_AVAILABLE:
+        raise RuntimeError("the numba kernels need numba: pip install numba")
+    return NumbaBackend() if kernels else NumpyBackend()

@@ -1,0 +1,121 @@
+"""What one chunk of pulses carries between the pipeline's steps.
+
+A chunk is a contiguous range of global pulse ids. These records hold its rays as cast,
+the sensor's pose at its pulses and the ray engine's hits; every step of the pipeline
+(:mod:`simulator.pipeline`) takes and returns them, so each step can be called and tested
+on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays"]
+
+
+@dataclass
+class Hits:
+    """Result of casting N rays.
+
+    Attributes
+    ----------
+    range_m : (N,) float32
+        Distance along the unit direction to the first hit; ``inf`` for a miss.
+    object_index : (N,) int32
+        Index into ``Scene.objects``; -1 for a miss.
+    normal : (N, 3) float32
+        Unit normal of the hit triangle (as wound, not yet turned to the sensor);
+        zero for a miss.
+    """
+
+    range_m: NDArray[np.float32]
+    object_index: NDArray[np.int32]
+    normal: NDArray[np.float32]
+
+    @property
+    def hit(self) -> NDArray[np.bool_]:
+        """(N,) bool: which rays hit something."""
+        return self.object_index >= 0
+
+
+@dataclass(frozen=True)
+class PulsePoses:
+    """World-from-sensor poses: one for every pulse of a chunk, or one for all.
+
+    Attributes
+    ----------
+    rotation : (1, 3, 3) or (P, 3, 3) float64
+        Its columns are the sensor's axes in the world. One row when the sensor does not
+        turn during the chunk.
+    position_m : (1, 3) or (P, 3) float64
+        The sensor's origin in the world. One row when the sensor does not move.
+    """
+
+    rotation: NDArray[np.float64]
+    position_m: NDArray[np.float64]
+
+    @classmethod
+    def one(cls, rotation: NDArray[np.float64], position_m: NDArray[np.float64]) -> PulsePoses:
+        """A single pose that holds for every pulse."""
+        return cls(
+            np.ascontiguousarray(np.asarray(rotation, np.float64).reshape(1, 3, 3)),
+            np.ascontiguousarray(np.asarray(position_m, np.float64).reshape(1, 3)),
+        )
+
+    @property
+    def up(self) -> NDArray[np.float64]:
+        """(1 or P, 3) float64: the sensor's z axis in the world (the beam's vertical)."""
+        return np.ascontiguousarray(self.rotation[:, :, 2])
+
+    @property
+    def forward(self) -> NDArray[np.float64]:
+        """(1 or P, 3) float64: the sensor's x axis in the world."""
+        return np.ascontiguousarray(self.rotation[:, :, 0])
+
+
+@dataclass
+class Rays:
+    """A chunk's rays, before the cast.
+
+    Attributes
+    ----------
+    start : int
+        Global id of the chunk's first pulse (pulse ``i`` of the chunk is ``start + i``).
+    beams : (P, 6) float32
+        The pulses' central rays in Open3D's layout (origin less the engine's local
+        origin, unit direction).
+    cast : (P * beam_samples, 6) float32
+        The rays to cast: ``beams``, or the footprint sub-rays of each pulse
+        (pulse-major: sub-ray ``k`` of pulse ``p`` is row ``p * beam_samples + k``).
+    shift_m : (3,) float64
+        The engine's local origin, which the rays' origins are relative to.
+    poses : PulsePoses
+        The sensor's pose at each pulse (or one for all).
+    cast_up : (1, 3) or (len(cast), 3) float64
+        The sensor's up axis in the world for each cast ray (one row if constant).
+    cast_time_s : (len(cast),) float64 or None
+        Each cast ray's time, when the scene has moving objects.
+    """
+
+    start: int
+    beams: NDArray[np.float32]
+    cast: NDArray[np.float32]
+    shift_m: NDArray[np.float64]
+    poses: PulsePoses
+    cast_up: NDArray[np.float64]
+    cast_time_s: NDArray[np.float64] | None
+
+    @property
+    def pulses(self) -> int:
+        """Pulses in the chunk."""
+        return len(self.beams)
+
+
+@dataclass
+class CastChunk(Rays):
+    """The chunk's :class:`Rays` and ``hits``, the hits of ``cast``."""
+
+    hits: Hits

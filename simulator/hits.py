@@ -1,0 +1,371 @@
+"""The per-hit model, step by step: from a ray's hit to a measured, detected return.
+
+The numpy specification of the per-hit model (the numba kernel of the same name is
+:func:`simulator.kernels.hits.evaluate_hits`). For each ray that hits (origin ``o``, unit
+direction ``d``, range ``R``, normal ``n`` turned to face the sensor):
+
+1. ``cos_incidence = |n . d|``.
+2. Micro-slope: the surface is tilted by ``delta = micro_slope * place_normal(u, v)``
+   where ``(u, v)`` are the hit point's two world coordinates across the normal's
+   dominant axis; ``cos_effective = tilted_cos(cos_incidence, delta)``.
+3. Backscatter ``b = minnaert_backscatter(reflectance, cos_effective, k)``.
+4. In-plane divergence from the angle between the direction in which the surface
+   recedes (``n`` minus its part along ``d``) and the beam's vertical axis.
+5. Footprint range spread and the echo's peak factor.
+6. Detection: ``b * peak * exp(-2 alpha R) / R^2`` (:func:`received_peak`) against the
+   threshold of a ``reference_reflectance`` target at normal incidence at
+   ``reference_range_m``.
+7. Range: true range + place-fixed relief (rough-surface law) + per-pulse sensor
+   noise, quantised, kept inside the range window (:func:`measured_range`,
+   :func:`in_window`).
+8. Intensity: calibrated reflectivity ``intensity_scale * b``, clipped.
+
+Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.echoes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import physics
+from .chunk import CastChunk
+from .config import ScannerConfig
+from .constants import (
+    RETURN_MODES,
+    STREAM_MICRO_SLOPE,
+    STREAM_RELIEF,
+    STREAM_SENSOR_NOISE,
+    stream_seed,
+)
+from .scene import MaterialTable, Scene
+
+__all__ = [
+    "HitResults",
+    "ReturnModel",
+    "SceneTables",
+    "Streams",
+    "evaluate_hits",
+    "in_window",
+    "measured_range",
+    "received_peak",
+    "sensor_jitter_m",
+]
+
+
+@dataclass(frozen=True)
+class Streams:
+    """Hash seeds of the independent random quantities, derived from the survey seed.
+
+    Stream ``s`` is ``mix64(seed + s * GOLDEN_GAMMA)``: the s-th output of a SplitMix64
+    generator started at the survey seed (:func:`simulator.constants.stream_seed`).
+    """
+
+    micro_slope: np.uint64
+    relief: np.uint64
+    sensor_noise: np.uint64
+
+    @classmethod
+    def from_seed(cls, seed: int) -> Streams:
+        """Derive the streams of a survey seed."""
+        return cls(
+            np.uint64(stream_seed(seed, STREAM_MICRO_SLOPE)),
+            np.uint64(stream_seed(seed, STREAM_RELIEF)),
+            np.uint64(stream_seed(seed, STREAM_SENSOR_NOISE)),
+        )
+
+
+@dataclass(frozen=True)
+class SceneTables:
+    """Per-object lookups of material, label and instance, and the material table."""
+
+    material_of_object: NDArray[np.int32]
+    label_of_object: NDArray[np.uint16]
+    instance_of_object: NDArray[np.uint16]
+    materials: MaterialTable
+
+    @classmethod
+    def from_scene(cls, scene: Scene) -> SceneTables:
+        """Build the lookups of a scene."""
+        mat, lab, ins = scene.object_tables()
+        return cls(mat, lab, ins, scene.material_table())
+
+
+@dataclass(frozen=True)
+class ReturnModel:
+    """Sensor constants of the per-hit model and of echo selection, in SI units."""
+
+    beta_h_rad: float
+    beta_v_rad: float
+    pulse_length_m: float
+    threshold: float
+    extinction_per_m: float
+    range_min_m: float
+    range_max_m: float
+    range_resolution_m: float
+    range_noise_m: float
+    intensity_scale: float
+    intensity_max: float
+    #: Echoes of one pulse closer than this merge: ``max(min_return_separation_m, pulse
+    #: length)``.
+    separation_m: float = 0.0
+    return_mode: str = "strongest"
+    #: Most returns reported for one pulse.
+    returns_per_pulse: int = 1
+
+    @classmethod
+    def from_scanner(cls, scanner: ScannerConfig) -> ReturnModel:
+        """Constants of a scanner.
+
+        The threshold is the received peak of a ``reference_reflectance`` target at
+        normal incidence (backscatter = reflectance, peak factor 1) at
+        ``reference_range_m``, atmosphere included, so the datasheet statement holds.
+        """
+        det = scanner.detection
+        alpha = scanner.atmospheric_extinction_per_m
+        threshold = (
+            det.reference_reflectance
+            * np.exp(-2.0 * alpha * det.reference_range_m)
+            / det.reference_range_m**2
+        )
+        pulse_m = float(physics.pulse_length_m(scanner.pulse_length_ns))
+        return cls(
+            beta_h_rad=scanner.divergence_mrad.horizontal * 1e-3,
+            beta_v_rad=scanner.divergence_mrad.vertical * 1e-3,
+            pulse_length_m=pulse_m,
+            threshold=float(threshold),
+            extinction_per_m=alpha,
+            range_min_m=scanner.range_min_m,
+            range_max_m=scanner.range_max_m,
+            range_resolution_m=scanner.range_resolution_m,
+            range_noise_m=scanner.range_noise_m,
+            intensity_scale=scanner.intensity_scale,
+            intensity_max=scanner.intensity_max,
+            separation_m=max(scanner.min_return_separation_m, pulse_m),
+            return_mode=scanner.return_mode,
+            returns_per_pulse=scanner.returns_per_pulse,
+        )
+
+    @property
+    def return_mode_number(self) -> int:
+        """The return mode as the echo kernel numbers it."""
+        return RETURN_MODES[self.return_mode]
+
+    def max_range_m(self, backscatter: float) -> float:
+        """Farthest range at which a target of this backscatter and peak 1 is detected."""
+        if self.extinction_per_m == 0.0:
+            return float(np.sqrt(backscatter / self.threshold))
+        # Solve b exp(-2 a R) / R^2 = S_th by bisection (monotone in R).
+        lo, hi = 1e-6, 1e7
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            s = backscatter * np.exp(-2 * self.extinction_per_m * mid) / mid**2
+            lo, hi = (mid, hi) if s >= self.threshold else (lo, mid)
+        return lo
+
+
+@dataclass
+class HitResults:
+    """The per-hit model's results for the rays of a chunk that hit something.
+
+    Attributes
+    ----------
+    idx : (H,) int64
+        Positions of the hits among the cast rays.
+    keep : (H,) bool
+        Detected and inside the range window.
+    range_m : (H,) float64
+        Measured range (relief, jitter unless left out, quantisation).
+    intensity : (H,) float64
+        Calibrated reflectivity.
+    cos_incidence, cos_effective, spread_m, peak_factor : (H,) float64
+        Diagnostics (empty when the kernel was asked for the record's fields only).
+    backscatter : (H,) float64
+        Minnaert backscatter (before the intensity scale and clip).
+    relief_m : (H,) float64
+        The place-fixed relief offset of the range.
+    """
+
+    idx: NDArray[np.int64]
+    keep: NDArray[np.bool_]
+    range_m: NDArray[np.float64]
+    intensity: NDArray[np.float64]
+    cos_incidence: NDArray[np.float64]
+    cos_effective: NDArray[np.float64]
+    spread_m: NDArray[np.float64]
+    peak_factor: NDArray[np.float64]
+    backscatter: NDArray[np.float64]
+    relief_m: NDArray[np.float64]
+
+
+def _rowdot(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _in_plane_coords(
+    point_m: NDArray[np.float64], normal: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Two world coordinates across the normal's dominant axis: (x, y) for ground,
+    (y, z) for a wall facing x, (x, z) for a wall facing y."""
+    axis = np.argmax(np.abs(normal), axis=1)
+    u = np.where(axis == 0, point_m[:, 1], point_m[:, 0])
+    v = np.where(axis == 2, point_m[:, 1], point_m[:, 2])
+    return u, v
+
+
+def world_rays(
+    rays: NDArray[np.float32], shift_m: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """World origins and directions, (N, 3) float64 each, of rays as cast (float32 rays
+    relative to the float64 local origin ``shift_m``)."""
+    return rays[:, :3].astype(np.float64) + shift_m, rays[:, 3:].astype(np.float64)
+
+
+def received_peak(
+    backscatter: NDArray[np.float64],
+    peak_factor: NDArray[np.float64],
+    range_true_m: NDArray[np.float64],
+    model: ReturnModel,
+) -> NDArray[np.float64]:
+    """Received peak of an extended target, ``b * peak * exp(-2 alpha R) / R^2`` (R >= 1 um).
+
+    Parameters
+    ----------
+    backscatter, peak_factor, range_true_m : (H,) float64
+
+    Returns
+    -------
+    (H,) float64
+        Compared with ``model.threshold`` for detection.
+    """
+    r_safe = np.maximum(range_true_m, 1e-6)
+    received = backscatter * peak_factor / (r_safe * r_safe)
+    if model.extinction_per_m > 0.0:
+        received *= np.exp(-2.0 * model.extinction_per_m * range_true_m)
+    return received
+
+
+def sensor_jitter_m(key: NDArray[np.uint64], model: ReturnModel) -> NDArray[np.float64]:
+    """Sensor range jitter, ``range_noise_m * hash_normal(key)``: (H,) float64, m."""
+    return model.range_noise_m * physics.hash_normal(key)
+
+
+def measured_range(
+    range_true_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    jitter_m: NDArray[np.float64] | float,
+    model: ReturnModel,
+) -> NDArray[np.float64]:
+    """True range + relief + jitter, quantised to ``range_resolution_m``: (H,) float64, m."""
+    range_meas = range_true_m + relief_m + jitter_m
+    if model.range_resolution_m > 0.0:
+        range_meas = np.round(range_meas / model.range_resolution_m) * model.range_resolution_m
+    return range_meas
+
+
+def in_window(
+    received: NDArray[np.float64], range_m: NDArray[np.float64], model: ReturnModel
+) -> NDArray[np.bool_]:
+    """(H,) bool: detected (``received >= threshold``) and inside the range window."""
+    return (
+        (received >= model.threshold)
+        & (range_m >= model.range_min_m)
+        & (range_m <= model.range_max_m)
+    )
+
+
+def evaluate_hits(
+    chunk: CastChunk,
+    tables: SceneTables,
+    model: ReturnModel,
+    streams: Streams,
+    *,
+    full: bool = True,
+    jitter: bool = True,
+) -> HitResults:
+    """Apply the per-hit model to every hit of a chunk's cast rays (the specification).
+
+    Parameters
+    ----------
+    chunk : CastChunk
+        ``cast`` (the rays as cast: the geometry's truth), ``shift_m``, ``cast_up`` (the
+        sensor's up axis at each cast ray, the beam's vertical reference), ``hits`` and
+        ``start`` (cast ray ``i`` of a single-ray chunk is pulse ``start + i``).
+    tables : SceneTables
+    model : ReturnModel
+    streams : Streams
+    full : bool
+        Ignored here (every field is computed); the kernel fills only ``keep``,
+        ``range_m`` and ``intensity`` when false.
+    jitter : bool
+        Add the per-pulse sensor jitter to ``range_m`` (and so to ``keep``). Footprint
+        sub-rays leave it out: their echoes are jittered once formed.
+
+    Returns
+    -------
+    HitResults
+    """
+    del full
+    rays, hits = chunk.cast, chunk.hits
+    origins_m, directions = world_rays(rays, chunk.shift_m)
+    idx = np.flatnonzero(hits.hit)
+    d = directions[idx]
+    range_true = hits.range_m[idx].astype(np.float64)
+    obj = hits.object_index[idx]
+    mat = tables.material_of_object[obj]
+    mt = tables.materials
+    hit_normal = hits.normal[idx].astype(np.float64)
+
+    # 1. incidence, with the normal turned to face the sensor
+    n_dot_d = _rowdot(hit_normal, d)
+    normal = hit_normal * np.where(n_dot_d > 0.0, -1.0, 1.0)[:, None]
+    cos_inc = np.minimum(np.abs(n_dot_d), 1.0)
+
+    # 2. micro-slope tilt, fixed to the place
+    point = origins_m[idx] + range_true[:, None] * d
+    u, v = _in_plane_coords(point, normal)
+    cell = mt.micro_slope_cell_m[mat]
+    delta = mt.micro_slope_rad[mat] * physics.place_normal(u, v, cell, streams.micro_slope)
+    cos_eff = physics.tilted_cos(cos_inc, delta)
+
+    # 3. backscatter
+    backscatter = physics.minnaert_backscatter(mt.reflectance[mat], cos_eff, mt.minnaert_k[mat])
+
+    # 4. in-plane divergence: angle between the receding direction and the beam's vertical
+    recede = normal + cos_inc[:, None] * d  # n minus its part along d (n . d = -cos_inc)
+    sensor_up = chunk.cast_up
+    up = np.broadcast_to(sensor_up, d.shape) if len(sensor_up) == 1 else sensor_up[idx]
+    beam_v = up - _rowdot(up, d)[:, None] * d
+    recede_len = np.linalg.norm(recede, axis=1)
+    beam_v_len = np.linalg.norm(beam_v, axis=1)
+    ok = (recede_len > 1e-12) & (beam_v_len > 1e-12)
+    cos_psi = np.ones_like(recede_len)
+    np.divide(np.abs(_rowdot(recede, beam_v)), recede_len * beam_v_len, out=cos_psi, where=ok)
+    beta = physics.in_plane_divergence(model.beta_h_rad, model.beta_v_rad, cos_psi)
+
+    # 5. footprint spread and peak factor
+    spread = physics.footprint_range_spread_m(range_true, cos_eff, beta)
+    peak = physics.pulse_peak_factor(model.pulse_length_m, spread)
+
+    # 6. detection
+    received = received_peak(backscatter, peak, range_true, model)
+
+    # 7. measured range: place-fixed relief, per-pulse jitter, quantisation, window
+    relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * physics.place_normal(
+        u, v, cell, streams.relief
+    )
+    noise: NDArray[np.float64] | float = 0.0
+    if jitter:
+        pulse_id = np.uint64(chunk.start) + idx.astype(np.uint64)
+        with np.errstate(over="ignore"):
+            noise = sensor_jitter_m(physics.mix64(streams.sensor_noise + pulse_id), model)
+    range_meas = measured_range(range_true, relief, noise, model)
+    keep = in_window(received, range_meas, model)
+
+    # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
+    intensity = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+    return HitResults(
+        idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak, backscatter, relief
+    )

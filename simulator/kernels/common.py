@@ -1,0 +1,110 @@
+"""Inline numba helpers the kernels share: SplitMix64 hashing, hashed normals, the tilted
+cosine, and detection and range measurement (:mod:`simulator.hits`' steps 6 and 7)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..constants import (
+    GOLDEN_GAMMA,
+    HALF_PI_BELOW,
+    LARGEST_BELOW_ONE,
+    MIX64_MUL1,
+    MIX64_MUL2,
+    TWO_POW_M53,
+)
+
+U = np.uint64
+_M1 = U(MIX64_MUL1)
+_M2 = U(MIX64_MUL2)
+GAMMA = U(GOLDEN_GAMMA)
+_S30, _S27, _S31, _S11 = U(30), U(27), U(31), U(11)
+HALF_PI = 0.5 * math.pi
+TWO_PI = 2.0 * math.pi
+COS_HALF_PI_BELOW = math.cos(HALF_PI_BELOW)
+
+
+@njit(inline="always", cache=True)
+def mix64(x):  # type: ignore[no-untyped-def]
+    """:func:`simulator.physics.mix64` of one uint64."""
+    x = (x ^ (x >> _S30)) * _M1
+    x = (x ^ (x >> _S27)) * _M2
+    return x ^ (x >> _S31)
+
+
+@njit(inline="always", cache=True)
+def uniform(h):  # type: ignore[no-untyped-def]
+    """:func:`simulator.physics.hash_uniform` of one hash."""
+    return min((float(h >> _S11) + 0.5) * TWO_POW_M53, LARGEST_BELOW_ONE)
+
+
+@njit(inline="always", cache=True)
+def cos_turns(u):  # type: ignore[no-untyped-def]
+    """``cos(2 pi u)`` for ``u`` in [0, 1), folded by symmetry so that libm only sees
+    angles in [0, pi/2], where it is fastest: with ``w = |u - 1/2|`` (exact where it
+    matters), ``cos(2 pi u) = -cos(2 pi w)``, and past a quarter turn
+    ``cos(2 pi w) = -cos(2 pi (1/2 - w))``. One cosine, no unpredictable branch."""
+    w = abs(u - 0.5)
+    c = math.cos(TWO_PI * min(w, 0.5 - w))
+    return c if w > 0.25 else -c
+
+
+@njit(inline="always", cache=True)
+def hash_normal(h):  # type: ignore[no-untyped-def]
+    """:func:`simulator.physics.hash_normal` of one hash."""
+    u1 = uniform(h)
+    u2 = uniform(mix64(h + GAMMA))
+    return math.sqrt(-2.0 * math.log(u1)) * cos_turns(u2)
+
+
+@njit(inline="always", cache=True)
+def tilted_cos(cos_theta, delta):  # type: ignore[no-untyped-def]
+    """``cos(clip(acos(cos_theta) + delta, 0, pi/2 below))`` without acos: cosine and
+    sine of the sum by the addition formulas (the sine's sign tells a sum below 0;
+    the clamp at pi/2 is a floor on the cosine). Four times faster than acos + cos."""
+    if abs(delta) >= HALF_PI:  # beyond the formulas' unambiguous range
+        theta = math.acos(cos_theta) + delta
+        return math.cos(min(max(theta, 0.0), HALF_PI_BELOW))
+    sin_theta = math.sqrt(max(1.0 - cos_theta * cos_theta, 0.0))
+    cd, sd = math.cos(delta), math.sin(delta)
+    if sin_theta * cd + cos_theta * sd < 0.0:
+        return 1.0
+    return max(cos_theta * cd - sin_theta * sd, COS_HALF_PI_BELOW)
+
+
+@njit(inline="always", cache=True)
+def cell_hash(x, y, cell, seed_mixed):  # type: ignore[no-untyped-def]
+    """place_normal's hash; ``seed_mixed`` is ``mix64(seed + GAMMA)``, made once."""
+    i = U(np.int64(math.floor(x / cell)))
+    j = U(np.int64(math.floor(y / cell)))
+    return mix64(mix64(seed_mixed + i) + j)
+
+
+@njit(inline="always", cache=True)
+def peak_factor(pulse_m, spread):  # type: ignore[no-untyped-def]
+    """:func:`simulator.physics.pulse_peak_factor` of one echo."""
+    if pulse_m > 0.0:
+        return pulse_m / math.sqrt(pulse_m * pulse_m + spread * spread)
+    return 1.0
+
+
+@njit(inline="always", cache=True)
+def received_peak(b, peak, r, ext):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.received_peak` of one echo."""
+    rs = max(r, 1e-6)
+    received = b * peak / (rs * rs)
+    if ext > 0.0:
+        received *= math.exp(-2.0 * ext * r)
+    return received
+
+
+@njit(inline="always", cache=True)
+def measured_range(r, relief, jitter, res):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.measured_range` of one echo."""
+    rm = r + relief + jitter
+    if res > 0.0:
+        rm = np.rint(rm / res) * res
+    return rm

@@ -1,0 +1,302 @@
+"""Echo formation and return selection for footprint sub-rays, per pulse in one kernel
+each (the specification: :func:`simulator.echoes.echo_returns`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..beam import BeamPattern
+from ..chunk import Hits
+from ..echoes import Echoes, Returns, echo_inputs
+from ..hits import HitResults, ReturnModel, Streams
+from ..physics import pulse_peak_factor
+from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
+
+__all__ = ["echo_returns", "echo_slots", "form_echoes"]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _form_echoes(  # type: ignore[no-untyped-def]
+    samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+    separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
+    e_obj, e_dom, e_cos_inc, e_cos_eff,
+):  # fmt: skip
+    """Per pulse: sort its sub-ray hits by range, split at gaps, accumulate each echo.
+
+    The per-hit inputs are indexed by hit; ``hit_of_ray`` maps each cast ray to its
+    hit (-1: a miss). Sub-ray ``k`` of pulse ``p`` is ray ``p * samples + k``."""
+    pulses = hit_of_ray.shape[0] // samples
+    blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
+    for block in prange(blocks):
+        order = np.zeros(samples, dtype=np.int64)  # sub-ray numbers by range
+        hit = np.zeros(samples, dtype=np.int64)  # their hits
+        objs = np.zeros(samples, dtype=np.int64)
+        obj_e = np.zeros(samples)
+        obj_w = np.zeros(samples)
+        obj_wr = np.zeros(samples)
+        for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+            _echoes_of_pulse(
+                p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc,
+                cos_eff, separation, count, e_energy, e_norm, e_range, e_relief,
+                e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit,
+                objs, obj_e, obj_w, obj_wr,
+            )  # fmt: skip
+
+
+@njit(inline="always", cache=True)
+def _echoes_of_pulse(  # type: ignore[no-untyped-def]
+    p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+    separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
+    e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr,
+):  # fmt: skip
+    """One pulse of :func:`_form_echoes` (``order`` to ``obj_wr`` are scratch)."""
+    base = p * samples
+    n = 0
+    for k in range(samples):  # insertion sort of the sub-rays that hit, by range
+        h = hit_of_ray[base + k]
+        if h >= 0:
+            j = n
+            while j > 0 and rng[hit[j - 1]] > rng[h]:
+                order[j], hit[j] = order[j - 1], hit[j - 1]
+                j -= 1
+            order[j], hit[j] = k, h
+            n += 1
+    echo = -1
+    start = 0
+    prev = 0.0
+    for q in range(n + 1):
+        close = q == n
+        if not close:
+            r = rng[hit[q]]
+            close = q > 0 and r - prev > separation
+        if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
+            slot = base + echo
+            energy = 0.0
+            for t in range(start, q):
+                energy += weights[order[t]] * b[hit[t]]
+            wsum = wr = wrel = wsp = wci = wce = 0.0
+            m = 0
+            for t in range(start, q):
+                i = hit[t]
+                e = weights[order[t]] * b[i]
+                ew = e if energy > 0.0 else weights[order[t]]
+                wsum += ew
+                wr += ew * rng[i]
+                wrel += ew * relief[i]
+                wsp += ew * spread[i]
+                wci += ew * cos_inc[i]
+                wce += ew * cos_eff[i]
+                f = 0
+                while f < m and objs[f] != obj[i]:
+                    f += 1
+                if f == m:
+                    objs[m] = obj[i]
+                    obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+                    m += 1
+                obj_e[f] += e
+                obj_w[f] += ew
+                obj_wr[f] += ew * rng[i]
+            mean_r = wr / wsum
+            var = 0.0
+            best = 0
+            for f in range(m):
+                var += obj_w[f] * (obj_wr[f] / obj_w[f] - mean_r) ** 2
+                # Most energy; on a tie the higher object index, as the numpy spec.
+                if obj_e[f] > obj_e[best] or (obj_e[f] == obj_e[best] and objs[f] > objs[best]):
+                    best = f
+            e_energy[slot] = energy
+            e_norm[slot] = wsum
+            e_range[slot] = mean_r
+            e_relief[slot] = wrel / wsum
+            e_spread_plane[slot] = wsp / wsum
+            e_between[slot] = var / wsum
+            e_obj[slot] = objs[best]
+            e_dom[slot] = obj_e[best]
+            e_cos_inc[slot] = wci / wsum
+            e_cos_eff[slot] = wce / wsum
+        if q == n:
+            break
+        if q == 0 or close:
+            echo += 1
+            start = q
+        prev = r
+    count[p] = echo + 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _select_echoes(  # type: ignore[no-untyped-def]
+    samples, count, energy, range_true, relief, spread_plane, between, pulse_start,
+    noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
+    max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
+):  # fmt: skip
+    """Per pulse: measure its echoes (range jitter by pulse and echo rank,
+    quantisation, detection, as :func:`simulator.echoes.echo_returns`) and pick
+    the reported ones (as :func:`simulator.echoes.select_returns`), in range order
+    into slots ``p * R ...`` of the (P, R) outputs (slot -1: none)."""
+    for p in prange(count.shape[0]):
+        n = count[p]
+        base = p * samples
+        rm = np.zeros(samples)
+        received = np.zeros(samples)
+        spread = np.zeros(samples)
+        peak = np.zeros(samples)
+        order = np.zeros(samples, dtype=np.int64)  # detected echoes by measured range
+        key0 = mix64(noise_seed + U(pulse_start + p))
+        m = 0
+        for k in range(n):
+            s = base + k
+            spread[k] = math.sqrt(spread_plane[s] ** 2 + 4.0 * between[s])
+            peak[k] = peak_factor(pulse_m, spread[k])
+            received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
+            key = key0 if k == 0 else mix64(key0 + U(k))
+            r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
+            rm[k] = r
+            if received[k] >= threshold and r >= rmin and r <= rmax:
+                j = m  # insertion by range, stable: equal ranges keep echo order
+                while j > 0 and rm[order[j - 1]] > r:
+                    order[j] = order[j - 1]
+                    j -= 1
+                order[j] = k
+                m += 1
+        if m == 0:
+            continue
+        # Strongest and second strongest, in echo order on ties (a stable sort).
+        detected = np.zeros(samples, dtype=np.bool_)
+        for t in range(m):
+            detected[order[t]] = True
+        first = second = -1
+        for k in range(n):
+            if not detected[k]:
+                continue
+            if first < 0 or received[k] > received[first]:
+                first, second = k, first
+            elif second < 0 or received[k] > received[second]:
+                second = k
+        last = order[m - 1]
+        out = 0
+        for t in range(m):
+            k = order[t]
+            if mode == 0:
+                keep = k == first
+            elif mode == 1:
+                keep = t == 0
+            elif mode == 2:
+                keep = t == m - 1
+            elif mode == 3:  # strongest, and the last, or the second if it is the last
+                keep = k == first or (k == second if first == last else t == m - 1)
+            else:
+                keep = t < max_returns
+            if keep:
+                out_slot[p, out] = base + k
+                out_range[p, out] = rm[k]
+                out_spread[p, out] = spread[k]
+                out_peak[p, out] = peak[k]
+                out += 1
+        for t in range(out):
+            out_number[p, t] = t + 1
+            out_total[p, t] = out
+
+
+def echo_slots(
+    results: HitResults, hits: Hits, beam: BeamPattern, separation_m: float
+) -> dict[str, np.ndarray]:
+    """The echo-formation kernel's raw output: per pulse ``p``, its echoes in slots
+    ``p * samples + k`` for ``k < count[p]``, in order of true range.
+
+    Returns a dict of (P * samples,) arrays ``energy, norm, range, relief, spread_plane,
+    between, object, dominant, cos_incidence, cos_effective`` and the (P,) ``count``.
+    """
+    samples, total_rays = beam.samples, len(hits.range_m)
+    idx = results.idx
+    range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = echo_inputs(
+        results, hits
+    )
+    hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
+    hit_of_ray[idx] = np.arange(len(idx))
+    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
+    # Only slots below a pulse's count are written and read: no need to zero the rest.
+    out = {k: np.empty(total_rays) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
+    out["object"] = np.empty(total_rays, dtype=np.int64)
+    out["count"] = np.zeros(total_rays // samples, dtype=np.int64)
+    _form_echoes(
+        samples, beam.weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
+        object_index.astype(np.int64), cos_inc, cos_eff, separation_m,
+        out["count"], *(out[k] for k in names), out["object"], out["dominant"],
+        out["cos_incidence"], out["cos_effective"],
+    )  # fmt: skip
+    return out
+
+
+def form_echoes(slots: dict[str, np.ndarray], samples: int, pulse_length_m: float) -> Echoes:
+    """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
+    slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
+    e = slots
+    total_rays = len(e["count"]) * samples
+    slot_echo = np.arange(total_rays) % samples
+    used = slot_echo < np.repeat(e["count"], samples)
+    spread = np.sqrt(e["spread_plane"][used] ** 2 + 4.0 * e["between"][used])
+    energy = e["energy"][used]
+    return Echoes(
+        pulse=np.flatnonzero(used) // samples,
+        rank=slot_echo[used],
+        energy=energy,
+        range_true_m=e["range"][used],
+        relief_m=e["relief"][used],
+        spread_m=spread,
+        peak_factor=np.asarray(pulse_peak_factor(pulse_length_m, spread), np.float64),
+        object_index=e["object"][used].astype(np.int32),
+        energy_fraction=np.where(
+            energy > 0.0, e["dominant"][used] / np.maximum(energy, 1e-300), 1.0
+        ),
+        cos_incidence=e["cos_incidence"][used],
+        cos_effective=e["cos_effective"][used],
+    )
+
+
+def echo_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_start: int,
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+) -> Returns:
+    """:func:`simulator.echoes.echo_returns` in two kernels: echoes formed per pulse
+    (:func:`echo_slots`), then measured, detected and selected per pulse."""
+    slots = echo_slots(results, hits, beam, model.separation_m)
+    samples = beam.samples
+    pulses = len(slots["count"])
+    width = model.returns_per_pulse
+    out_slot = np.full((pulses, width), -1, dtype=np.int64)
+    out_number = np.zeros((pulses, width), dtype=np.uint8)
+    out_total = np.zeros((pulses, width), dtype=np.uint8)
+    out_range, out_spread, out_peak = (np.zeros((pulses, width)) for _ in range(3))
+    _select_echoes(
+        samples, slots["count"], slots["energy"], slots["range"], slots["relief"],
+        slots["spread_plane"], slots["between"], np.uint64(pulse_start),
+        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
+        model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
+        model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,
+        out_range, out_spread, out_peak,
+    )  # fmt: skip
+    flat = np.flatnonzero(out_slot.ravel() >= 0)
+    slot = out_slot.ravel()[flat]
+    energy = slots["energy"][slot]
+    fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
+    return Returns(
+        pulse=flat // width,
+        range_m=out_range.ravel()[flat],
+        intensity=np.clip(model.intensity_scale * energy, 0.0, model.intensity_max),
+        object_index=slots["object"][slot].astype(np.int32),
+        return_number=out_number.ravel()[flat],
+        num_returns=out_total.ravel()[flat],
+        range_true_m=slots["range"][slot],
+        cos_incidence=slots["cos_incidence"][slot],
+        cos_effective=slots["cos_effective"][slot],
+        spread_m=out_spread.ravel()[flat],
+        peak_factor=out_peak.ravel()[flat],
+        energy_fraction=fraction,
+    )

@@ -1,0 +1,157 @@
+"""The per-hit model in one fused kernel (the specification: :mod:`simulator.hits`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..chunk import CastChunk
+from ..hits import HitResults, ReturnModel, SceneTables, Streams
+from .common import (
+    COS_HALF_PI_BELOW,
+    GAMMA,
+    U,
+    cell_hash,
+    hash_normal,
+    measured_range,
+    mix64,
+    peak_factor,
+    received_peak,
+    tilted_cos,
+)
+
+__all__ = ["evaluate_hits"]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _evaluate_hits(  # type: ignore[no-untyped-def]
+    idx, rays, shift, range_true, normals, obj, pulse_start, up,
+    mat_of_obj, refl, mk, rough, slope, cell,
+    beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
+    seed_slope, seed_relief, seed_noise,
+    keep, range_meas, intensity, full, jitter, cos_inc_out, cos_eff_out, spread_out, peak_out,
+    backscatter_out, relief_out,
+):  # fmt: skip
+    per_pulse_up = up.shape[0] > 1
+    slope_key = mix64(seed_slope + GAMMA)
+    relief_key = mix64(seed_relief + GAMMA)
+    for q in prange(len(idx)):
+        i = idx[q]
+        m = mat_of_obj[obj[i]]
+        d0, d1, d2 = np.float64(rays[i, 3]), np.float64(rays[i, 4]), np.float64(rays[i, 5])
+        n0, n1, n2 = (
+            np.float64(normals[i, 0]),
+            np.float64(normals[i, 1]),
+            np.float64(normals[i, 2]),
+        )
+        r = np.float64(range_true[i])
+        # 1. incidence, normal turned to face the sensor
+        ndd = n0 * d0 + n1 * d1 + n2 * d2
+        if ndd > 0.0:
+            n0, n1, n2 = -n0, -n1, -n2
+        cos_inc = min(abs(ndd), 1.0)
+        # 2. micro-slope at the hit point, coordinates across the dominant axis
+        p0 = (np.float64(rays[i, 0]) + shift[0]) + r * d0
+        p1 = (np.float64(rays[i, 1]) + shift[1]) + r * d1
+        p2 = (np.float64(rays[i, 2]) + shift[2]) + r * d2
+        a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+        if a0 >= a1 and a0 >= a2:
+            u, v = p1, p2
+        elif a1 >= a2:
+            u, v = p0, p2
+        else:
+            u, v = p0, p1
+        c = cell[m]
+        cos_eff = cos_inc
+        if slope[m] != 0.0:
+            delta = slope[m] * hash_normal(cell_hash(u, v, c, slope_key))
+            cos_eff = tilted_cos(cos_inc, delta)
+        elif cos_inc == 0.0:  # tilted_cos keeps theta below pi/2
+            cos_eff = COS_HALF_PI_BELOW
+        # 3. Minnaert backscatter
+        k = mk[m]
+        cm = min(max(cos_eff, 1e-4), 1.0)
+        if k == 0.0:
+            b = refl[m]
+        elif k == 1.0:
+            b = refl[m] * cm
+        elif k == 0.5:
+            b = refl[m] * math.sqrt(cm)
+        else:
+            b = refl[m] * cm**k
+        # 4. in-plane divergence
+        e0, e1, e2 = n0 + cos_inc * d0, n1 + cos_inc * d1, n2 + cos_inc * d2
+        j = i if per_pulse_up else 0
+        w0, w1, w2 = up[j, 0], up[j, 1], up[j, 2]
+        ud = w0 * d0 + w1 * d1 + w2 * d2
+        w0, w1, w2 = w0 - ud * d0, w1 - ud * d1, w2 - ud * d2
+        le = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+        lw = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+        cos_psi = 1.0
+        if le > 1e-12 and lw > 1e-12:
+            cos_psi = abs(e0 * w0 + e1 * w1 + e2 * w2) / (le * lw)
+        cp = min(max(cos_psi, 0.0), 1.0)
+        beta = math.sqrt((beta_v * cp) ** 2 + beta_h * beta_h * (1.0 - cp * cp))
+        # 5. footprint spread and peak factor
+        spread = r * (math.sqrt(1.0 - cm * cm) / cm) * beta
+        peak = peak_factor(pulse_m, spread)
+        # 6. detection
+        received = received_peak(b, peak, r, ext)
+        # 7. range: place-fixed relief + per-pulse jitter, quantised, windowed
+        relief = 0.0
+        if rough[m] != 0.0:
+            cr = min(max(cos_eff, 0.05), 1.0)
+            relief = rough[m] / (cr * math.sqrt(cr))
+            relief *= hash_normal(cell_hash(u, v, c, relief_key))
+        noise_m = 0.0
+        if noise != 0.0 and jitter:
+            noise_m = noise * hash_normal(mix64(seed_noise + U(pulse_start + i)))
+        rm = measured_range(r, relief, noise_m, res)
+        keep[q] = received >= threshold and rm >= rmin and rm <= rmax
+        range_meas[q] = rm
+        # 8. intensity
+        intensity[q] = min(max(iscale * b, 0.0), imax)
+        if not full:  # the point record needs no more
+            continue
+        cos_inc_out[q] = cos_inc
+        cos_eff_out[q] = cos_eff
+        spread_out[q] = spread
+        peak_out[q] = peak
+        backscatter_out[q] = b
+        relief_out[q] = relief
+
+
+def evaluate_hits(
+    chunk: CastChunk,
+    tables: SceneTables,
+    model: ReturnModel,
+    streams: Streams,
+    *,
+    full: bool = True,
+    jitter: bool = True,
+) -> HitResults:
+    """:func:`simulator.hits.evaluate_hits` in one fused kernel over every core.
+
+    With ``full=False`` only ``keep``, ``range_m`` and ``intensity`` are computed (all a
+    single-return point record without diagnostics needs); the other fields are empty.
+    """
+    hits = chunk.hits
+    idx = np.flatnonzero(hits.hit)
+    h = len(idx)
+    keep, range_m, intensity = np.empty(h, dtype=np.bool_), np.empty(h), np.empty(h)
+    extra = [np.empty(h if full else 0) for _ in range(6)]
+    mt = tables.materials
+    _evaluate_hits(
+        idx, chunk.cast, chunk.shift_m, hits.range_m, hits.normal, hits.object_index,
+        np.uint64(chunk.start), np.ascontiguousarray(chunk.cast_up, dtype=np.float64),
+        tables.material_of_object, mt.reflectance, mt.minnaert_k, mt.roughness_m,
+        mt.micro_slope_rad, mt.micro_slope_cell_m,
+        model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
+        model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
+        model.range_noise_m, model.intensity_scale, model.intensity_max,
+        streams.micro_slope, streams.relief, streams.sensor_noise,
+        keep, range_m, intensity, full, jitter, *extra,
+    )  # fmt: skip
+    return HitResults(idx, keep, range_m, intensity, *extra)

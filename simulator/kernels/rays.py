@@ -1,0 +1,133 @@
+"""Ray kernels: a spinning pattern's rays with the sensor's pose, and footprint sub-rays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import NDArray
+
+from ..beam import BeamPattern
+from ..chunk import PulsePoses
+from ..scanner import SpinningPattern
+from .common import TWO_PI
+
+__all__ = ["spinning_rays", "sub_rays"]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _spinning_rays(  # type: ignore[no-untyped-def]
+    start, n, channels, period_s, cos_az, sin_az, cos_lag, sin_lag, el_cos, el_sin,
+    sign, az0, rate, r0, rot, pos, rays,
+):  # fmt: skip
+    """One firing per iteration: the head's angle at the firing's start is turned by
+    each channel's fixed angle (its firing lag times the spin, plus its azimuth
+    offset) by the angle-addition formulas, so a firing costs one sin/cos pair."""
+    # A rotation and a position per pulse, or one for all (each on its own).
+    rs, ps = (1 if rot.shape[0] > 1 else 0), (1 if pos.shape[0] > 1 else 0)
+    first = start // channels
+    for f in prange((start + n - 1) // channels - first + 1):
+        firing = first + f
+        head = az0 + sign * TWO_PI * (rate * (firing * period_s))
+        cb, sb = math.cos(head), math.sin(head)
+        lo = max(start - firing * channels, 0)
+        hi = min(start + n - firing * channels, channels)
+        for ch in range(lo, hi):
+            k = firing * channels + ch - start
+            j, jp = k * rs, k * ps
+            ca = cb * cos_az[ch] - sb * sin_az[ch]  # cos(head + lag + azimuth offset)
+            sa = sb * cos_az[ch] + cb * sin_az[ch]
+            ds0, ds1, ds2 = el_cos[ch] * ca, el_cos[ch] * sa, el_sin[ch]
+            oc = cb * cos_lag[ch] - sb * sin_lag[ch]  # the head itself, at this firing
+            os_ = sb * cos_lag[ch] + cb * sin_lag[ch]
+            os0, os1 = r0 * oc, r0 * os_
+            for a in range(3):
+                rays[k, a] = rot[j, a, 0] * os0 + rot[j, a, 1] * os1 + pos[jp, a]
+                rays[k, 3 + a] = rot[j, a, 0] * ds0 + rot[j, a, 1] * ds1 + rot[j, a, 2] * ds2
+
+
+def spinning_rays(
+    pattern: SpinningPattern,
+    start: int,
+    stop: int,
+    poses: PulsePoses,
+    shift_m: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """:func:`simulator.rays.pattern_rays` for a spinning pattern, in one kernel.
+
+    Parameters
+    ----------
+    pattern : SpinningPattern
+    start, stop : int
+        Global pulse ids.
+    poses : PulsePoses
+        World from sensor at each pulse (or one for all).
+    shift_m : (3,) float64
+        The ray engine's local origin, subtracted from the ray origins.
+
+    Returns
+    -------
+    (stop - start, 6) float32
+    """
+    p = pattern
+    rays = np.zeros((stop - start, 6), dtype=np.float32)
+    el = p.elevation_rad
+    lag = p.sign * 2.0 * math.pi * p.scanner.rotation_hz * p.firing_offset_s
+    turn = lag + p.azimuth_offset_rad
+    _spinning_rays(
+        start, stop - start, p.channels, p.period_s, np.cos(turn), np.sin(turn), np.cos(lag),
+        np.sin(lag), np.cos(el), np.sin(el), p.sign, math.radians(p.scanner.start_azimuth_deg),
+        p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,
+        np.ascontiguousarray(poses.rotation), np.ascontiguousarray(poses.position_m - shift_m),
+        rays,
+    )  # fmt: skip
+    return rays
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _sub_rays(rays, up, fwd, tan_h, tan_v, out):  # type: ignore[no-untyped-def]
+    """Fan each beam into sub-rays: d + tan_h e_h + tan_v e_v, normalised (beam.py)."""
+    n = tan_h.shape[0]
+    stride = 1 if up.shape[0] > 1 else 0  # one axis row per beam, or one for all
+    for p in prange(rays.shape[0]):
+        a = p * stride
+        u0, u1, u2 = up[a, 0], up[a, 1], up[a, 2]
+        d0, d1, d2 = np.float64(rays[p, 3]), np.float64(rays[p, 4]), np.float64(rays[p, 5])
+        ud = u0 * d0 + u1 * d1 + u2 * d2
+        v0, v1, v2 = u0 - ud * d0, u1 - ud * d1, u2 - ud * d2
+        lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+        if lv < 1e-9:
+            f0, f1, f2 = fwd[a, 0], fwd[a, 1], fwd[a, 2]
+            fd = f0 * d0 + f1 * d1 + f2 * d2
+            v0, v1, v2 = f0 - fd * d0, f1 - fd * d1, f2 - fd * d2
+            lv = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+        v0, v1, v2 = v0 / lv, v1 / lv, v2 / lv
+        h0, h1, h2 = d1 * v2 - d2 * v1, d2 * v0 - d0 * v2, d0 * v1 - d1 * v0
+        for k in range(n):
+            s0 = d0 + tan_h[k] * h0 + tan_v[k] * v0
+            s1 = d1 + tan_h[k] * h1 + tan_v[k] * v1
+            s2 = d2 + tan_h[k] * h2 + tan_v[k] * v2
+            ls = math.sqrt(s0 * s0 + s1 * s1 + s2 * s2)
+            row = p * n + k
+            out[row, 0], out[row, 1], out[row, 2] = rays[p, 0], rays[p, 1], rays[p, 2]
+            out[row, 3], out[row, 4], out[row, 5] = s0 / ls, s1 / ls, s2 / ls
+
+
+def sub_rays(
+    rays: NDArray[np.float32],
+    sensor_up: NDArray[np.float64],
+    sensor_forward: NDArray[np.float64],
+    beam: BeamPattern,
+) -> NDArray[np.float32]:
+    """:func:`simulator.rays.sub_rays` in one kernel: (P * beam.samples, 6) float32."""
+    if beam.samples == 1:
+        return rays
+    offsets = beam.offsets
+    tan_h = np.tan(offsets[:, 0] * beam.half_angle_h_rad)
+    tan_v = np.tan(offsets[:, 1] * beam.half_angle_v_rad)
+    out = np.zeros((len(rays) * len(offsets), 6), dtype=np.float32)
+    up = np.ascontiguousarray(np.asarray(sensor_up, np.float64).reshape(-1, 3))
+    fwd = np.ascontiguousarray(np.asarray(sensor_forward, np.float64).reshape(-1, 3))
+    _sub_rays(rays, up, fwd, tan_h, tan_v, out)
+    return out

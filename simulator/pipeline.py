@@ -1,0 +1,488 @@
+"""The scan pipeline, one chunk of pulses at a time, as its steps:
+
+``poses`` -> ``aim`` (schedule and rays) -> ``cast`` -> ``evaluate`` (the per-hit model)
+-> ``returns`` (echoes) -> ``record`` -> ``write``.
+
+Each step is a method of :class:`Simulation` that takes and returns the records of
+:mod:`simulator.chunk`, so it can be called and tested on its own. A chunk is a
+contiguous range of global pulse ids, and nothing in it depends on another chunk (every
+random quantity is a hash of a place or a pulse id), so the result is bit-identical for
+any chunk size. Where a step has a numba kernel, the simulation's :attr:`backend`
+(chosen once, :mod:`simulator.backend`) computes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .backend import Backend, select_backend
+from .beam import BeamPattern
+from .chunk import CastChunk, PulsePoses, Rays
+from .config import ScannerConfig, Survey, load_scanner, load_survey
+from .echoes import Returns, single_returns
+from .hits import HitResults, ReturnModel, SceneTables, Streams
+from .io import check_space, check_writable, open_writer
+from .labels import label_name
+from .pointcloud import PointCloud, record_spec
+from .raycast import RayEngine
+from .record import add_diagnostics
+from .scanner import ScanPattern, pattern_for
+from .scene import Scene, load_scene
+from .trajectory import Trajectory, trajectory_from_survey
+
+__all__ = [
+    "Frame",
+    "OutputFrame",
+    "ProgressCallback",
+    "ScanSummary",
+    "Simulation",
+    "Window",
+    "scan",
+]
+
+#: Called after each chunk with (pulses done, pulses in all).
+ProgressCallback = Callable[[int, int], None]
+
+#: Where points are reported: ``sensor`` (the sensor frame at each point's own firing),
+#: ``world``, or ``sensor_compensated`` (the sensor frame at the window's reference time).
+OutputFrame = Literal["sensor", "world", "sensor_compensated"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which pulses a run scans, and how it reports them.
+
+    Attributes
+    ----------
+    start, stop : int
+        Pulses ``start <= pulse_id < stop`` (``stop`` None: to the end of the survey).
+    frame : OutputFrame, optional
+        The output frame; None takes the survey's ``output.frame``.
+    time_s : float
+        The window's reference time: ``time_s`` of the points counts from it, and
+        ``sensor_compensated`` reports in the sensor frame at that time.
+    """
+
+    start: int = 0
+    stop: int | None = None
+    frame: OutputFrame | None = None
+    time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A frame of a survey: pulses ``start..stop``, its reference (first firing) time and
+    the sensor's world-from-sensor pose then."""
+
+    index: int
+    start: int
+    stop: int
+    time_s: float
+    rotation: NDArray[np.float64]
+    position_m: NDArray[np.float64]
+
+    @property
+    def kitti_pose(self) -> str:
+        """The pose as a KITTI poses.txt line (3x4 row-major)."""
+        matrix = np.hstack([self.rotation, self.position_m[:, None]])
+        return " ".join(f"{v:.9e}" for v in matrix.ravel())
+
+    def window(self, frame: OutputFrame | None = None) -> Window:
+        """The frame's pulses, reported in ``frame`` with ``time_s`` from its first firing."""
+        return Window(self.start, self.stop, frame, self.time_s)
+
+
+@dataclass
+class ScanSummary:
+    """Running totals of a scan that is written chunk by chunk.
+
+    Attributes
+    ----------
+    pulses : int
+        Pulses fired.
+    points : int
+        Returns detected.
+    seconds : float
+        Wall time of scanning and writing.
+    label_counts : dict of int to int
+        Points per SemanticKITTI id.
+    range_m, intensity : tuple of float
+        (min, max) of the measured range and of the intensity.
+    files : list of Path
+        Files written.
+    """
+
+    pulses: int
+    points: int = 0
+    seconds: float = 0.0
+    label_counts: dict[int, int] = field(default_factory=dict)
+    range_m: tuple[float, float] = (float("inf"), float("-inf"))
+    intensity: tuple[float, float] = (float("inf"), float("-inf"))
+    files: list[Path] = field(default_factory=list)
+
+    def add(self, chunk: PointCloud) -> None:
+        """Count a chunk in."""
+        if len(chunk) == 0:
+            return
+        self.points += len(chunk)
+        labels, counts = np.unique(chunk["label"], return_counts=True)
+        for lab, n in zip(labels.tolist(), counts.tolist(), strict=True):
+            self.label_counts[lab] = self.label_counts.get(lab, 0) + n
+        r, i = chunk["range_m"], chunk["intensity"]
+        self.range_m = (min(self.range_m[0], float(r.min())), max(self.range_m[1], float(r.max())))
+        self.intensity = (
+            min(self.intensity[0], float(i.min())),
+            max(self.intensity[1], float(i.max())),
+        )
+
+    def named_label_counts(self) -> dict[str, int]:
+        """Points per class name, most common first."""
+        ordered = sorted(self.label_counts.items(), key=lambda kv: -kv[1])
+        return {label_name(k): v for k, v in ordered}
+
+
+@dataclass
+class Simulation:
+    """A survey made ready to run: scanner, scene, ray engine, pose and backend resolved.
+
+    Build one with :meth:`from_survey` (or :meth:`from_file`), then call :meth:`run`
+    for the whole cloud, :meth:`write` to files, or iterate :meth:`chunks`; or call the
+    steps one by one (:meth:`aim`, :meth:`cast`, :meth:`evaluate`, :meth:`returns`,
+    :meth:`record`).
+    """
+
+    survey: Survey
+    scanner: ScannerConfig
+    scene: Scene
+    base_dir: Path
+    #: Computes the steps that have kernels (default: the numba kernels when installed;
+    #: ``NumpyBackend()`` runs the numpy specification, e.g. to check the kernels).
+    backend: Backend = field(default_factory=select_backend)
+    source: str | Path = "survey"
+    pattern: ScanPattern = field(init=False)
+    engine: RayEngine = field(init=False)
+    trajectory: Trajectory = field(init=False)
+    tables: SceneTables = field(init=False)
+    model: ReturnModel = field(init=False)
+    streams: Streams = field(init=False)
+    beam: BeamPattern = field(init=False)
+    timings_s: dict[str, float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        s, scanner = self.survey, self.scanner
+        self.pattern = pattern_for(scanner)
+        self.engine = RayEngine(self.scene)
+        self.trajectory = trajectory_from_survey(
+            s.pose, s.trajectory, s.mount, self.base_dir, self.source
+        )
+        self.tables = SceneTables.from_scene(self.scene)
+        self.model = ReturnModel.from_scanner(scanner)
+        self.streams = Streams.from_seed(s.seed)
+        div = scanner.divergence_mrad
+        self.beam = BeamPattern.of(scanner.beam_samples, div.horizontal, div.vertical)
+        self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
+
+    @classmethod
+    def from_survey(
+        cls, survey: Survey, base_dir: str | Path = ".", source: str | Path = "survey"
+    ) -> Simulation:
+        """Resolve a validated survey; relative paths in it start at ``base_dir``.
+
+        ``source`` names the survey in error messages (its file, when it has one).
+        """
+        base = Path(base_dir)
+        scanner = load_scanner(
+            survey.scanner, survey.scanner_overrides, base_dir=base, source=source
+        )
+        scene = load_scene(base / survey.scene)
+        return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base, source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Simulation:
+        """Load a survey YAML (with ``dotted.key=value`` overrides) and resolve it."""
+        survey, base = load_survey(path, overrides)
+        return cls.from_survey(survey, base, source=path)
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def chunk_step(self) -> int:
+        """Pulses per chunk: ``chunk_pulses``, divided by ``beam_samples`` (rays per chunk
+        stay the same, and so does memory)."""
+        return max(1, self.survey.chunk_pulses // self.beam.samples)
+
+    @property
+    def total_pulses(self) -> int:
+        """Pulses in the whole survey."""
+        return self.pattern.pulses_for(self.survey.revolutions, self.survey.duration_s)
+
+    @property
+    def diagnostics(self) -> bool:
+        """Whether the record carries the diagnostic fields (``output.diagnostics``)."""
+        return self.survey.output.diagnostics
+
+    @property
+    def output_path(self) -> Path:
+        """The survey's ``output.path``, relative to the survey file."""
+        return self.base_dir / self.survey.output.path
+
+    def meta(self, window: Window | None = None) -> dict[str, Any]:
+        """Facts about the scan that travel with the cloud."""
+        window = window or Window()
+        rotation0, position0 = self.trajectory.pose_at(0.0)
+        return {
+            "scanner": self.scanner.name,
+            "frame": window.frame or self.survey.output.frame,
+            "intensity_max": self.scanner.intensity_max,
+            "pulses": self.total_pulses,
+            "seed": self.survey.seed,
+            "sensor_position_m": position0.tolist(),
+            "sensor_rotation": rotation0.tolist(),
+            "scene": self.scene.source,
+        }
+
+    def limit_threads(self, threads: int) -> None:
+        """Cast and compute on ``threads`` threads (0: every core), e.g. a worker's share."""
+        self.engine.threads = threads
+        self.backend.set_threads(threads)
+
+    # ------------------------------------------------------------------ the steps
+
+    def poses(self, start: int, stop: int) -> tuple[PulsePoses, NDArray[np.float64] | None]:
+        """The sensor's pose at pulses ``start..stop``, and their firing times (None for a
+        static sensor, whose one pose needs no times)."""
+        t = self.trajectory
+        if t.is_static:
+            return PulsePoses.one(*t.pose_at(0.0)), None
+        pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+        rot, pos = t.poses(pulse_time)
+        # A sensor that does not turn (or move) keeps one row: the pose broadcast.
+        rot = rot[:1] if rot.strides[0] == 0 else rot
+        pos = pos[:1] if pos.strides[0] == 0 else pos
+        return PulsePoses(np.ascontiguousarray(rot), np.ascontiguousarray(pos)), pulse_time
+
+    def aim(self, start: int, stop: int) -> Rays:
+        """Schedule and rays: the beams of pulses ``start..stop`` with the sensor's pose at
+        each, and the rays to cast (the beams, or their footprint sub-rays)."""
+        poses, pulse_time = self.poses(start, stop)
+        shift = self.engine.origin_shift_m
+        beams = self.backend.pattern_rays(self.pattern, start, stop, poses, shift)
+        up, n = poses.up, self.beam.samples
+        cast = self.backend.sub_rays(beams, up, poses.forward, self.beam)
+        cast_up = up if len(up) == 1 or n == 1 else np.repeat(up, n, axis=0)
+        cast_time = None
+        if self.engine.has_moving:  # moving objects are placed at each ray's own time
+            if pulse_time is None:
+                ids = np.arange(start, stop, dtype=np.uint64)
+                pulse_time, _ = self.pattern.time_and_channel(ids)
+            cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
+        return Rays(start, beams, cast, shift, poses, cast_up, cast_time)
+
+    def cast(self, rays: Rays) -> CastChunk:
+        """The ray engine's first hit of every cast ray."""
+        hits = self.engine.cast_rays(rays.cast, rays.cast_time_s)
+        return CastChunk(**vars(rays), hits=hits)
+
+    def cast_pulses(self, start: int, stop: int) -> CastChunk:
+        """:meth:`aim` and :meth:`cast` of pulses ``start..stop``."""
+        return self.cast(self.aim(start, stop))
+
+    def evaluate(self, chunk: CastChunk) -> HitResults:
+        """The per-hit model of every hit (with what echo formation and the diagnostics
+        need; footprint sub-rays without the sensor jitter, added to their echoes)."""
+        single = self.beam.samples == 1
+        return self.backend.evaluate_hits(
+            chunk, self.tables, self.model, self.streams,
+            full=self.diagnostics or not single, jitter=single,
+        )  # fmt: skip
+
+    def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
+        """What the chunk reports: with one ray a pulse each detected hit; with footprint
+        sub-rays the echoes, formed, detected and selected by the return mode."""
+        if self.beam.samples == 1:
+            return single_returns(results, chunk.hits, diagnostics=self.diagnostics)
+        return self.backend.echo_returns(
+            results, chunk.hits, chunk.start, self.beam, self.model, self.streams
+        )
+
+    def output_frame(self, rays: Rays, window: Window) -> PulsePoses | None:
+        """World from the output frame at the chunk's pulses (None: the world)."""
+        frame = window.frame or self.survey.output.frame
+        if frame == "world":
+            return None
+        if frame == "sensor":
+            return rays.poses
+        return PulsePoses.one(*self.trajectory.pose_at(window.time_s))
+
+    def record(self, chunk: CastChunk, returns: Returns, window: Window) -> PointCloud:
+        """The point record of the returns, in the window's frame and time."""
+        frame = self.output_frame(chunk, window)
+        cloud = self.backend.record(returns, chunk, frame, self.tables, self.pattern)
+        if self.diagnostics:
+            add_diagnostics(cloud, returns, chunk.start)
+        if window.time_s:
+            cloud.fields["time_s"] = cloud.fields["time_s"] - window.time_s
+        return cloud
+
+    def scan_pulses(self, start: int, stop: int, window: Window | None = None) -> PointCloud:
+        """Every step for pulses ``start <= pulse_id < stop``: their detected returns."""
+        window = window or Window()
+        t0 = time.perf_counter()
+        rays = self.aim(start, stop)
+        t1 = time.perf_counter()
+        chunk = self.cast(rays)
+        t2 = time.perf_counter()
+        cloud = self.record(chunk, self.returns(chunk, self.evaluate(chunk)), window)
+        timings = self.timings_s
+        timings["schedule"] += t1 - t0
+        timings["cast"] += t2 - t1
+        timings["physics"] += time.perf_counter() - t2
+        return cloud
+
+    # ------------------------------------------------------------------ runs
+
+    def _span(self, window: Window) -> tuple[int, int]:
+        return window.start, self.total_pulses if window.stop is None else window.stop
+
+    def chunks(
+        self, progress: ProgressCallback | None = None, window: Window | None = None
+    ) -> Iterator[PointCloud]:
+        """Yield the scan of the window's pulses (default: all) chunk by chunk, in order.
+
+        One chunk at a time, each step over all cores: Open3D holds the GIL while it
+        casts, so a cast on a second thread cannot overlap Python work, and a cast beside
+        the (GIL-free) numba kernels only made the two share the cores; it measured no
+        faster (see the README's benchmark notes). Every chunk is computed from its pulse
+        ids alone. ``progress`` gets (pulses done, pulses in all) of the window.
+        """
+        window = window or Window()
+        start, stop = self._span(window)
+        for a in range(start, stop, self.chunk_step):
+            b = min(a + self.chunk_step, stop)
+            yield self.scan_pulses(a, b, window)
+            if progress is not None:
+                progress(b - start, stop - start)
+
+    def evaluated_chunks(self) -> Iterator[tuple[CastChunk, HitResults]]:
+        """Every chunk of the survey cast and through the per-hit model, with every
+        per-hit field (what a report of the physics plots)."""
+        total = self.total_pulses
+        for start in range(0, total, self.chunk_step):
+            chunk = self.cast_pulses(start, min(start + self.chunk_step, total))
+            yield (
+                chunk,
+                self.backend.evaluate_hits(chunk, self.tables, self.model, self.streams, full=True),
+            )
+
+    def frames(self) -> list[Frame]:
+        """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
+        last one shorter if the survey ends mid-turn; no pulse lost or repeated."""
+        out = []
+        total, per_frame = self.total_pulses, self.pattern.frame_pulses
+        for k, first in enumerate(range(0, total, per_frame)):
+            ref = float(self.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
+            rot, pos = self.trajectory.pose_at(ref)
+            out.append(Frame(k, first, min(first + per_frame, total), ref, rot, pos))
+        return out
+
+    def frame_cloud(self, frame: Frame, output_frame: OutputFrame | None = None) -> PointCloud:
+        """One frame's cloud (held in memory), ``time_s`` from the frame's first firing."""
+        return PointCloud.concatenate(list(self.chunks(None, frame.window(output_frame))))
+
+    def run(self, progress: ProgressCallback | None = None) -> PointCloud:
+        """Simulate the whole survey and return one cloud."""
+        return PointCloud.concatenate(list(self.chunks(progress)), meta=self.meta())
+
+    def write(
+        self,
+        paths: list[str | Path],
+        progress: ProgressCallback | None = None,
+        *,
+        window: Window | None = None,
+    ) -> ScanSummary:
+        """Simulate the window (default: the survey) and write it to every path, chunk by
+        chunk (bounded memory).
+
+        Every path is checked before the scan starts; on any error or interruption all
+        outputs are dropped, and no partial file is left. Each chunk is written as soon as
+        it is made, on this thread: a writer thread measured slower, since each of its
+        GIL-free writes had to win the GIL back from the scan (Open3D holds it for a whole
+        cast), often after Python's 5 ms switch interval.
+        """
+        window = window or Window()
+        start, stop = self._span(window)
+        for path in paths:
+            check_writable(path)
+        most = (stop - start) * self.scanner.returns_per_pulse
+        check_space([Path(p) for p in paths], most, self.diagnostics)
+        started = time.perf_counter()
+        # The most points there can be lets the npz writer put chunks in place.
+        meta = {**self.meta(window), "max_points": most}
+        spec = record_spec(self.diagnostics)
+        writers = []
+        try:
+            for path in paths:
+                writers.append(open_writer(path, spec, meta))
+            summary = ScanSummary(pulses=stop - start)
+            for chunk in self.chunks(progress, window):
+                t0 = time.perf_counter()
+                for writer in writers:
+                    writer.write(chunk)
+                self.timings_s["output"] += time.perf_counter() - t0
+                summary.add(chunk)
+            t0 = time.perf_counter()
+            for writer in writers:
+                summary.files.extend(writer.close())
+            self.timings_s["output"] += time.perf_counter() - t0
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+
+def scan(
+    survey: Survey | str | Path,
+    overrides: list[str] | None = None,
+    *,
+    base_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
+) -> PointCloud:
+    """Simulate a survey and return its point cloud.
+
+    Parameters
+    ----------
+    survey : Survey, str or Path
+        A validated :class:`~simulator.config.Survey`, or the path of a survey YAML.
+    overrides : list of str, optional
+        ``dotted.key=value`` overrides, for a survey given by path.
+    base_dir : str or Path, optional
+        Where relative paths of a :class:`Survey` object start (default: the current
+        directory; a survey file's own directory for a path).
+    progress : callable, optional
+        Called as ``progress(pulses_done, pulses_total)`` after each chunk.
+
+    Returns
+    -------
+    PointCloud
+
+    Examples
+    --------
+    >>> import simulator
+    >>> cloud = simulator.scan("scenes/farm/survey.yaml", ["revolutions=0.1"])  # doctest: +SKIP
+    >>> cloud["xyz"].shape  # doctest: +SKIP
+    (5604, 3)
+    """
+    if isinstance(survey, Survey):
+        sim = Simulation.from_survey(survey, base_dir if base_dir is not None else ".")
+    else:
+        sim = Simulation.from_file(survey, overrides)
+    return sim.run(progress)

@@ -1,0 +1,88 @@
+"""The rays of a chunk, the numpy specification: a scan pattern's firing schedule moved to
+the world by the sensor's pose at each pulse, and the footprint sub-rays of each beam.
+
+The numba kernels of the same names are in :mod:`simulator.kernels.rays`; they fuse the
+spinning pattern's schedule with the pose (one sine and cosine a firing) and write the
+sub-rays straight into the cast layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .beam import BeamPattern, sub_ray_directions
+from .chunk import PulsePoses
+from .scanner import ScanPattern
+
+__all__ = ["pattern_rays", "sub_rays"]
+
+
+def pattern_rays(
+    pattern: ScanPattern, start: int, stop: int, poses: PulsePoses, shift_m: NDArray[np.float64]
+) -> NDArray[np.float32]:
+    """Open3D rays of pulses ``start..stop`` of any scan pattern.
+
+    Parameters
+    ----------
+    pattern : ScanPattern
+    start, stop : int
+        Global pulse ids.
+    poses : PulsePoses
+        World from sensor at each pulse (or one for all).
+    shift_m : (3,) float64
+        The ray engine's local origin, subtracted from the ray origins.
+
+    Returns
+    -------
+    (stop - start, 6) float32
+        Origins (world, less ``shift_m``) and unit directions.
+    """
+    schedule = pattern.schedule(start, stop)
+    rot, pos = poses.rotation, poses.position_m
+    if len(rot) == 1 and len(pos) == 1:
+        origins = schedule.origin_m @ rot[0].T + pos[0]
+        directions = schedule.direction @ rot[0].T
+    else:
+        n = len(schedule)
+        rot = np.broadcast_to(rot, (n, 3, 3))
+        origins = np.einsum("nij,nj->ni", rot, schedule.origin_m) + pos
+        directions = np.einsum("nij,nj->ni", rot, schedule.direction)
+    rays = np.zeros((len(origins), 6), dtype=np.float32)
+    rays[:, :3] = origins - shift_m
+    rays[:, 3:] = directions
+    return rays
+
+
+def sub_rays(
+    rays: NDArray[np.float32],
+    sensor_up: NDArray[np.float64],
+    sensor_forward: NDArray[np.float64],
+    beam: BeamPattern,
+) -> NDArray[np.float32]:
+    """The rays to cast for the beams ``rays``: each beam's ``beam.samples`` sub-rays over
+    its elliptical footprint, pulse-major (the beams themselves for one sample).
+
+    Parameters
+    ----------
+    rays : (P, 6) float32
+        The beams (Open3D layout).
+    sensor_up, sensor_forward : (1, 3) or (P, 3) float64
+        The sensor's z and x axes in the world, one row or one a beam.
+    beam : BeamPattern
+
+    Returns
+    -------
+    (P * beam.samples, 6) float32
+    """
+    n = beam.samples
+    if n == 1:
+        return rays
+    directions = sub_ray_directions(
+        rays[:, 3:].astype(np.float64), sensor_up, sensor_forward, beam.half_angle_h_rad,
+        beam.half_angle_v_rad, beam.offsets,
+    )  # fmt: skip
+    out = np.zeros((len(rays), n, 6), dtype=np.float32)
+    out[:, :, :3] = rays[:, None, :3]
+    out[:, :, 3:] = directions
+    return out.reshape(-1, 6)
