@@ -9,7 +9,7 @@ from pathlib import Path
 
 from simulator.bench import build_bench_scene, run_bench
 from simulator.config import Pose, Survey, load_scanner
-from simulator.simulate import Simulation
+from simulator.pipeline import Simulation
 
 
 def test_bench_scene_is_reproducible_and_about_a_million_triangles() -> None:

@@ -6,14 +6,67 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator import fast
-from simulator.returns import echo_inputs, evaluate_hits, evaluate_hits_fast
+from simulator import echoes, hits, rays, record
+from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
+from simulator.beam import BeamPattern
+from simulator.chunk import PulsePoses
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.skipif(not fast.AVAILABLE, reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
+if KERNELS_AVAILABLE:
+    from simulator.kernels import common
+    from simulator.kernels import echoes as k_echoes
+    from simulator.kernels import hits as k_hits
+    from simulator.kernels import rays as k_rays
+    from simulator.kernels import record as k_record
 
 SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
+
+
+def test_each_kernel_has_its_specifications_name_and_signature() -> None:
+    """The backend swaps one for the other: same names, same parameters, same defaults."""
+    import inspect
+
+    pairs = [
+        (rays.sub_rays, k_rays.sub_rays),
+        (hits.evaluate_hits, k_hits.evaluate_hits),
+        (echoes.echo_returns, k_echoes.echo_returns),
+        (record.record, k_record.record),
+        (record.pack_las, k_record.pack_las),
+    ]
+    for spec, kernel in pairs:
+        assert spec.__name__ == kernel.__name__
+        got, want = inspect.signature(kernel), inspect.signature(spec)
+        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in want.parameters.values()
+        ], spec.__name__
+    spinning = inspect.signature(k_rays.spinning_rays).parameters
+    assert list(spinning) == list(inspect.signature(rays.pattern_rays).parameters)
+
+
+def test_record_kernel_matches_the_specification_in_every_frame(
+    sim: simulator.Simulation,
+) -> None:
+    """World, the sensor at one pose, and a pose per pulse: the record kernel's fields
+    equal the specification's (xyz to float32 rounding, the rest exactly)."""
+    chunk = sim.cast_pulses(0, 60_000)
+    res = hits.evaluate_hits(chunk, sim.tables, sim.model, sim.streams)
+    returns = echoes.single_returns(res, chunk.hits)
+    rng = np.random.default_rng(3)
+    per_pulse = PulsePoses(
+        np.broadcast_to(np.eye(3), (chunk.pulses, 3, 3)).copy(),
+        rng.normal(0.0, 5.0, (chunk.pulses, 3)),
+    )
+    for frame in (None, chunk.poses, per_pulse):
+        ref = record.record(returns, chunk, frame, sim.tables, sim.pattern)
+        got = k_record.record(returns, chunk, frame, sim.tables, sim.pattern)
+        assert got.names == ref.names and len(got) > 20_000
+        for name in got.names:
+            if name == "xyz":
+                np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
 
 
 @pytest.fixture(scope="module")
@@ -24,25 +77,20 @@ def sim() -> simulator.Simulation:
 
 
 def _reference_rays(sim: simulator.Simulation, start: int, stop: int) -> np.ndarray:
-    schedule = sim.pattern.schedule(start, stop)
-    origins, directions, _ = sim.trajectory.to_world(
-        schedule.origin_m, schedule.direction, schedule.time_s
-    )
-    return sim.engine.rays(origins, directions)
+    poses, _ = sim.poses(start, stop)
+    return rays.pattern_rays(sim.pattern, start, stop, poses, sim.engine.origin_shift_m)
 
 
 def test_spinning_rays_match_the_schedule(sim: simulator.Simulation) -> None:
     """The ray kernel gives the numpy schedule's rays, to float32 rounding."""
     start, stop = 12_345, 12_345 + 40_000
-    t = sim.trajectory
-    rays = fast.spinning_rays(
-        sim.pattern, start, stop, t.rotation, t.position_m, sim.engine.origin_shift_m
-    )
+    poses, _ = sim.poses(start, stop)
+    got = k_rays.spinning_rays(sim.pattern, start, stop, poses, sim.engine.origin_shift_m)
     ref = _reference_rays(sim, start, stop)
-    assert rays.dtype == np.float32 and rays.shape == ref.shape
+    assert got.dtype == np.float32 and got.shape == ref.shape
     ulp = np.spacing(np.abs(ref).max(axis=0))
-    assert np.all(np.abs(rays - ref) <= ulp)
-    assert np.mean(rays == ref) > 0.999
+    assert np.all(np.abs(got - ref) <= ulp)
+    assert np.mean(got == ref) > 0.999
 
 
 @pytest.mark.parametrize("name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e"])
@@ -57,25 +105,26 @@ def test_spinning_rays_match_the_schedule_of_every_preset(name: str, start: int)
     stop = start + 3 * pattern.channels * 1000 + 5
     rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     pos = np.array([100.0, -20.0, 2.0])
-    rays = fast.spinning_rays(pattern, start, stop, rot, pos, np.zeros(3))
+    got = k_rays.spinning_rays(pattern, start, stop, PulsePoses.one(rot, pos), np.zeros(3))
     schedule = pattern.schedule(start, stop)
     ref = np.concatenate([schedule.origin_m @ rot.T + pos, schedule.direction @ rot.T], axis=1)
     # A float32 step, plus 1e-10 rad: the float64 head angle an hour in (2 pi x 36,000
     # turns) is itself only that exact, in either form (15 nm at 150 m).
     ulp = np.spacing(np.abs(ref).astype(np.float32)) + 1e-10
-    assert np.all(np.abs(rays - ref) <= ulp)
-    assert np.mean(rays == ref.astype(np.float32)) > 0.99
+    assert np.all(np.abs(got - ref) <= ulp)
+    assert np.mean(got == ref.astype(np.float32)) > 0.99
 
 
 def test_hit_kernel_matches_the_numpy_model(sim: simulator.Simulation) -> None:
     """Every per-hit quantity of the kernel equals the specification's."""
-    start, stop = 0, sim.total_pulses
-    rays = _reference_rays(sim, start, stop)
-    hits = sim.engine.cast_rays(rays)
-    up = sim.trajectory.sensor_up()
-    args = (start, rays, sim.engine.origin_shift_m, up, hits, sim.tables, sim.model, sim.streams)
-    ref = evaluate_hits(*args)
-    got = evaluate_hits_fast(*args)
+    sim.backend = NumpyBackend()  # the specification's rays: the kernel's input is the spec's
+    try:
+        chunk = sim.cast_pulses(0, sim.total_pulses)
+    finally:
+        sim.backend = simulator.backend.select_backend()
+    args = (chunk, sim.tables, sim.model, sim.streams)
+    ref = hits.evaluate_hits(*args)
+    got = k_hits.evaluate_hits(*args)
     assert len(ref.idx) > 15_000
     np.testing.assert_array_equal(got.idx, ref.idx)
     np.testing.assert_array_equal(got.keep, ref.keep)
@@ -91,7 +140,7 @@ def test_hit_kernel_matches_the_numpy_model(sim: simulator.Simulation) -> None:
     assert np.all((steps < 1e-6) | (np.abs(steps - 1) < 1e-6))
     assert np.count_nonzero(steps > 0.5) <= 1
     # The record-only form computes the same three fields, bit for bit, and no others.
-    brief = evaluate_hits_fast(*args, full=False)
+    brief = k_hits.evaluate_hits(*args, full=False)
     for name in ("idx", "keep", "range_m", "intensity"):
         np.testing.assert_array_equal(getattr(brief, name), getattr(got, name), err_msg=name)
     assert brief.cos_effective.shape == brief.relief_m.shape == (0,)
@@ -109,14 +158,14 @@ def test_kernel_trigonometry_is_as_exact_as_the_spec() -> None:
     delta = np.concatenate([rng.normal(0, 0.3, len(c) - 3), [2.0, -1.0, 0.0]])
     wide = np.longdouble
     truth = np.cos(np.clip(np.arccos(c.astype(wide)) + delta, 0.0, wide(HALF_PI_BELOW)))
-    kernel = np.array([fast._tilted_cos(a, b) for a, b in zip(c, delta, strict=True)])
+    kernel = np.array([common.tilted_cos(a, b) for a, b in zip(c, delta, strict=True)])
     spec = physics.tilted_cos(c, delta)
     err_kernel = np.abs(kernel - truth).astype(np.float64)
     err_spec = np.abs(spec - truth).astype(np.float64)
     assert err_kernel.max() <= 3e-16
     assert np.all(err_kernel <= err_spec + 2.3e-16)
     u = np.concatenate([rng.uniform(0, 1, 5000), [0.0, 0.25, 0.5, 0.75, 1 - 2**-53]])
-    turns = np.array([fast._cos_turns(x) for x in u])
+    turns = np.array([common.cos_turns(x) for x in u])
     exact = np.cos(2 * np.pi * u.astype(wide))
     assert np.abs(turns - exact).astype(np.float64).max() <= 4e-16  # under 2 ulp of 1
     zero = pytest.approx(0.0, abs=1e-15)
@@ -131,10 +180,10 @@ def test_fast_and_numpy_pipelines_give_the_same_cloud(
     sim.survey.output.diagnostics = diagnostics
     try:
         fast_cloud = sim.run()
-        sim.use_fast = False
+        sim.backend = NumpyBackend()
         ref_cloud = sim.run()
     finally:
-        sim.use_fast = True
+        sim.backend = simulator.backend.select_backend()
         sim.survey.output.diagnostics = True
     assert fast_cloud.names == ref_cloud.names
     assert len(fast_cloud) > 10_000
@@ -153,24 +202,20 @@ def test_fast_and_numpy_pipelines_give_the_same_cloud(
 
 def test_echo_kernel_matches_the_numpy_echoes() -> None:
     """Echo formation: the kernel's echoes equal the specification's, field by field."""
-    from simulator.echoes import form_echoes
-
     sim = simulator.Simulation.from_file(
         SURVEY,
         ["revolutions=0.3", "scanner_overrides.beam_samples=19",
          "scanner_overrides.divergence_mrad.horizontal=40"],
     )  # fmt: skip
     chunk = sim.cast_pulses(0, sim.total_pulses)
-    beams, cast, hits = chunk.rays, chunk.cast, chunk.hits
-    args = (0, cast, sim.engine.origin_shift_m, chunk.up, hits)
-    res = evaluate_hits(*args, sim.tables, sim.model, sim.streams)
-    idx, n = res.idx, 19
-    per_hit = echo_inputs(res, hits)
+    res = hits.evaluate_hits(chunk, sim.tables, sim.model, sim.streams, jitter=False)
+    idx, n, weights = res.idx, 19, sim.beam.weights
+    per_hit = echoes.echo_inputs(res, chunk.hits)
     sep, length = 0.75, sim.model.pulse_length_m
-    ref = form_echoes(idx // n, sim.beam_weights[idx % n], *per_hit, sep, length)
-    slots = fast.echo_slots(n, sim.beam_weights, len(cast), idx, *per_hit, sep)
-    got = fast.form_echoes(slots, n, length)
-    assert len(ref.pulse) > len(beams) * 0.5
+    ref = echoes.form_echoes(idx // n, weights[idx % n], *per_hit, sep, length)
+    slots = k_echoes.echo_slots(res, chunk.hits, sim.beam, sep)
+    got = k_echoes.form_echoes(slots, n, length)
+    assert len(ref.pulse) > chunk.pulses * 0.5
     assert np.count_nonzero(np.bincount(ref.pulse) > 1) > 50  # multi-echo pulses exercised
     for name in ("pulse", "rank", "object_index"):
         np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
@@ -203,7 +248,7 @@ def test_echo_record_kernels_give_the_numpy_record(mode: str) -> None:
         + (["scanner_overrides.max_returns=4"] if mode == "multi" else []),
     )  # fmt: skip
     got = sim.run()
-    sim.use_fast = False
+    sim.backend = NumpyBackend()
     ref = sim.run()
     assert got.names == ref.names
     assert len(ref) > 10_000
@@ -226,8 +271,9 @@ def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation) -> Non
 
     offsets, _ = beam_pattern(19)
     beams = _reference_rays(sim, 0, 20_000)
-    rot = sim.trajectory.rotation
-    got = fast.sub_rays(beams, rot[:, 2], rot[:, 0], 0.004, 0.0035, offsets).reshape(-1, 19, 6)
+    rot = sim.trajectory.pose_at(0.0)[0]
+    beam = BeamPattern.of(19, 8.0, 7.0)  # 1/e^2 half-angles 4 and 3.5 mrad
+    got = k_rays.sub_rays(beams, rot[None, :, 2], rot[None, :, 0], beam).reshape(-1, 19, 6)
     ref = sub_ray_directions(beams[:, 3:].astype(np.float64), rot[:, 2], rot[:, 0], 0.004,
                              0.0035, offsets)  # fmt: skip
     np.testing.assert_array_equal(got[:, :, :3], np.repeat(beams[:, None, :3], 19, axis=1))
@@ -242,7 +288,7 @@ def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
         ["duration_s=0.15", f"trajectory.yaw_rate_deg_s={yaw_rate_deg_s}"],
     )
     fast_cloud = sim.run()
-    sim.use_fast = False
+    sim.backend = NumpyBackend()
     ref_cloud = sim.run()
     assert len(fast_cloud) > 10_000
     np.testing.assert_array_equal(fast_cloud["ring"], ref_cloud["ring"])

@@ -152,10 +152,10 @@ def test_las_and_laz_point_format_6(cloud: PointCloud, tmp_path: Path, ext: str)
 def test_las_packing_kernel_is_byte_identical_to_numpy(cloud: PointCloud) -> None:
     """The numba record packer and the numpy one give the same bytes, edge values too
     (intensity over 65535 and below 0, halves rounding to even, labels over a byte)."""
-    from simulator import fast
+    from simulator.backend import KERNELS_AVAILABLE, NumbaBackend, NumpyBackend
     from simulator.io import las
 
-    if not fast.AVAILABLE:
+    if not KERNELS_AVAILABLE:
         pytest.skip("numba is not installed")
     edge = PointCloud({k: np.array(v) for k, v in cloud.fields.items()})
     edge.fields["intensity"][:6] = [70000.0, -3.0, 2.5, 3.5, 255.49, 65535.6]
@@ -163,8 +163,8 @@ def test_las_packing_kernel_is_byte_identical_to_numpy(cloud: PointCloud) -> Non
     edge.fields["num_returns"][:2] = [3, 15]
     edge.fields["return_number"][:2] = [2, 15]
     header = las._header(np.floor(edge["xyz"].min(axis=0).astype(np.float64)))
-    kernel = las._records(edge, header, use_fast=True).array
-    reference = las._records(edge, header, use_fast=False).array
+    kernel = las._records(edge, header, NumbaBackend()).array
+    reference = las._records(edge, header, NumpyBackend()).array
     assert kernel.tobytes() == reference.tobytes()
     assert kernel["intensity"][:6].tolist() == [65535, 0, 2, 4, 255, 65535]
     assert kernel["classification"][:3].tolist() == [0, 255, 0]

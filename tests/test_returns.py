@@ -10,6 +10,7 @@ import pytest
 
 import simulator
 from simulator import physics
+from simulator.backend import NumpyBackend
 from simulator.beam import RING_COUNTS, beam_pattern, sub_ray_directions
 from simulator.config import ScannerConfig
 
@@ -298,7 +299,7 @@ def test_multi_echo_scans_are_identical_for_any_chunk_size_and_path() -> None:
     for name in ref.names:
         np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
     sim = simulator.Simulation.from_file(survey, base)
-    sim.use_fast = False
+    sim.backend = NumpyBackend()
     numpy_cloud = sim.run()
     np.testing.assert_array_equal(numpy_cloud["pulse_id"], ref["pulse_id"])
     np.testing.assert_allclose(numpy_cloud["range_m"], ref["range_m"], atol=3e-3)
