@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from .config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
 from .errors import ConfigError, SceneError
 from .labels import THING_LABELS, label_id
-from .trajectory import StaticTrajectory, Trajectory, trajectory_from_spec
+from .trajectory import Trajectory, trajectory_from_spec
 from .transforms import compose
 
 __all__ = ["MaterialTable", "Scene", "SceneObject", "load_scene", "primitive_mesh"]
@@ -252,7 +252,7 @@ def load_scene(
     Parameters
     ----------
     path : str or Path
-        A scene YAML (see DESIGN.md) or any mesh file trimesh reads. For a mesh file,
+        A scene YAML (see the README's *Files*) or any mesh file trimesh reads. For a mesh file,
         each part's material name is matched to the library; unmatched parts get
         the library's ``default`` material.
     materials : dict, optional
@@ -315,9 +315,9 @@ def build_scene(
             if obj.trajectory is not None
             else None
         )
-        if isinstance(moving, StaticTrajectory):  # a trajectory that never moves: a placement
+        if moving is not None and moving.is_static:  # a trajectory that never moves: a placement
             fixed = np.eye(4)
-            fixed[:3, :3], fixed[:3, 3] = moving.rotation, moving.position_m
+            fixed[:3, :3], fixed[:3, 3] = moving.pose_at(0.0)
             placement = fixed @ placement
             moving = None
         for part in parts:

@@ -325,37 +325,39 @@ class Mounted(Trajectory):
         return rotation, (rot.reshape(-1, 3) @ self.mount_position_m).reshape(-1, 3) + pos
 
 
-def _read_pose_file(spec: TrajectorySpec, path: Path, source: str | Path) -> WaypointTrajectory:
+def _read_pose_file(
+    spec: TrajectorySpec, path: Path, source: str | Path, key: str
+) -> WaypointTrajectory:
     try:
         data = np.loadtxt(path, comments="#", ndmin=2)
     except FileNotFoundError:
-        raise ConfigError(source, "trajectory.file", f"pose file not found: {path}") from None
+        raise ConfigError(source, f"{key}.file", f"pose file not found: {path}") from None
     except ValueError as exc:
         raise ConfigError(
-            source, "trajectory.file", f"{path}: not a table of numbers ({exc})"
+            source, f"{key}.file", f"{path}: not a table of numbers ({exc})"
         ) from None
     fmt = spec.format or {8: "tum", 12: "kitti"}.get(data.shape[1])
     expected = {"tum": 8, "kitti": 12}
     if fmt is None or data.shape[1] != expected[fmt]:
         raise ConfigError(
-            source, "trajectory.file",
+            source, f"{key}.file",
             f"{path}: {data.shape[1]} columns; expected 8 (TUM: t x y z qx qy qz qw) or "
             "12 (KITTI: a 3x4 row-major matrix)",
         )  # fmt: skip
     if not np.all(np.isfinite(data)):
-        raise ConfigError(source, "trajectory.file", f"{path}: NaN or infinite values")
+        raise ConfigError(source, f"{key}.file", f"{path}: NaN or infinite values")
     if fmt == "tum":
         times, positions, quats = data[:, 0], data[:, 1:4], data[:, 4:8]
     else:
         if spec.period_s is None:
             raise ConfigError(
-                source, "trajectory.period_s", "a KITTI pose file needs period_s (s per line)"
+                source, f"{key}.period_s", "a KITTI pose file needs period_s (s per line)"
             )
         m = data.reshape(-1, 3, 4)
         times = spec.start_time_s + spec.period_s * np.arange(len(m))
         positions, quats = m[:, :, 3], quaternion_from_matrix(m[:, :, :3])
     if np.any(np.diff(times) <= 0):
-        raise ConfigError(source, "trajectory.file", f"{path}: times must increase")
+        raise ConfigError(source, f"{key}.file", f"{path}: times must increase")
     return WaypointTrajectory(times, positions, quats, spline=spec.interpolation == "spline")
 
 
@@ -377,9 +379,9 @@ def _motionless_pose(spec: TrajectorySpec) -> Pose | None:
 def trajectory_from_spec(
     spec: TrajectorySpec, base_dir: Path, source: str | Path = "", key: str = "trajectory"
 ) -> Trajectory:
-    """The trajectory a :class:`TrajectorySpec` describes (paths relative to ``base_dir``)."""
-    del key
-    return trajectory_from_survey(Pose(), spec, None, base_dir, source)
+    """The trajectory a :class:`TrajectorySpec` describes (paths relative to ``base_dir``);
+    ``key`` is where the spec sits in ``source``, for error messages."""
+    return trajectory_from_survey(Pose(), spec, None, base_dir, source, key)
 
 
 def trajectory_from_survey(
@@ -388,8 +390,10 @@ def trajectory_from_survey(
     mount: Pose | None,
     base_dir: Path,
     source: str | Path = "survey",
+    key: str = "trajectory",
 ) -> Trajectory:
-    """The sensor's trajectory described by a survey's ``pose``/``trajectory`` and ``mount``."""
+    """The sensor's trajectory described by a survey's ``pose``/``trajectory`` and ``mount``
+    (``key``: where the trajectory sits in ``source``, for error messages)."""
     still = _motionless_pose(spec) if spec is not None else pose
     if still is not None:
         platform: Trajectory = StaticTrajectory.from_pose(still)
@@ -404,7 +408,9 @@ def trajectory_from_survey(
         )
     elif spec is not None and spec.file is not None:
         path = Path(spec.file)
-        platform = _read_pose_file(spec, path if path.is_absolute() else base_dir / path, source)
+        platform = _read_pose_file(
+            spec, path if path.is_absolute() else base_dir / path, source, key
+        )
     else:
         assert spec is not None
         start = spec.start or Pose()

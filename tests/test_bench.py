@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simulator.bench import build_bench_scene, run_bench
+from simulator.bench import run_bench
 from simulator.config import Pose, Survey, load_scanner
+from simulator.generators import build_bench_scene
 from simulator.pipeline import Simulation
 
 

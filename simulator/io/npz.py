@@ -1,4 +1,4 @@
-"""NumPy ``.npz``: every field stored under its own name (see DESIGN.md).
+"""NumPy ``.npz``: every field stored under its own name (the README's *The point record*).
 
 Written chunk by chunk, with the memory of one chunk, in one of two ways:
 
