@@ -234,3 +234,23 @@ def test_far_coordinates_keep_centimetre_accuracy(ws: Workspace) -> None:
     }
     _, hits = _engine_ranges(ws, [obj], [[east, north, 0.0]], [[1, 0, 0]])
     assert hits.range_m[0] == pytest.approx(30.0, abs=1e-4)
+
+
+def test_a_moving_objects_pose_file_error_names_its_key(tmp_path: Path) -> None:
+    """A bad pose file of the second object is reported at objects[1].trajectory.file."""
+    import yaml
+
+    (tmp_path / "bad.txt").write_text("0 1 2\n", encoding="utf-8")
+    scene = {
+        "objects": [
+            {"name": "ground", "plane": {"size_m": [10, 10]}, "material": "asphalt"},
+            {"name": "car", "box": {"size_m": [4, 2, 1.5]}, "material": "car_paint",
+             "trajectory": {"file": "bad.txt"}},
+        ]
+    }  # fmt: skip
+    path = tmp_path / "scene.yaml"
+    path.write_text(yaml.safe_dump(scene), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_scene(path)
+    assert info.value.key == "objects[1].trajectory.file"
+    assert "3 columns" in info.value.problem and str(path) == info.value.source
