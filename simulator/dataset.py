@@ -43,6 +43,7 @@ from .config import (
 )
 from .constants import sequence_seed
 from .generators import GENERATORS
+from .io.atomic import write_atomic
 
 __all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
 
@@ -85,13 +86,6 @@ class SequenceResult:
     errors: list[SampleError] = field(default_factory=list)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _sample_paths(task: SequenceTask, frame: int) -> list[Path]:
     out = Path(task.out_dir)
     seq = out / "sequences" / f"{task.index:02d}"
@@ -116,12 +110,12 @@ def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: flo
         data = np.zeros((len(cloud), 4), dtype="<f4")
         data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
         labels = cloud["label"].astype("<u4") | (cloud["instance"].astype("<u4") << np.uint32(16))
-        _atomic_write(paths[0], data.tobytes())
-        _atomic_write(paths[1], labels.tobytes())
+        write_atomic(paths[0], data.tobytes())
+        write_atomic(paths[1], labels.tobytes())
     elif task.layout == "nuscenes":
         data = np.zeros((len(cloud), 5), dtype="<f4")
         data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
-        _atomic_write(paths[0], data.tobytes())
+        write_atomic(paths[0], data.tobytes())
     else:
         paths[0].parent.mkdir(parents=True, exist_ok=True)
         writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
@@ -135,7 +129,7 @@ def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: flo
         images = range_image(cloud, width=1024)
         buf = io.BytesIO()
         np.save(buf, np.stack([images[c] for c in CHANNELS]))
-        _atomic_write(paths[-1], buf.getvalue())
+        write_atomic(paths[-1], buf.getvalue())
 
 
 def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -207,11 +201,11 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             result.label_counts[i] = result.label_counts.get(i, 0) + c
     if task.layout != "nuscenes":
         seq = Path(task.out_dir) / "sequences" / f"{task.index:02d}"
-        _atomic_write(seq / "poses.txt", ("\n".join(poses) + "\n").encode())
-        _atomic_write(seq / "times.txt", ("\n".join(times) + "\n").encode())
+        write_atomic(seq / "poses.txt", ("\n".join(poses) + "\n").encode())
+        write_atomic(seq / "times.txt", ("\n".join(times) + "\n").encode())
         identity = "1 0 0 0 0 1 0 0 0 0 1 0"
         calib = "".join(f"{k}: {identity}\n" for k in ("P0", "P1", "P2", "P3", "Tr"))
-        _atomic_write(seq / "calib.txt", calib.encode())
+        write_atomic(seq / "calib.txt", calib.encode())
     return result
 
 
@@ -326,5 +320,5 @@ def run_dataset(
         "label_counts_written": labels,
         "seconds": time.perf_counter() - started,
     }
-    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2).encode())
+    write_atomic(out / "manifest.json", json.dumps(manifest, indent=2).encode())
     return manifest

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .io.atomic import write_atomic
 from .simulate import ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "write_sequence"]
@@ -77,11 +78,7 @@ def write_sequence(
     if bag is not None:
         summary.files.append(bag.close())
     for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.replace(path)
-        summary.files.append(path)
+        summary.files.append(write_atomic(out / name, "\n".join(lines) + "\n"))
     summary.seconds = time.perf_counter() - started
     return summary
 
