@@ -44,6 +44,7 @@ from .config import (
 from .constants import sequence_seed
 from .generators import GENERATORS
 from .io.atomic import write_atomic
+from .io.labels import pack_labels
 
 __all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
 
@@ -109,9 +110,8 @@ def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: flo
     if task.layout == "semantickitti":
         data = np.zeros((len(cloud), 4), dtype="<f4")
         data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
-        labels = cloud["label"].astype("<u4") | (cloud["instance"].astype("<u4") << np.uint32(16))
         write_atomic(paths[0], data.tobytes())
-        write_atomic(paths[1], labels.tobytes())
+        write_atomic(paths[1], pack_labels(cloud["label"], cloud["instance"]).tobytes())
     elif task.layout == "nuscenes":
         data = np.zeros((len(cloud), 5), dtype="<f4")
         data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]

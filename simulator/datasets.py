@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .io.labels import unpack_labels
+
 __all__ = ["SemanticKittiDataset", "torch_dataset"]
 
 
@@ -43,10 +45,11 @@ class SemanticKittiDataset:
         scan, label_path, pose = self.items[i]
         points = np.fromfile(scan, dtype="<f4").reshape(-1, 4)
         raw = np.fromfile(label_path, dtype="<u4") if label_path.exists() else np.zeros(0, "<u4")
+        label, instance = unpack_labels(raw)
         return {
             "points": points,
-            "label": (raw & 0xFFFF).astype(np.uint16),
-            "instance": (raw >> 16).astype(np.uint16),
+            "label": label,
+            "instance": instance,
             "pose": pose,
             "sequence": scan.parent.parent.name,
             "frame": int(scan.stem),
