@@ -45,6 +45,7 @@ from .constants import sequence_seed
 from .generators import GENERATORS
 from .io.atomic import write_atomic
 from .io.labels import pack_labels
+from .io.poses import write_identity_calib, write_kitti_poses, write_times
 
 __all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
 
@@ -180,10 +181,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             message = f"{type(exc).__name__}: {exc}"
             result.errors.append(SampleError(task.index, k, task.seed, message))
         return result
-    poses, times = [], []
-    for f in sim.frames():
-        poses.append(f.kitti_pose)
-        times.append(f"{f.time_s:.9e}")
+    frames = sim.frames()
+    for f in frames:
         if task.resume and all(p.exists() for p in _sample_paths(task, f.index)):
             result.frames_skipped += 1
             continue
@@ -201,11 +200,10 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             result.label_counts[i] = result.label_counts.get(i, 0) + c
     if task.layout != "nuscenes":
         seq = Path(task.out_dir) / "sequences" / f"{task.index:02d}"
-        write_atomic(seq / "poses.txt", ("\n".join(poses) + "\n").encode())
-        write_atomic(seq / "times.txt", ("\n".join(times) + "\n").encode())
-        identity = "1 0 0 0 0 1 0 0 0 0 1 0"
-        calib = "".join(f"{k}: {identity}\n" for k in ("P0", "P1", "P2", "P3", "Tr"))
-        write_atomic(seq / "calib.txt", calib.encode())
+        write_kitti_poses(seq / "poses.txt", [f.rotation for f in frames],
+                          [f.position_m for f in frames])  # fmt: skip
+        write_times(seq / "times.txt", [f.time_s for f in frames], ".9e")
+        write_identity_calib(seq / "calib.txt")
     return result
 
 

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .io.atomic import write_atomic
+from .io.poses import write_kitti_poses, write_times, write_tum_poses
 from .simulate import ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "write_sequence"]
@@ -48,7 +48,7 @@ def write_sequence(
     total = sim.total_pulses
     frames = sim.frames()
     summary = SequenceSummary(frames=len(frames), pulses=total)
-    tum, kitti, times = [], [], []
+    times, rotations, positions, quaternions = [], [], [], []
     started = time.perf_counter()
     for f in frames:
         q = quaternion_from_matrix(f.rotation)
@@ -70,15 +70,19 @@ def write_sequence(
             )
             summary.points += written.points
             summary.files.extend(written.files)
-        tum.append(f"{f.time_s:.9f} " + " ".join(f"{v:.9f}" for v in [*f.position_m, *q]))
-        kitti.append(f.kitti_pose)
-        times.append(f"{f.time_s:.9f}")
+        times.append(f.time_s)
+        rotations.append(f.rotation)
+        positions.append(f.position_m)
+        quaternions.append(q)
         if progress is not None:
             progress(f.stop, total)
     if bag is not None:
         summary.files.append(bag.close())
-    for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
-        summary.files.append(write_atomic(out / name, "\n".join(lines) + "\n"))
+    summary.files += [
+        write_tum_poses(out / "poses_tum.txt", times, positions, quaternions),
+        write_kitti_poses(out / "poses_kitti.txt", rotations, positions),
+        write_times(out / "times.txt", times),
+    ]
     summary.seconds = time.perf_counter() - started
     return summary
 
