@@ -7,20 +7,15 @@ generated from it and its scan uses it, and frame ``k`` of it is the ``k``-th
 revolution. So a sample's output depends only on its own index and the root seed,
 whichever worker, process or machine computes it, in whatever order.
 
-Layouts: ``semantickitti`` (``sequences/NN/velodyne/FFFFFF.bin``, ``labels/FFFFFF.label``,
-``poses.txt`` world-from-sensor 3x4 row-major per frame in the sensor's own frame, not
-KITTI's camera frame; ``calib.txt`` with identity ``Tr``; ``times.txt``), ``nuscenes``
-(``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin``, float32 x y z intensity ring) and ``npz``
-(``sequences/NN/frames/FFFFFF.npz``). Optional range images (``.npy``, RangeNet
-channels). ``manifest.json`` records the effective spec, the seeds, the package version
-and the counts. Every file is written to a temporary name and renamed, so ``--resume``
-skips finished samples and never sees a partial one.
+Layouts (``semantickitti``, ``nuscenes``, ``npz``, optional range images) are defined and
+written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective spec, the
+seeds, the package version and the counts. Every file is written to a temporary name and
+renamed, so ``--resume`` skips finished samples and never sees a partial one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 import traceback
@@ -43,9 +38,8 @@ from .config import (
 )
 from .constants import sequence_seed
 from .generators import GENERATORS
-from .io.atomic import write_atomic
-from .io.labels import pack_labels
-from .io.poses import write_identity_calib, write_kitti_poses, write_times
+from .io.atomic import remove_stale_temps
+from .io.layouts import DatasetLayout, write_manifest
 
 __all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
 
@@ -88,49 +82,9 @@ class SequenceResult:
     errors: list[SampleError] = field(default_factory=list)
 
 
-def _sample_paths(task: SequenceTask, frame: int) -> list[Path]:
-    out = Path(task.out_dir)
-    seq = out / "sequences" / f"{task.index:02d}"
-    name = f"{frame:06d}"
-    if task.layout == "semantickitti":
-        paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
-    elif task.layout == "nuscenes":
-        paths = [out / "samples" / "LIDAR_TOP" / f"{task.index:02d}_{name}.pcd.bin"]
-    else:
-        paths = [seq / "frames" / f"{name}.npz"]
-    if task.range_images:
-        paths.append(seq / "range_images" / f"{name}.npy")
-    return paths
-
-
-def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: float) -> None:
-    from .io.npz import NpzWriter
-
-    paths = _sample_paths(task, frame)
-    xyz = cloud["xyz"]
-    if task.layout == "semantickitti":
-        data = np.zeros((len(cloud), 4), dtype="<f4")
-        data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
-        write_atomic(paths[0], data.tobytes())
-        write_atomic(paths[1], pack_labels(cloud["label"], cloud["instance"]).tobytes())
-    elif task.layout == "nuscenes":
-        data = np.zeros((len(cloud), 5), dtype="<f4")
-        data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
-        write_atomic(paths[0], data.tobytes())
-    else:
-        paths[0].parent.mkdir(parents=True, exist_ok=True)
-        writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
-        writer.write(cloud)
-        writer.close()
-    if task.range_images:
-        import io
-
-        from .viz.rangeimage import CHANNELS, range_image
-
-        images = range_image(cloud, width=1024)
-        buf = io.BytesIO()
-        np.save(buf, np.stack([images[c] for c in CHANNELS]))
-        write_atomic(paths[-1], buf.getvalue())
+def _layout(task: SequenceTask) -> DatasetLayout:
+    """The files of the task's dataset."""
+    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images)
 
 
 def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -181,14 +135,15 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             message = f"{type(exc).__name__}: {exc}"
             result.errors.append(SampleError(task.index, k, task.seed, message))
         return result
+    layout = _layout(task)
     frames = sim.frames()
     for f in frames:
-        if task.resume and all(p.exists() for p in _sample_paths(task, f.index)):
+        if task.resume and layout.has_sample(task.index, f.index):
             result.frames_skipped += 1
             continue
         try:
             cloud = sim.frame_cloud(f)
-            _write_sample(task, f.index, cloud, scanner.intensity_max)
+            layout.write_sample(task.index, f.index, cloud, scanner.intensity_max)
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result.errors.append(SampleError(task.index, f.index, task.seed, detail))
@@ -198,12 +153,9 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
         ids, counts = np.unique(cloud["label"], return_counts=True)
         for i, c in zip(ids.tolist(), counts.tolist(), strict=True):
             result.label_counts[i] = result.label_counts.get(i, 0) + c
-    if task.layout != "nuscenes":
-        seq = Path(task.out_dir) / "sequences" / f"{task.index:02d}"
-        write_kitti_poses(seq / "poses.txt", [f.rotation for f in frames],
-                          [f.position_m for f in frames])  # fmt: skip
-        write_times(seq / "times.txt", [f.time_s for f in frames], ".9e")
-        write_identity_calib(seq / "calib.txt")
+    layout.write_sequence_files(task.index, [f.time_s for f in frames],
+                                [f.rotation for f in frames],
+                                [f.position_m for f in frames])  # fmt: skip
     return result
 
 
@@ -244,8 +196,7 @@ def run_dataset(
     spec = load_dataset_spec(spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.rglob(".*.tmp-*"):  # a killed run's half-written files
-        stale.unlink()
+    remove_stale_temps(out)  # a killed run's half-written files
     tasks = _tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     started = time.perf_counter()
     results: list[SequenceResult] = []
@@ -318,5 +269,5 @@ def run_dataset(
         "label_counts_written": labels,
         "seconds": time.perf_counter() - started,
     }
-    write_atomic(out / "manifest.json", json.dumps(manifest, indent=2).encode())
+    write_manifest(out, manifest)
     return manifest

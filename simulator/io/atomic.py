@@ -15,7 +15,10 @@ from pathlib import Path
 
 from ..errors import OutputError
 
-__all__ = ["atomic_path", "temp_name", "write_atomic"]
+__all__ = ["TEMP_GLOB", "atomic_path", "remove_stale_temps", "temp_name", "write_atomic"]
+
+#: Matches every temporary name :func:`temp_name` makes.
+TEMP_GLOB = ".*.tmp-*"
 
 
 def temp_name(path: Path) -> Path:
@@ -67,3 +70,17 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
     except OSError as exc:
         raise OutputError(f"{path}: writing failed ({exc.strerror or exc})") from None
     return path
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Delete the temporary files a killed writer left anywhere under ``folder``.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    stale = [p for p in Path(folder).rglob(TEMP_GLOB) if p.is_file()]
+    for p in stale:
+        p.unlink()
+    return stale

@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
+from ..errors import OutputError
 from .atomic import write_atomic
 
 __all__ = [
     "CALIB_KEYS",
     "kitti_line",
+    "read_kitti_poses",
     "tum_line",
     "write_identity_calib",
     "write_kitti_poses",
@@ -132,3 +134,28 @@ def write_identity_calib(path: str | Path) -> Path:
     """Write a KITTI ``calib.txt`` whose projections and ``Tr`` are all the identity 3x4
     (the points are already in the frame the poses are of)."""
     return write_atomic(path, "".join(f"{k}: {_IDENTITY_3X4}\n" for k in CALIB_KEYS))
+
+
+def read_kitti_poses(path: str | Path) -> NDArray[np.float64]:
+    """Read a KITTI pose file.
+
+    Returns
+    -------
+    (F, 3, 4) ndarray of float64
+        World-from-sensor ``[R | p]`` per line.
+
+    Raises
+    ------
+    OutputError
+        If the file is missing or a line does not hold 12 numbers.
+    """
+    path = Path(path)
+    try:
+        values = np.loadtxt(path, ndmin=2)
+    except (OSError, ValueError) as exc:
+        raise OutputError(
+            f"{path}: cannot read the poses ({exc}); expected 12 numbers a line"
+        ) from None
+    if values.size and values.shape[1] != 12:
+        raise OutputError(f"{path}: {values.shape[1]} columns; expected 12 (a 3x4 pose a line)")
+    return values.reshape(-1, 3, 4)
