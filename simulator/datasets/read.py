@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .io.layouts import read_semantickitti_frame, semantickitti_frames
+from ..io.layouts import read_semantickitti_frame, semantickitti_frames
 
 __all__ = ["SemanticKittiDataset", "torch_dataset"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import (
+from ..config import (
     DatasetSpec,
     SceneSpec,
     SequenceGroup,
@@ -36,12 +36,12 @@ from .config import (
     load_materials,
     load_scanner,
 )
-from .constants import sequence_seed
-from .generators import GENERATORS
-from .io.atomic import remove_stale_temps
-from .io.layouts import DatasetLayout, write_manifest
+from ..constants import sequence_seed
+from ..generators import GENERATORS
+from ..io.atomic import remove_stale_temps
+from ..io.layouts import DatasetLayout, write_manifest
 
-__all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
+__all__ = ["SampleError", "SequenceResult", "SequenceTask", "run_dataset", "run_sequence"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask
 
 def _limit_threads(sim: Any, threads: int) -> None:
     """Cast and run the kernels on ``threads`` threads in this process."""
-    from . import fast
+    from .. import fast
 
     sim.engine.threads = threads
     if fast.AVAILABLE:
@@ -107,8 +107,8 @@ def _limit_threads(sim: Any, threads: int) -> None:
 
 def run_sequence(task: SequenceTask) -> SequenceResult:
     """Scan one sequence (in whatever process); failures are reported, not raised."""
-    from .scene import build_scene, load_scene
-    from .simulate import Simulation
+    from ..scene import build_scene, load_scene
+    from ..simulate import Simulation
 
     result = SequenceResult(task.index, task.seed)
     group = SequenceGroup.model_validate(task.group)
@@ -190,7 +190,7 @@ def run_dataset(
     resume : bool
         Skip samples whose files all exist.
     """
-    from . import __version__
+    from .. import __version__
 
     spec_path = Path(spec_path)
     spec = load_dataset_spec(spec_path)
@@ -243,7 +243,7 @@ def run_dataset(
                 cluster.close()
     results.sort(key=lambda r: r.index)
     labels: dict[str, int] = {}
-    from .labels import label_name
+    from ..labels import label_name
 
     for r in results:
         for k, v in r.label_counts.items():
