@@ -195,6 +195,23 @@ def test_label_codec_packs_semantic_low_and_instance_high() -> None:
     np.testing.assert_array_equal(back_instance, instance)
 
 
+def test_label_counts_most_common_first_ties_in_first_appearance_order() -> None:
+    from collections import Counter
+
+    from simulator.labels import count_labels, label_name
+
+    labels = np.array([72, 40, 40, 10, 72, 999, 10, 40], dtype=np.uint16)
+    n = len(labels)
+    cloud = PointCloud({"xyz": np.zeros((n, 3), np.float32), "label": labels})
+    expected = {label_name(k): v for k, v in Counter(labels.tolist()).most_common()}
+    assert list(cloud.label_counts().items()) == list(expected.items())
+    assert list(cloud.label_counts()) == ["road", "terrain", "car", "id 999"]
+    running = count_labels(labels[:4])
+    assert list(running.items()) == [(10, 1), (40, 2), (72, 1)]
+    assert count_labels(labels[4:], into=running) is running
+    assert running == {10: 2, 40: 3, 72: 2, 999: 1}
+
+
 def test_empty_cloud_writes_valid_files(tmp_path: Path) -> None:
     empty = PointCloud.empty(meta={"intensity_max": 255.0})
     for ext in ("npz", "pcd", "ply", "las", "bin"):

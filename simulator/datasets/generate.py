@@ -40,6 +40,7 @@ from ..constants import sequence_seed
 from ..generators import GENERATORS
 from ..io.atomic import remove_stale_temps
 from ..io.layouts import DatasetLayout, write_manifest
+from ..labels import count_labels, label_name
 
 __all__ = ["SampleError", "SequenceResult", "SequenceTask", "run_dataset", "run_sequence"]
 
@@ -150,9 +151,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             continue
         result.frames_written += 1
         result.points += len(cloud)
-        ids, counts = np.unique(cloud["label"], return_counts=True)
-        for i, c in zip(ids.tolist(), counts.tolist(), strict=True):
-            result.label_counts[i] = result.label_counts.get(i, 0) + c
+        count_labels(cloud["label"], into=result.label_counts)
     layout.write_sequence_files(task.index, [f.time_s for f in frames],
                                 [f.rotation for f in frames],
                                 [f.position_m for f in frames])  # fmt: skip
@@ -243,8 +242,6 @@ def run_dataset(
                 cluster.close()
     results.sort(key=lambda r: r.index)
     labels: dict[str, int] = {}
-    from ..labels import label_name
-
     for r in results:
         for k, v in r.label_counts.items():
             labels[label_name(k)] = labels.get(label_name(k), 0) + v
