@@ -174,7 +174,8 @@ def dataset(
     quiet: QuietOption = False,
 ) -> None:
     """Generate a labelled dataset (SemanticKITTI, nuScenes-style or npz layout)."""
-    from .dataset import load_dataset_spec, run_dataset
+    from .config import load_dataset_spec
+    from .datasets import run_dataset
 
     parsed = load_dataset_spec(spec)  # bad input fails here, before any work
     total = sum(g.sequences * g.frames for g in parsed.groups)

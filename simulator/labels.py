@@ -1,8 +1,22 @@
-"""SemanticKITTI class names and ids, and which classes are countable things."""
+"""SemanticKITTI class names and ids, which classes are countable things, and counting
+points per class."""
 
 from __future__ import annotations
 
-__all__ = ["SEMANTIC_KITTI", "THING_LABELS", "label_id", "label_name"]
+from collections.abc import Mapping
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "SEMANTIC_KITTI",
+    "THING_LABELS",
+    "count_labels",
+    "label_id",
+    "label_name",
+    "named_counts",
+]
 
 #: SemanticKITTI semantic ids by class name (the ``.label`` files' low 16 bits).
 SEMANTIC_KITTI: dict[str, int] = {
@@ -56,3 +70,45 @@ def label_id(name: str) -> int:
 def label_name(label: int) -> str:
     """Return the class name of a SemanticKITTI id, or ``"id N"`` if unknown."""
     return _NAMES_BY_ID.get(int(label), f"id {int(label)}")
+
+
+def count_labels(
+    labels: ArrayLike,
+    into: dict[int, int] | None = None,
+    *,
+    order: Literal["id", "first"] = "id",
+) -> dict[int, int]:
+    """Count points per SemanticKITTI id.
+
+    Parameters
+    ----------
+    labels : (N,) array of int
+        Semantic ids.
+    into : dict of int to int, optional
+        Running counts to add to (updated in place and returned).
+    order : {"id", "first"}
+        The order in which ids not yet in ``into`` are added: ascending id, or that of
+        their first point in ``labels``.
+
+    Returns
+    -------
+    dict of int to int
+        Points per id (``into`` if given).
+    """
+    counts = {} if into is None else into
+    labels = np.asarray(labels).reshape(-1)
+    if order == "first":
+        ids, first, n = np.unique(labels, return_index=True, return_counts=True)
+        by_first = np.argsort(first, kind="stable")
+        ids, n = ids[by_first], n[by_first]
+    else:
+        ids, n = np.unique(labels, return_counts=True)
+    for i, c in zip(ids.tolist(), n.tolist(), strict=True):  # one step per class
+        counts[i] = counts.get(i, 0) + c
+    return counts
+
+
+def named_counts(counts: Mapping[int, int]) -> dict[str, int]:
+    """Counts by class name, most common first (ties in the order of ``counts``)."""
+    ordered = sorted(counts.items(), key=lambda kv: -kv[1])
+    return {label_name(k): v for k, v in ordered}

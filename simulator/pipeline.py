@@ -29,7 +29,8 @@ from .config import ScannerConfig, Survey, load_scanner, load_survey
 from .echoes import Returns, single_returns
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
-from .labels import label_name
+from .io.poses import kitti_line
+from .labels import count_labels, named_counts
 from .pointcloud import PointCloud, record_spec
 from .raycast import RayEngine
 from .record import add_diagnostics
@@ -91,8 +92,7 @@ class Frame:
     @property
     def kitti_pose(self) -> str:
         """The pose as a KITTI poses.txt line (3x4 row-major)."""
-        matrix = np.hstack([self.rotation, self.position_m[:, None]])
-        return " ".join(f"{v:.9e}" for v in matrix.ravel())
+        return kitti_line(self.rotation, self.position_m)
 
     def window(self, frame: OutputFrame | None = None) -> Window:
         """The frame's pulses, reported in ``frame`` with ``time_s`` from its first firing."""
@@ -132,9 +132,7 @@ class ScanSummary:
         if len(chunk) == 0:
             return
         self.points += len(chunk)
-        labels, counts = np.unique(chunk["label"], return_counts=True)
-        for lab, n in zip(labels.tolist(), counts.tolist(), strict=True):
-            self.label_counts[lab] = self.label_counts.get(lab, 0) + n
+        count_labels(chunk["label"], self.label_counts)
         r, i = chunk["range_m"], chunk["intensity"]
         self.range_m = (min(self.range_m[0], float(r.min())), max(self.range_m[1], float(r.max())))
         self.intensity = (
@@ -144,8 +142,7 @@ class ScanSummary:
 
     def named_label_counts(self) -> dict[str, int]:
         """Points per class name, most common first."""
-        ordered = sorted(self.label_counts.items(), key=lambda kv: -kv[1])
-        return {label_name(k): v for k, v in ordered}
+        return named_counts(self.label_counts)
 
 
 @dataclass

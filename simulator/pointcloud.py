@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .labels import label_name
+from .labels import count_labels, named_counts
 
 __all__ = ["DIAGNOSTIC_FIELDS", "FIELDS", "FieldSpec", "PointCloud", "record_spec"]
 
@@ -122,5 +121,5 @@ class PointCloud:
 
     def label_counts(self) -> dict[str, int]:
         """Number of points per SemanticKITTI class name, most common first."""
-        counts = Counter(self.fields["label"].tolist())
-        return {label_name(k): v for k, v in counts.most_common()}
+        # Ties in the order of first appearance, as collections.Counter.most_common has it.
+        return named_counts(count_labels(self.fields["label"], order="first"))

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .io.frames import open_frame_sink
+from .io.poses import write_kitti_poses, write_times, write_tum_poses
 from .pipeline import OutputFrame, ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "write_sequence"]
@@ -25,7 +27,8 @@ def write_sequence(
     Frames are cut where the head completes a turn (every ``firings_per_revolution``
     firings, starting at the survey's start azimuth), so no pulse is lost or written
     twice; a last partial turn is a shorter last frame. A frame's reference time is its
-    first firing. Files: ``frames/NNNNNN.EXT``, ``poses_tum.txt`` (``t x y z qx qy qz qw``)
+    first firing. Files: ``frames/NNNNNN.EXT`` (with ``rosbag2``, one ROS 2 bag ``bag/``
+    instead; :mod:`simulator.io.frames`), ``poses_tum.txt`` (``t x y z qx qy qz qw``)
     and ``poses_kitti.txt`` (3x4 row-major), both world from sensor at each frame's
     reference time, and ``times.txt``. Points are in the sensor frame at their own firing
     time, distorted by the motion as a real sensor's are, or with ``compensate`` in the
@@ -34,48 +37,34 @@ def write_sequence(
     from .trajectory import quaternion_from_matrix
 
     out = Path(out_dir)
-    frames_dir = out / "frames"
-    bag = None
-    if fmt == "rosbag2":
-        from .io.rosbag import RosbagWriter
-
-        out.mkdir(parents=True, exist_ok=True)
-        bag = RosbagWriter(out / "bag")
-    else:
-        frames_dir.mkdir(parents=True, exist_ok=True)
+    sink = open_frame_sink(out, fmt)
     frame_kind: OutputFrame = "sensor_compensated" if compensate else "sensor"
     total = sim.total_pulses
     frames = sim.frames()
     summary = SequenceSummary(frames=len(frames), pulses=total)
-    tum, kitti, times = [], [], []
+    times, rotations, positions, quaternions = [], [], [], []
     started = time.perf_counter()
-    for f in frames:
-        q = quaternion_from_matrix(f.rotation)
-        if bag is not None:
-            try:
-                cloud = sim.frame_cloud(f, frame_kind)
-                bag.write_frame(cloud, f.time_s, f.rotation, f.position_m, q)
-            except BaseException:
-                bag.abort()
-                raise
-            summary.points += len(cloud)
-        else:
-            written = sim.write([frames_dir / f"{f.index:06d}.{fmt}"], window=f.window(frame_kind))
-            summary.points += written.points
-            summary.files.extend(written.files)
-        tum.append(f"{f.time_s:.9f} " + " ".join(f"{v:.9f}" for v in [*f.position_m, *q]))
-        kitti.append(f.kitti_pose)
-        times.append(f"{f.time_s:.9f}")
-        if progress is not None:
-            progress(f.stop, total)
-    if bag is not None:
-        summary.files.append(bag.close())
-    for name, lines in (("poses_tum.txt", tum), ("poses_kitti.txt", kitti), ("times.txt", times)):
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.replace(path)
-        summary.files.append(path)
+    try:
+        for f in frames:
+            q = quaternion_from_matrix(f.rotation)
+            points, files = sink.write_frame(sim, f, q, frame_kind)
+            summary.points += points
+            summary.files.extend(files)
+            times.append(f.time_s)
+            rotations.append(f.rotation)
+            positions.append(f.position_m)
+            quaternions.append(q)
+            if progress is not None:
+                progress(f.stop, total)
+    except BaseException:
+        sink.abort()
+        raise
+    summary.files += sink.close()
+    summary.files += [
+        write_tum_poses(out / "poses_tum.txt", times, positions, quaternions),
+        write_kitti_poses(out / "poses_kitti.txt", rotations, positions),
+        write_times(out / "times.txt", times),
+    ]
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from simulator.dataset import run_dataset, sequence_seed
-from simulator.datasets import SemanticKittiDataset, torch_dataset
+from simulator.constants import sequence_seed
+from simulator.datasets import SemanticKittiDataset, run_dataset, torch_dataset
 from simulator.generators import GENERATORS
 from simulator.io.npz import read_npz
 
@@ -151,13 +151,14 @@ def test_torch_dataset_needs_torch_only_when_asked(one_process: Path) -> None:
 def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """N local workers each cast and compute on cores // N threads (at least one), so they
     do not oversubscribe the machine; one in-process run keeps all cores (threads 0)."""
-    from simulator import dataset
+    from simulator.config import load_dataset_spec
+    from simulator.datasets import generate
 
-    tasks = dataset._tasks(dataset.load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
+    tasks = generate._tasks(load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
     assert {t.threads for t in tasks} == {0}
-    monkeypatch.setattr(dataset.os, "cpu_count", lambda: 8)
-    assert {t.threads for t in dataset._share_cores(tasks, 2)} == {4}
-    assert {t.threads for t in dataset._share_cores(tasks, 3)} == {2}
-    assert {t.threads for t in dataset._share_cores(tasks, 16)} == {1}
-    shared = dataset._share_cores(tasks, 2)
+    monkeypatch.setattr(generate.os, "cpu_count", lambda: 8)
+    assert {t.threads for t in generate._share_cores(tasks, 2)} == {4}
+    assert {t.threads for t in generate._share_cores(tasks, 3)} == {2}
+    assert {t.threads for t in generate._share_cores(tasks, 16)} == {1}
+    shared = generate._share_cores(tasks, 2)
     assert [(t.index, t.seed) for t in shared] == [(t.index, t.seed) for t in tasks]

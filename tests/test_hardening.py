@@ -84,7 +84,7 @@ def test_malformed_configs_give_clean_errors(kind, data, value, action, tmp_path
     path.write_text(yaml.safe_dump(mutated, allow_unicode=True), encoding="utf-8")
     try:
         if kind == "dataset":
-            from simulator.dataset import load_dataset_spec
+            from simulator.config import load_dataset_spec
 
             load_dataset_spec(path)
         else:

@@ -12,6 +12,7 @@ import pytest
 import simulator
 from simulator.io import write
 from simulator.io.kitti import read_kitti
+from simulator.io.labels import pack_labels, unpack_labels
 from simulator.io.npz import read_npz
 from simulator.pointcloud import DIAGNOSTIC_FIELDS, FIELDS, PointCloud
 
@@ -180,6 +181,35 @@ def test_kitti_bin_and_semantic_kitti_label(cloud: PointCloud, tmp_path: Path) -
     assert labels is not None
     np.testing.assert_array_equal(labels & 0xFFFF, cloud["label"])
     np.testing.assert_array_equal(labels >> 16, cloud["instance"])
+
+
+def test_label_codec_packs_semantic_low_and_instance_high() -> None:
+    label = np.array([0, 40, 252, 0xFFFF], dtype=np.uint16)
+    instance = np.array([0, 1, 7, 0xFFFF], dtype=np.uint16)
+    raw = pack_labels(label, instance)
+    assert raw.dtype == np.dtype("<u4")
+    assert raw.tobytes() == np.array([0, 0x10028, 0x700FC, 0xFFFFFFFF], "<u4").tobytes()
+    back_label, back_instance = unpack_labels(raw)
+    assert back_label.dtype == back_instance.dtype == np.uint16
+    np.testing.assert_array_equal(back_label, label)
+    np.testing.assert_array_equal(back_instance, instance)
+
+
+def test_label_counts_most_common_first_ties_in_first_appearance_order() -> None:
+    from collections import Counter
+
+    from simulator.labels import count_labels, label_name
+
+    labels = np.array([72, 40, 40, 10, 72, 999, 10, 40], dtype=np.uint16)
+    n = len(labels)
+    cloud = PointCloud({"xyz": np.zeros((n, 3), np.float32), "label": labels})
+    expected = {label_name(k): v for k, v in Counter(labels.tolist()).most_common()}
+    assert list(cloud.label_counts().items()) == list(expected.items())
+    assert list(cloud.label_counts()) == ["road", "terrain", "car", "id 999"]
+    running = count_labels(labels[:4])
+    assert list(running.items()) == [(10, 1), (40, 2), (72, 1)]
+    assert count_labels(labels[4:], into=running) is running
+    assert running == {10: 2, 40: 3, 72: 2, 999: 1}
 
 
 def test_empty_cloud_writes_valid_files(tmp_path: Path) -> None:

@@ -278,3 +278,37 @@ def test_rosbag2_sequence_reads_back_with_rosbags(tmp_path: Path) -> None:
     x = [m.transforms[0].transform.translation.x for _, m in tfs]
     np.testing.assert_allclose(x, [-25.0, -24.5, -24.0], atol=1e-9)
     assert tfs[0][1].transforms[0].child_frame_id == "lidar"
+
+
+def test_a_failed_rosbag2_sequence_leaves_no_bag(tmp_path: Path) -> None:
+    """The frame sink is aborted on any failure in the loop (here the progress callback)."""
+    pytest.importorskip("rosbags")
+    sim = simulator.Simulation.from_file(
+        REPO / "scenes" / "farm" / "drive.yaml", ["duration_s=0.2"]
+    )
+
+    def fail(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        simulator.sequence.write_sequence(sim, tmp_path / "seq", "rosbag2", progress=fail)
+    assert not (tmp_path / "seq" / "bag").exists()
+    assert not [p for p in (tmp_path / "seq").rglob("*tmp*")]
+
+
+def test_pose_lines_are_the_frame_poses_in_their_formats(tmp_path: Path) -> None:
+    from simulator.io.poses import kitti_line, tum_line, write_identity_calib, write_times
+
+    sim = simulator.Simulation.from_file(
+        REPO / "scenes" / "farm" / "drive.yaml", ["duration_s=0.2"]
+    )
+    f = sim.frames()[1]
+    assert kitti_line(f.rotation, f.position_m) == f.kitti_pose
+    q = quaternion_from_matrix(f.rotation)
+    assert tum_line(f.time_s, f.position_m, q).split() == [
+        f"{v:.9f}" for v in [f.time_s, *f.position_m, *q]
+    ]
+    assert write_times(tmp_path / "a.txt", [0.1, 0.2]).read_text() == "0.100000000\n0.200000000\n"
+    assert write_times(tmp_path / "b.txt", [0.1], ".9e").read_text() == "1.000000000e-01\n"
+    calib = write_identity_calib(tmp_path / "calib.txt").read_text().splitlines()
+    assert calib[0] == "P0: 1 0 0 0 0 1 0 0 0 0 1 0" and calib[-1].startswith("Tr: ")

@@ -1,4 +1,9 @@
-"""Write-then-rename, so that no partial file ever appears under the target's name."""
+"""Write-then-rename, so that no partial file ever appears under the target's name.
+
+Every temporary file is named ``.{stem}.tmp-{hex}{suffix}`` beside its target: hidden,
+with the target's extension, and matched by the ``.*.tmp-*`` glob with which a dataset
+run clears the leftovers of a killed one.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path"]
+from ..errors import OutputError
+
+__all__ = ["TEMP_GLOB", "atomic_path", "remove_stale_temps", "temp_name", "write_atomic"]
+
+#: Matches every temporary name :func:`temp_name` makes.
+TEMP_GLOB = ".*.tmp-*"
+
+
+def temp_name(path: Path) -> Path:
+    """A fresh hidden temporary path beside ``path``: ``.{stem}.tmp-{8 hex}{suffix}``."""
+    return path.with_name(f".{path.stem}.tmp-{secrets.token_hex(4)}{path.suffix}")
 
 
 @contextmanager
@@ -17,10 +32,55 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
     On an exception the temporary file is removed and the target is left untouched.
     """
-    tmp = path.with_name(f".{path.stem}.tmp-{secrets.token_hex(4)}{path.suffix}")
+    tmp = temp_name(path)
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` all at once: to a temporary name beside it, then renamed.
+
+    Parameters
+    ----------
+    path : str or Path
+        The target; its parent folders are created.
+    data : bytes or str
+        The whole content; a ``str`` is written as UTF-8 (no newline translation).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the folder cannot be created or the file cannot be written.
+    """
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(payload)
+    except OSError as exc:
+        raise OutputError(f"{path}: writing failed ({exc.strerror or exc})") from None
+    return path
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Delete the temporary files a killed writer left anywhere under ``folder``.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    stale = [p for p in Path(folder).rglob(TEMP_GLOB) if p.is_file()]
+    for p in stale:
+        p.unlink()
+    return stale

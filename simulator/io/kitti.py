@@ -15,6 +15,7 @@ import numpy as np
 
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
+from .labels import pack_labels
 from .spool import bytes_view
 
 __all__ = ["KittiWriter", "read_kitti"]
@@ -40,8 +41,7 @@ class KittiWriter:
         data[:, :3] = chunk["xyz"]
         data[:, 3] = chunk["intensity"] / self.intensity_max
         self._bin.write(bytes_view(data))
-        instance = chunk["instance"].astype("<u4") << np.uint32(16)
-        self._label.write(bytes_view(chunk["label"].astype("<u4") | instance))
+        self._label.write(bytes_view(pack_labels(chunk["label"], chunk["instance"])))
 
     def close(self) -> list[Path]:
         """Rename both files into place."""

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import OutputError
 from ..pointcloud import DIAGNOSTIC_FIELDS, FIELDS, PointCloud
 from .kitti import read_kitti
+from .labels import unpack_labels
 from .npz import read_npz
 from .open3d_io import PCL_NAMES
 
@@ -75,7 +76,6 @@ def read(path: str | Path) -> PointCloud:
         fields = {"xyz": points[:, :3], "intensity": points[:, 3] * 255.0}
         fields["range_m"] = np.linalg.norm(points[:, :3], axis=1)
         if labels is not None:
-            fields["label"] = labels & 0xFFFF
-            fields["instance"] = labels >> 16
+            fields["label"], fields["instance"] = unpack_labels(labels)
         return _typed(fields)
     raise OutputError(f"{path}: cannot read {ext!r} files; expected .npz .pcd .ply .las .laz .bin")

@@ -1,8 +1,8 @@
-"""Range images: rows are rings (sorted by elevation, highest on top), columns azimuth.
+"""Range-image plots: the range, intensity and label channels of
+:func:`simulator.rangeimage.range_image` as a PNG (and every channel as ``.npy``).
 
-Column ``u = floor((pi - azimuth) / (2 pi) * width)``: the middle column looks forward
-(+x), the left edge backward over the left side, as RangeNet++ lays it out. Where
-several points fall in one pixel, the nearest is kept. Empty pixels are -1.
+``range_image`` and ``CHANNELS`` live in :mod:`simulator.rangeimage` (pure arrays, used
+by the dataset layouts too) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -10,40 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ..pointcloud import PointCloud
+from ..rangeimage import CHANNELS, range_image
 
-__all__ = ["range_image", "write_range_image"]
-
-CHANNELS = ("range", "x", "y", "z", "intensity", "label")
-
-
-def range_image(cloud: PointCloud, width: int = 1024) -> dict[str, NDArray[np.float32]]:
-    """The (rings, width) images of a cloud: range, x, y, z, intensity, label; -1 empty."""
-    xyz = cloud["xyz"].astype(np.float64)
-    ring = cloud["ring"].astype(np.int64)
-    rng = cloud["range_m"].astype(np.float64) if "range_m" in cloud else np.linalg.norm(xyz, axis=1)
-    rings = np.unique(ring)
-    elevation = np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1]))
-    median = np.array([np.median(elevation[ring == r]) for r in rings])
-    row_of = np.zeros(int(rings.max()) + 1 if len(rings) else 1, dtype=np.int64)
-    row_of[rings[np.argsort(-median)]] = np.arange(len(rings))
-    azimuth = np.arctan2(xyz[:, 1], xyz[:, 0])
-    col = np.clip(((np.pi - azimuth) / (2 * np.pi) * width).astype(np.int64), 0, width - 1)
-    row = row_of[ring]
-    order = np.argsort(-rng)  # far first, so the nearest point is written last and wins
-    out = {}
-    values = {
-        "range": rng, "x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2],
-        "intensity": cloud["intensity"].astype(np.float64),
-        "label": cloud["label"].astype(np.float64) if "label" in cloud else np.zeros(len(rng)),
-    }  # fmt: skip
-    for name in CHANNELS:
-        image = np.full((len(rings), width), -1.0, dtype=np.float32)
-        image[row[order], col[order]] = values[name][order]
-        out[name] = image
-    return out
+__all__ = ["CHANNELS", "range_image", "write_range_image"]
 
 
 def write_range_image(

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..io.layouts import read_semantickitti_frame, semantickitti_frames
+
 __all__ = ["SemanticKittiDataset", "torch_dataset"]
 
 
@@ -25,28 +27,18 @@ class SemanticKittiDataset:
 
     def __init__(self, root: str | Path, sequences: list[str] | None = None) -> None:
         self.root = Path(root)
-        folders = sorted(p for p in (self.root / "sequences").iterdir() if p.is_dir())
-        if sequences is not None:
-            folders = [f for f in folders if f.name in sequences]
-        self.items: list[tuple[Path, Path, np.ndarray]] = []
-        for seq in folders:
-            poses = np.loadtxt(seq / "poses.txt", ndmin=2).reshape(-1, 3, 4)
-            for k, scan in enumerate(sorted((seq / "velodyne").glob("*.bin"))):
-                pose = np.eye(4)
-                pose[:3] = poses[int(scan.stem)] if int(scan.stem) < len(poses) else poses[k]
-                self.items.append((scan, seq / "labels" / f"{scan.stem}.label", pose))
+        self.items: list[tuple[Path, Path, np.ndarray]] = semantickitti_frames(root, sequences)
 
     def __len__(self) -> int:
         return len(self.items)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         scan, label_path, pose = self.items[i]
-        points = np.fromfile(scan, dtype="<f4").reshape(-1, 4)
-        raw = np.fromfile(label_path, dtype="<u4") if label_path.exists() else np.zeros(0, "<u4")
+        points, label, instance = read_semantickitti_frame(scan, label_path)
         return {
             "points": points,
-            "label": (raw & 0xFFFF).astype(np.uint16),
-            "instance": (raw >> 16).astype(np.uint16),
+            "label": label,
+            "instance": instance,
             "pose": pose,
             "sequence": scan.parent.parent.name,
             "frame": int(scan.stem),

@@ -7,20 +7,15 @@ generated from it and its scan uses it, and frame ``k`` of it is the ``k``-th
 revolution. So a sample's output depends only on its own index and the root seed,
 whichever worker, process or machine computes it, in whatever order.
 
-Layouts: ``semantickitti`` (``sequences/NN/velodyne/FFFFFF.bin``, ``labels/FFFFFF.label``,
-``poses.txt`` world-from-sensor 3x4 row-major per frame in the sensor's own frame, not
-KITTI's camera frame; ``calib.txt`` with identity ``Tr``; ``times.txt``), ``nuscenes``
-(``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin``, float32 x y z intensity ring) and ``npz``
-(``sequences/NN/frames/FFFFFF.npz``). Optional range images (``.npy``, RangeNet
-channels). ``manifest.json`` records the effective spec, the seeds, the package version
-and the counts. Every file is written to a temporary name and renamed, so ``--resume``
-skips finished samples and never sees a partial one.
+Layouts (``semantickitti``, ``nuscenes``, ``npz``, optional range images) are defined and
+written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective spec, the
+seeds, the package version and the counts. Every file is written to a temporary name and
+renamed, so ``--resume`` skips finished samples and never sees a partial one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 import traceback
@@ -32,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import (
+from ..config import (
     DatasetSpec,
     SceneSpec,
     SequenceGroup,
@@ -41,10 +36,13 @@ from .config import (
     load_materials,
     load_scanner,
 )
-from .constants import sequence_seed
-from .generators import GENERATORS
+from ..constants import sequence_seed
+from ..generators import GENERATORS
+from ..io.atomic import remove_stale_temps
+from ..io.layouts import DatasetLayout, write_manifest
+from ..labels import count_labels, label_name
 
-__all__ = ["DatasetSpec", "SampleError", "load_dataset_spec", "run_dataset"]
+__all__ = ["SampleError", "SequenceResult", "SequenceTask", "run_dataset", "run_sequence"]
 
 
 @dataclass(frozen=True)
@@ -85,57 +83,9 @@ class SequenceResult:
     errors: list[SampleError] = field(default_factory=list)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _sample_paths(task: SequenceTask, frame: int) -> list[Path]:
-    out = Path(task.out_dir)
-    seq = out / "sequences" / f"{task.index:02d}"
-    name = f"{frame:06d}"
-    if task.layout == "semantickitti":
-        paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
-    elif task.layout == "nuscenes":
-        paths = [out / "samples" / "LIDAR_TOP" / f"{task.index:02d}_{name}.pcd.bin"]
-    else:
-        paths = [seq / "frames" / f"{name}.npz"]
-    if task.range_images:
-        paths.append(seq / "range_images" / f"{name}.npy")
-    return paths
-
-
-def _write_sample(task: SequenceTask, frame: int, cloud: Any, intensity_max: float) -> None:
-    from .io.npz import NpzWriter
-
-    paths = _sample_paths(task, frame)
-    xyz = cloud["xyz"]
-    if task.layout == "semantickitti":
-        data = np.zeros((len(cloud), 4), dtype="<f4")
-        data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
-        labels = cloud["label"].astype("<u4") | (cloud["instance"].astype("<u4") << np.uint32(16))
-        _atomic_write(paths[0], data.tobytes())
-        _atomic_write(paths[1], labels.tobytes())
-    elif task.layout == "nuscenes":
-        data = np.zeros((len(cloud), 5), dtype="<f4")
-        data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
-        _atomic_write(paths[0], data.tobytes())
-    else:
-        paths[0].parent.mkdir(parents=True, exist_ok=True)
-        writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
-        writer.write(cloud)
-        writer.close()
-    if task.range_images:
-        import io
-
-        from .viz.rangeimage import CHANNELS, range_image
-
-        images = range_image(cloud, width=1024)
-        buf = io.BytesIO()
-        np.save(buf, np.stack([images[c] for c in CHANNELS]))
-        _atomic_write(paths[-1], buf.getvalue())
+def _layout(task: SequenceTask) -> DatasetLayout:
+    """The files of the task's dataset."""
+    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images)
 
 
 def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -147,8 +97,8 @@ def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask
 
 def run_sequence(task: SequenceTask) -> SequenceResult:
     """Scan one sequence (in whatever process); failures are reported, not raised."""
-    from .pipeline import Simulation
-    from .scene import build_scene, load_scene
+    from ..pipeline import Simulation
+    from ..scene import build_scene, load_scene
 
     result = SequenceResult(task.index, task.seed)
     group = SequenceGroup.model_validate(task.group)
@@ -175,32 +125,25 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             message = f"{type(exc).__name__}: {exc}"
             result.errors.append(SampleError(task.index, k, task.seed, message))
         return result
-    poses, times = [], []
-    for f in sim.frames():
-        poses.append(f.kitti_pose)
-        times.append(f"{f.time_s:.9e}")
-        if task.resume and all(p.exists() for p in _sample_paths(task, f.index)):
+    layout = _layout(task)
+    frames = sim.frames()
+    for f in frames:
+        if task.resume and layout.has_sample(task.index, f.index):
             result.frames_skipped += 1
             continue
         try:
             cloud = sim.frame_cloud(f)
-            _write_sample(task, f.index, cloud, scanner.intensity_max)
+            layout.write_sample(task.index, f.index, cloud, scanner.intensity_max)
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result.errors.append(SampleError(task.index, f.index, task.seed, detail))
             continue
         result.frames_written += 1
         result.points += len(cloud)
-        ids, counts = np.unique(cloud["label"], return_counts=True)
-        for i, c in zip(ids.tolist(), counts.tolist(), strict=True):
-            result.label_counts[i] = result.label_counts.get(i, 0) + c
-    if task.layout != "nuscenes":
-        seq = Path(task.out_dir) / "sequences" / f"{task.index:02d}"
-        _atomic_write(seq / "poses.txt", ("\n".join(poses) + "\n").encode())
-        _atomic_write(seq / "times.txt", ("\n".join(times) + "\n").encode())
-        identity = "1 0 0 0 0 1 0 0 0 0 1 0"
-        calib = "".join(f"{k}: {identity}\n" for k in ("P0", "P1", "P2", "P3", "Tr"))
-        _atomic_write(seq / "calib.txt", calib.encode())
+        count_labels(cloud["label"], into=result.label_counts)
+    layout.write_sequence_files(task.index, [f.time_s for f in frames],
+                                [f.rotation for f in frames],
+                                [f.position_m for f in frames])  # fmt: skip
     return result
 
 
@@ -235,14 +178,13 @@ def run_dataset(
     resume : bool
         Skip samples whose files all exist.
     """
-    from . import __version__
+    from .. import __version__
 
     spec_path = Path(spec_path)
     spec = load_dataset_spec(spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.rglob(".*.tmp-*"):  # a killed run's half-written files
-        stale.unlink()
+    remove_stale_temps(out)  # a killed run's half-written files
     tasks = _tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     started = time.perf_counter()
     results: list[SequenceResult] = []
@@ -289,8 +231,6 @@ def run_dataset(
                 cluster.close()
     results.sort(key=lambda r: r.index)
     labels: dict[str, int] = {}
-    from .labels import label_name
-
     for r in results:
         for k, v in r.label_counts.items():
             labels[label_name(k)] = labels.get(label_name(k), 0) + v
@@ -315,5 +255,5 @@ def run_dataset(
         "label_counts_written": labels,
         "seconds": time.perf_counter() - started,
     }
-    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2).encode())
+    write_manifest(out, manifest)
     return manifest

@@ -1,0 +1,241 @@
+"""Dataset layouts: where each sample and each sequence's files go, and how they are
+written and read back.
+
+``semantickitti``
+    ``sequences/NN/velodyne/FFFFFF.bin`` (float32 x, y, z, reflectance 0-1),
+    ``sequences/NN/labels/FFFFFF.label`` (:mod:`simulator.io.labels`), and per sequence
+    ``poses.txt`` (world from sensor, 3x4 row-major, in the sensor's own frame, not
+    KITTI's camera frame), ``times.txt`` and ``calib.txt`` with identity ``Tr``.
+``nuscenes``
+    ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring); no
+    per-sequence files.
+``npz``
+    ``sequences/NN/frames/FFFFFF.npz`` (every field, :mod:`simulator.io.npz`), and the
+    per-sequence files of ``semantickitti``.
+
+With range images, ``sequences/NN/range_images/FFFFFF.npy`` holds the (6, rings, 1024)
+float32 stack of :data:`simulator.rangeimage.CHANNELS`. Every file is written to a
+temporary name and renamed (:mod:`simulator.io.atomic`), so a sample whose files all
+exist is complete.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import ConfigError, OutputError
+from ..pointcloud import PointCloud
+from ..rangeimage import CHANNELS, range_image
+from .atomic import write_atomic
+from .labels import pack_labels, unpack_labels
+from .npz import NpzWriter
+from .poses import read_kitti_poses, write_identity_calib, write_kitti_poses, write_times
+
+__all__ = [
+    "LAYOUTS",
+    "RANGE_IMAGE_WIDTH",
+    "DatasetLayout",
+    "read_semantickitti_frame",
+    "semantickitti_frames",
+    "write_manifest",
+]
+
+#: The layout names.
+LAYOUTS = ("semantickitti", "nuscenes", "npz")
+#: Columns of a dataset's range images.
+RANGE_IMAGE_WIDTH = 1024
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    """The files of one dataset folder in one layout.
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`LAYOUTS`.
+    root : Path
+        The dataset folder.
+    range_images : bool
+        Whether each sample has a range image too.
+    """
+
+    name: str
+    root: Path
+    range_images: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name not in LAYOUTS:
+            raise ConfigError("dataset", "layout", f"{self.name!r}; expected one of "
+                              + ", ".join(LAYOUTS))  # fmt: skip
+        object.__setattr__(self, "root", Path(self.root))
+
+    def sequence_dir(self, sequence: int) -> Path:
+        """``sequences/NN`` of sequence ``sequence``."""
+        return self.root / "sequences" / f"{sequence:02d}"
+
+    def sample_paths(self, sequence: int, frame: int) -> list[Path]:
+        """The files of one sample, the range image (if any) last."""
+        seq = self.sequence_dir(sequence)
+        name = f"{frame:06d}"
+        if self.name == "semantickitti":
+            paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
+        elif self.name == "nuscenes":
+            paths = [self.root / "samples" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin"]
+        else:
+            paths = [seq / "frames" / f"{name}.npz"]
+        if self.range_images:
+            paths.append(seq / "range_images" / f"{name}.npy")
+        return paths
+
+    def has_sample(self, sequence: int, frame: int) -> bool:
+        """Whether every file of the sample exists (so it is complete)."""
+        return all(p.exists() for p in self.sample_paths(sequence, frame))
+
+    def write_sample(
+        self, sequence: int, frame: int, cloud: PointCloud, intensity_max: float
+    ) -> list[Path]:
+        """Write one sample.
+
+        Parameters
+        ----------
+        sequence, frame : int
+            Its indices.
+        cloud : PointCloud
+            Its points (``xyz`` (N, 3) m, ``intensity``, ``ring``, ``label``, ``instance``).
+        intensity_max : float
+            The scanner's full-scale intensity: SemanticKITTI's reflectance is
+            ``intensity / intensity_max``.
+
+        Returns
+        -------
+        list of Path
+            The files written (:meth:`sample_paths`).
+        """
+        paths = self.sample_paths(sequence, frame)
+        xyz = cloud["xyz"]
+        if self.name == "semantickitti":
+            data = np.zeros((len(cloud), 4), dtype="<f4")
+            data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
+            write_atomic(paths[0], data.tobytes())
+            write_atomic(paths[1], pack_labels(cloud["label"], cloud["instance"]).tobytes())
+        elif self.name == "nuscenes":
+            data = np.zeros((len(cloud), 5), dtype="<f4")
+            data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
+            write_atomic(paths[0], data.tobytes())
+        else:
+            paths[0].parent.mkdir(parents=True, exist_ok=True)
+            writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
+            try:
+                writer.write(cloud)
+            except BaseException:
+                writer.abort()
+                raise
+            writer.close()
+        if self.range_images:
+            images = range_image(cloud, width=RANGE_IMAGE_WIDTH)
+            buf = io.BytesIO()
+            np.save(buf, np.stack([images[c] for c in CHANNELS]))
+            write_atomic(paths[-1], buf.getvalue())
+        return paths
+
+    def write_sequence_files(
+        self,
+        sequence: int,
+        times_s: ArrayLike,
+        rotations: ArrayLike,
+        positions_m: ArrayLike,
+    ) -> list[Path]:
+        """Write a sequence's ``poses.txt``, ``times.txt`` (``{:.9e}``) and ``calib.txt``
+        (none in the ``nuscenes`` layout).
+
+        Parameters
+        ----------
+        sequence : int
+            Its index.
+        times_s : (F,) array of float
+            Each frame's reference time, s.
+        rotations : (F, 3, 3) array of float
+            World-from-sensor rotations then.
+        positions_m : (F, 3) array of float
+            Sensor positions then, m.
+        """
+        if self.name == "nuscenes":
+            return []
+        seq = self.sequence_dir(sequence)
+        return [
+            write_kitti_poses(seq / "poses.txt", rotations, positions_m),
+            write_times(seq / "times.txt", times_s, ".9e"),
+            write_identity_calib(seq / "calib.txt"),
+        ]
+
+
+def write_manifest(root: str | Path, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json`` (indented JSON) in the dataset folder ``root``."""
+    return write_atomic(Path(root) / "manifest.json", json.dumps(manifest, indent=2))
+
+
+def semantickitti_frames(
+    root: str | Path, sequences: list[str] | None = None
+) -> list[tuple[Path, Path, NDArray[np.float64]]]:
+    """The frames of a SemanticKITTI-layout folder, in sequence then frame order.
+
+    Parameters
+    ----------
+    root : str or Path
+        The dataset folder (holding ``sequences/``).
+    sequences : list of str, optional
+        Only these sequence folders (``"00"``, ...).
+
+    Returns
+    -------
+    list of (Path, Path, (4, 4) ndarray of float64)
+        Each frame's ``.bin``, its ``.label`` (which may be missing) and its
+        world-from-sensor pose from ``poses.txt`` (by frame number, or by position when
+        the file has fewer lines).
+
+    Raises
+    ------
+    OutputError
+        If ``root`` has no ``sequences`` folder, or a ``poses.txt`` is missing or bad.
+    """
+    top = Path(root) / "sequences"
+    if not top.is_dir():
+        raise OutputError(f"{top}: not a folder; expected a SemanticKITTI-layout dataset")
+    folders = sorted(p for p in top.iterdir() if p.is_dir())
+    if sequences is not None:
+        folders = [f for f in folders if f.name in sequences]
+    items: list[tuple[Path, Path, NDArray[np.float64]]] = []
+    for seq in folders:
+        poses = read_kitti_poses(seq / "poses.txt")
+        for k, scan in enumerate(sorted((seq / "velodyne").glob("*.bin"))):
+            pose = np.eye(4)
+            pose[:3] = poses[int(scan.stem)] if int(scan.stem) < len(poses) else poses[k]
+            items.append((scan, seq / "labels" / f"{scan.stem}.label", pose))
+    return items
+
+
+def read_semantickitti_frame(
+    scan: str | Path, label_path: str | Path
+) -> tuple[NDArray[np.float32], NDArray[np.uint16], NDArray[np.uint16]]:
+    """Read one SemanticKITTI frame.
+
+    Returns
+    -------
+    points : (N, 4) ndarray of float32
+        x, y, z (m) and reflectance.
+    label, instance : (N,) ndarray of uint16
+        From the ``.label`` file; empty if it does not exist.
+    """
+    points = np.fromfile(scan, dtype="<f4").reshape(-1, 4)
+    label_path = Path(label_path)
+    raw = np.fromfile(label_path, dtype="<u4") if label_path.exists() else np.zeros(0, "<u4")
+    label, instance = unpack_labels(raw)
+    return points, label, instance
