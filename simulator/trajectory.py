@@ -149,40 +149,6 @@ class Trajectory:
         rot, pos = self.poses(np.array([float(time_s)]))
         return rot[0], pos[0]
 
-    def to_world(
-        self,
-        origins_sensor_m: NDArray[np.float64],
-        directions_sensor: NDArray[np.float64],
-        time_s: NDArray[np.float64],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """Move rays from the sensor frame at their firing times to the world frame.
-
-        Parameters
-        ----------
-        origins_sensor_m, directions_sensor : (N, 3) float64
-        time_s : (N,) float64
-
-        Returns
-        -------
-        origins_m, directions : (N, 3) float64
-        sensor_up : (N, 3) or (1, 3) float64
-            The sensor's z axis in the world at each firing (one row if constant).
-        """
-        rot, pos = self.poses(time_s)
-        origins = np.einsum("nij,nj->ni", rot, origins_sensor_m) + pos
-        directions = np.einsum("nij,nj->ni", rot, directions_sensor)
-        return origins, directions, np.ascontiguousarray(rot[:, :, 2])
-
-    def to_sensor(self, points_m: NDArray[np.float64], time_s: NDArray[np.float64]) -> NDArray:
-        """World points (N, 3) in the sensor frame at the given times (N,)."""
-        rot, pos = self.poses(time_s)
-        return np.einsum("nji,nj->ni", rot, points_m - pos)
-
-    def axes(self, time_s: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
-        """The sensor's up (z) and forward (x) axes in the world, (N, 3) each."""
-        rot, _ = self.poses(time_s)
-        return np.ascontiguousarray(rot[:, :, 2]), np.ascontiguousarray(rot[:, :, 0])
-
 
 @dataclass
 class StaticTrajectory(Trajectory):
@@ -211,24 +177,6 @@ class StaticTrajectory(Trajectory):
             np.broadcast_to(self.rotation, (n, 3, 3)),
             np.broadcast_to(self.position_m, (n, 3)),
         )
-
-    def to_world(self, origins_sensor_m, directions_sensor, time_s):  # type: ignore[no-untyped-def]
-        del time_s
-        origins = origins_sensor_m @ self.rotation.T + self.position_m
-        directions = directions_sensor @ self.rotation.T
-        return origins, directions, self.sensor_up()
-
-    def to_sensor(self, points_m: NDArray[np.float64], time_s: NDArray[np.float64]) -> NDArray:
-        del time_s
-        return (points_m - self.position_m) @ self.rotation
-
-    def sensor_up(self) -> NDArray[np.float64]:
-        """(1, 3) the sensor's z axis in the world."""
-        return self.rotation[:, 2].reshape(1, 3).copy()
-
-    def axes(self, time_s: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
-        del time_s
-        return self.sensor_up(), self.rotation[:, 0].reshape(1, 3).copy()
 
 
 @dataclass
