@@ -1,4 +1,7 @@
-"""Writers of point clouds, one module per format, chosen by the file's extension.
+"""Every file the simulator writes or reads. Point clouds: one module per format, chosen
+by the file's extension (``open_writer``, ``write``, ``read``); beside them the atomic
+writes (``atomic``), the SemanticKITTI label codec (``labels``), pose files (``poses``),
+dataset layouts (``layouts``) and where a sequence's frames go (``frames``).
 
 Every writer takes the cloud chunk by chunk (``open_writer(...).write(chunk)``, then
 ``close()``), so a survey of any length is written with bounded memory, and writes
