@@ -34,7 +34,7 @@ import trimesh
 from .backend import NumpyBackend, select_backend
 from .config import Pose, Survey, TrajectorySpec, load_scanner
 from .generators import build_bench_scene, rolling_ground
-from .pipeline import Simulation
+from .pipeline import Simulation, Window
 from .scene import Scene
 
 __all__ = ["BenchResult", "format_result", "run_bench"]
@@ -105,8 +105,7 @@ def _bare_cast_s(sim: Simulation, total: int) -> tuple[float, np.ndarray | None]
     chunk twice would time the second cast with the first one's caches warm), and the
     first chunk's rays."""
     seconds, first = 0.0, None
-    for start in range(0, total, sim.chunk_step):
-        stop = min(start + sim.chunk_step, total)
+    for start, stop in sim.chunk_spans(Window(0, total)):
         rays = sim.aim(start, stop).cast
         first = rays if first is None else first
         t0 = time.perf_counter()

@@ -348,6 +348,12 @@ class Simulation:
     def _span(self, window: Window) -> tuple[int, int]:
         return window.start, self.total_pulses if window.stop is None else window.stop
 
+    def chunk_spans(self, window: Window | None = None) -> Iterator[tuple[int, int]]:
+        """The (start, stop) pulse ids of each chunk of the window (default: the survey)."""
+        start, stop = self._span(window or Window())
+        for a in range(start, stop, self.chunk_step):
+            yield a, min(a + self.chunk_step, stop)
+
     def chunks(
         self, progress: ProgressCallback | None = None, window: Window | None = None
     ) -> Iterator[PointCloud]:
@@ -361,8 +367,7 @@ class Simulation:
         """
         window = window or Window()
         start, stop = self._span(window)
-        for a in range(start, stop, self.chunk_step):
-            b = min(a + self.chunk_step, stop)
+        for a, b in self.chunk_spans(window):
             yield self.scan_pulses(a, b, window)
             if progress is not None:
                 progress(b - start, stop - start)
@@ -370,9 +375,8 @@ class Simulation:
     def evaluated_chunks(self) -> Iterator[tuple[CastChunk, HitResults]]:
         """Every chunk of the survey cast and through the per-hit model, with every
         per-hit field (what a report of the physics plots)."""
-        total = self.total_pulses
-        for start in range(0, total, self.chunk_step):
-            chunk = self.cast_pulses(start, min(start + self.chunk_step, total))
+        for start, stop in self.chunk_spans():
+            chunk = self.cast_pulses(start, stop)
             yield (
                 chunk,
                 self.backend.evaluate_hits(chunk, self.tables, self.model, self.streams, full=True),
