@@ -6,7 +6,16 @@ divergence, footprint stretching of the echo, rough-surface range scatter and a
 hashed, place-fixed micro-slope). Every function accepts numpy arrays of any
 broadcastable shape, or Python scalars, and returns an array (a 0-d array, or a
 numpy scalar, for scalar input). All clamps of the card are kept, so that the
-functions are total: no input in their domain yields NaN or infinity.
+functions are total: no finite input in their domain yields NaN or infinity.
+
+NaN
+---
+A NaN in any floating-point argument gives NaN in that element of the result, in
+every function here; no clamp turns it into a number. (IEEE arithmetic would
+otherwise let ``NaN ** 0`` be 1 and a clamp hide the NaN.) The pipeline never
+passes NaN, since a ray that hits has a finite range and normal; the rule is for
+callers of these functions and is pinned by the tests. :func:`place_normal`
+rejects a cell size that is not finite and positive (``ValueError``).
 
 Units: angles in radians, lengths in metres. Cosines are of the incidence angle,
 the angle between the beam and the surface normal.
@@ -59,6 +68,7 @@ __all__ = [
 
 _MUL1 = np.uint64(MIX64_MUL1)
 _MUL2 = np.uint64(MIX64_MUL2)
+_TWO_POW_63 = 2.0**63
 
 
 def _unit_cos(cos: ArrayLike, floor: float) -> NDArray[np.float64]:
@@ -88,7 +98,9 @@ def minnaert_backscatter(rho: ArrayLike, cos: ArrayLike, exponent: ArrayLike) ->
         ``rho * |cos|^k``.
     """
     c = _unit_cos(cos, COS_FLOOR)
-    return np.asarray(rho, dtype=np.float64) * c ** np.asarray(exponent, dtype=np.float64)
+    k = np.asarray(exponent, dtype=np.float64)
+    out = np.asarray(rho, dtype=np.float64) * c**k
+    return np.where(np.isnan(c) | np.isnan(k), np.nan, out)[()]  # pow(NaN, 0) = pow(1, NaN) = 1
 
 
 def in_plane_divergence(beta_h_rad: ArrayLike, beta_v_rad: ArrayLike, cos_psi: ArrayLike) -> Any:
@@ -152,7 +164,11 @@ def pulse_peak_factor(pulse_length_m: ArrayLike, spread_m: ArrayLike) -> Any:
     The received pulse is the emitted one (range length ``L``) convolved with the
     footprint's range profile (extent ``dR``): its energy stays, its width grows to
     about ``sqrt(L^2 + dR^2)`` and its peak, which the receiver thresholds, falls in
-    proportion.
+    proportion. It is computed from the ratio of the smaller to the larger of ``L`` and
+    ``|dR|`` (``1 / hypot(1, dR / L)`` or ``r / hypot(r, 1)`` with ``r = L / |dR|``),
+    which neither overflows nor underflows where ``L^2`` or ``dR^2`` would:
+    ``L = 1e-170`` with no spread gives exactly 1, and a spread of ``1e200`` a tiny
+    positive factor, not 0.
 
     Parameters
     ----------
@@ -164,14 +180,21 @@ def pulse_peak_factor(pulse_length_m: ArrayLike, spread_m: ArrayLike) -> Any:
     Returns
     -------
     (...) float64
-        ``L / sqrt(L^2 + dR^2)``, in (0, 1].
+        ``L / sqrt(L^2 + dR^2)`` within 2 ulp, in (0, 1] for finite input. It is 0 only
+        for an infinite spread, or where the true factor is below the smallest float64
+        (``L / dR`` under about 5e-324); NaN if either input is NaN.
     """
     length = np.asarray(pulse_length_m, dtype=np.float64)
     spread = np.asarray(spread_m, dtype=np.float64)
     positive = length > 0.0
     safe_length = np.where(positive, length, 1.0)
-    factor = safe_length / np.sqrt(safe_length * safe_length + spread * spread)
-    return np.where(positive, factor, 1.0)
+    size = np.abs(spread)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # in the unused branch
+        narrow = 1.0 / np.hypot(1.0, size / safe_length)  # dR <= L: dR / L <= 1
+        ratio = safe_length / size  # dR > L: L / dR < 1, towards 0 as the true factor does
+        wide = ratio / np.hypot(ratio, 1.0)
+    factor = np.where(positive, np.where(size <= safe_length, narrow, wide), 1.0)
+    return np.where(np.isnan(length) | np.isnan(spread), np.nan, factor)
 
 
 def pulse_length_m(pulse_length_ns: ArrayLike) -> Any:
@@ -337,18 +360,32 @@ def place_normal(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayL
     x_m, y_m : (...) float
         The two in-plane coordinates, m.
     cell_m : (...) float
-        Cell size, m (> 0).
+        Cell size, m; finite and > 0, else ``ValueError``.
     seed : (...) int
         Stream selector (uint64).
 
     Returns
     -------
     (...) float64
-        Standard normal values.
+        Standard normal values; NaN where a coordinate is NaN or infinite, or so far out
+        that its cell index does not fit in int64 (``|x / cell| >= 2^63``).
+
+    Raises
+    ------
+    ValueError
+        If any cell size is zero, negative, infinite or NaN.
     """
     cell = np.asarray(cell_m, dtype=np.float64)
-    i = np.floor(np.asarray(x_m, dtype=np.float64) / cell).astype(np.int64).view(np.uint64)
-    j = np.floor(np.asarray(y_m, dtype=np.float64) / cell).astype(np.int64).view(np.uint64)
+    if not np.all(np.isfinite(cell) & (cell > 0.0)):
+        bad = cell[~(np.isfinite(cell) & (cell > 0.0))] if cell.ndim else cell
+        raise ValueError(
+            f"place_normal: cell_m must be finite and > 0, got {float(bad.ravel()[0])!r}"
+        )
+    qx = np.floor(np.asarray(x_m, dtype=np.float64) / cell)
+    qy = np.floor(np.asarray(y_m, dtype=np.float64) / cell)
+    inside = (qx >= -_TWO_POW_63) & (qx < _TWO_POW_63) & (qy >= -_TWO_POW_63) & (qy < _TWO_POW_63)
+    i = np.where(inside, qx, 0.0).astype(np.int64).view(np.uint64)
+    j = np.where(inside, qy, 0.0).astype(np.int64).view(np.uint64)
     with np.errstate(over="ignore"):
         h = mix64(mix64(mix64(_as_uint64(seed) + np.uint64(GOLDEN_GAMMA)) + i) + j)
-    return hash_normal(h)
+    return np.where(inside, hash_normal(h), np.nan)[()]

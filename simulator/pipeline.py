@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from .backend import Backend, select_backend
 from .beam import BeamPattern
 from .chunk import CastChunk, PulsePoses, Rays
-from .config import ScannerConfig, Survey, load_scanner, load_survey
+from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
 from .echoes import Returns, single_returns
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
@@ -198,7 +198,7 @@ class Simulation:
         scanner = load_scanner(
             survey.scanner, survey.scanner_overrides, base_dir=base, source=source
         )
-        scene = load_scene(base / survey.scene)
+        scene = load_scene(referenced_file(base, survey.scene, source, "scene"))
         return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base, source=source)
 
     @classmethod

@@ -11,6 +11,7 @@ from .config import (
     load_scanner,
     load_survey,
     load_yaml,
+    referenced_file,
 )
 from .errors import ConfigError
 from .scanner import pattern_for
@@ -29,7 +30,7 @@ def validate_file(path: str | Path) -> str:
     if "scene" in data and "scanner" in data:
         survey, base = load_survey(path)
         scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
-        scene = load_scene(base / survey.scene)
+        scene = load_scene(referenced_file(base, survey.scene, path, "scene"))
         return (
             f"survey: scanner {scanner.name} ({pattern_for(scanner).channels} channels), "
             f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles"

@@ -22,17 +22,25 @@ def test_bench_scene_is_reproducible_and_about_a_million_triangles() -> None:
     )
 
 
-def test_bench_figures_match_a_scan_of_the_same_scene() -> None:
+def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
+    """What the benchmark reports is what an independent scan and an outside clock see.
+
+    Counts and file sizes are compared with a plain scan of the same scene, written by
+    the pipeline on its own. Times are intervals nested in one another on one clock, so
+    their order is certain whatever the machine's speed: the stages lie inside the
+    pipeline's wall time, the steady state inside the pipeline, and everything inside
+    the wall time of the call.
+    """
+    import time
+
+    t0 = time.perf_counter()
     figures = run_bench(revolutions=0.5, scene_scale=0.1, chunk_pulses=5000).figures
+    wall_s = time.perf_counter() - t0
+    # The Helios fires 32 channels 18,000 times a second: 900 firings in half a turn.
     assert figures["pulses"] == 900 * 32
+    assert figures["sensor_pulses_per_s"] == 576_000
     assert figures["kernels"] in ("numba", "numpy")
     assert set(figures["stages_s"]) == {"schedule", "cast", "physics", "output"}
-    assert figures["pipeline_to_cast_ratio"] == figures["pipeline_s"] / figures["cast_only_s"]
-    assert figures["cast_only_s"] == sum(figures["cast_only_s_before_after"]) / 2
-    assert figures["steady_state_ratio"] == (
-        figures["pulses"] / figures["cast_only_s"] / figures["pipeline_pulses_per_s"]
-    )
-    assert figures["real_time_factor"] == figures["pipeline_pulses_per_s"] / 576_000
     survey = Survey(
         scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]), revolutions=0.5
     )
@@ -42,7 +50,21 @@ def test_bench_figures_match_a_scan_of_the_same_scene() -> None:
         scene=build_bench_scene(0, 0.1),
         base_dir=Path("."),
     )
-    assert figures["points"] == len(sim.run())
+    summary = sim.write([tmp_path / "bench.npz"])
+    assert figures["points"] == summary.points == len(sim.run())
+    assert figures["output_mib"] == (tmp_path / "bench.npz").stat().st_size / 2**20
+    # Nested intervals of one clock.
+    stages = figures["stages_s"]
+    assert all(v > 0.0 for v in stages.values()), stages
+    assert sum(stages.values()) <= figures["pipeline_s"]
+    before, after = figures["cast_only_s_before_after"]
+    assert min(before, after) <= figures["cast_only_s"] <= max(before, after)
+    timed = figures["pipeline_s"] + before + after + figures["scene_build_s"]
+    assert timed + figures["bvh_build_s"] + figures["warm_up_s"] <= wall_s
+    # The steady state starts after the first 5000-pulse chunk and ends with the pipeline.
+    steady_s = (figures["pulses"] - 5000) / figures["pipeline_pulses_per_s"]
+    assert 0.0 < steady_s <= figures["pipeline_s"]
+    assert figures["rss_before_scan_mib"] <= figures["peak_rss_mib"]
 
 
 def test_bench_command_prints_json() -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -87,25 +85,51 @@ def test_per_label_counts_are_plausible(one_process: Path) -> None:
     assert item["points"].shape[1] == 4 and item["pose"].shape == (4, 4)
 
 
+_KILL_BEFORE_RENAME = """
+import os, signal, sys
+from pathlib import Path
+
+target = Path(sys.argv[1])
+rename = os.replace
+
+
+def replace(src, dst, *args, **kwargs):
+    if Path(dst) == target:  # the event: frame 2's file is written, not yet renamed
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rename(src, dst, *args, **kwargs)
+
+
+os.replace = replace
+from simulator.cli import main
+
+sys.argv = ["lidar-sim", *sys.argv[2:]]
+main()
+"""
+
+
 def test_resume_after_a_killed_run_completes_identically(one_process: Path, tmp_path: Path) -> None:
+    """SIGKILL at a fixed event (frame 2 of sequence 00 fully written under its temporary
+    name, not yet renamed): frames 0 and 1 are complete, frame 2 is only a stale temporary,
+    and a resumed run finishes the dataset bit for bit as one uninterrupted run, without
+    redoing a finished frame."""
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "simulator.cli", "dataset", str(DEMO), "-o", str(out),
-           "--workers", "1", "-q"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    first = out / "sequences" / "00" / "velodyne" / "000001.bin"
-    while not first.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin")}
-    assert 0 < len(before) < 6  # killed midway
+    args = ["dataset", str(DEMO), "-o", str(out), "--workers", "1", "-q"]
+    target = out / "sequences" / "00" / "velodyne" / "000002.bin"
+    proc = subprocess.run([sys.executable, "-c", _KILL_BEFORE_RENAME, str(target), *args],
+                          capture_output=True, timeout=300)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin") if ".tmp" not in p.name}
+    assert sorted(p.name for p in before) == ["000000.bin", "000001.bin"]
+    assert not target.exists()
+    stale = [p for p in out.rglob("*") if p.is_file() and ".tmp" in p.name]
+    assert stale, "the killed write left its temporary file"
+    cmd = [sys.executable, "-m", "simulator.cli", *args]
     res = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert _files(out) == _files(one_process)
     for p, mtime in before.items():
         assert p.stat().st_mtime_ns == mtime  # finished samples were not redone
-    assert not [p for p in out.rglob(".*tmp*")]
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
 
 
 def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -133,8 +135,20 @@ def test_hit_kernel_matches_the_numpy_model(sim: simulator.Simulation) -> None:
     # 1e-14 in the cosine (near grazing the spec is the less exact, see the next test),
     # and the quantities made from it to 1e-9 of themselves.
     np.testing.assert_allclose(got.cos_effective, ref.cos_effective, rtol=1e-11, atol=1e-14)
-    for name in ("intensity", "spread_m", "peak_factor"):
-        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-9, atol=1e-15)
+    for name in ("intensity", "spread_m", "peak_factor", "backscatter", "relief_m"):
+        np.testing.assert_allclose(
+            getattr(got, name), getattr(ref, name), rtol=1e-9, atol=1e-15, err_msg=name
+        )
+    # Backscatter before the clip at intensity_max: the retroreflective sign is compared
+    # where the clipped intensity cannot tell (its intensities all read 255).
+    objects = chunk.hits.object_index[ref.idx]
+    rho = sim.tables.materials.reflectance[sim.tables.material_of_object[objects]]
+    retro = rho > 1.0
+    assert np.count_nonzero(retro) >= 40
+    assert np.all(ref.intensity[retro] == sim.scanner.intensity_max)
+    assert np.unique(ref.backscatter[retro]).size > 10
+    # The relief is non-trivial where the materials are rough.
+    assert np.count_nonzero(ref.relief_m) > 1000
     # Measured ranges are quantised: equal, bar a rounding tie flipped by the last bit.
     steps = np.abs(got.range_m - ref.range_m) / sim.scanner.range_resolution_m
     assert np.all((steps < 1e-6) | (np.abs(steps - 1) < 1e-6))
@@ -190,14 +204,25 @@ def test_fast_and_numpy_pipelines_give_the_same_cloud(
     exact = ["ring", "time_s", "label", "instance"]
     close = ["xyz", "intensity", "range_m"]
     if diagnostics:
-        exact += ["pulse_id", "object_id"]
-        close += ["cos_effective"]
+        exact += ["pulse_id", "object_id", "range_true_m", "cos_incidence"]
+        close += ["cos_effective", "footprint_spread_m", "peak_factor"]
     for name in exact:
         np.testing.assert_array_equal(fast_cloud[name], ref_cloud[name], err_msg=name)
+    # The kernel's rays differ from the spec's by about 1e-10 rad. Every float32 field
+    # agrees to two float32 steps, except on the few points where that moves a hit across
+    # a micro-slope cell's edge (another hashed tilt) or a range across a rounding tie
+    # (one range step): at most 1 point in 10,000, and each such point differs in at
+    # most one range step.
+    off = np.zeros(len(ref_cloud), dtype=bool)
     for name in close:
-        np.testing.assert_allclose(
-            fast_cloud[name], ref_cloud[name], rtol=1e-6, atol=3e-3, err_msg=name
-        )
+        got, want = fast_cloud[name], ref_cloud[name]
+        step = 2.0 * np.spacing(np.abs(want).astype(np.float32))
+        far = np.abs(got.astype(np.float64) - want) > step
+        off |= far.reshape(len(want), -1).any(axis=1)
+    assert np.count_nonzero(off) <= max(1, len(ref_cloud) // 10_000), np.count_nonzero(off)
+    res_m = sim.scanner.range_resolution_m
+    range_steps = np.abs(fast_cloud["range_m"][off] - ref_cloud["range_m"][off]) / res_m
+    assert np.all(range_steps <= 1.0 + 1e-3)
 
 
 def test_echo_kernel_matches_the_numpy_echoes() -> None:
@@ -296,21 +321,48 @@ def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
     np.testing.assert_allclose(fast_cloud["xyz"], ref_cloud["xyz"], atol=3e-3)
 
 
-@pytest.mark.parametrize("beam_samples", [1, 7])
-def test_kernels_give_the_same_cloud_on_any_number_of_threads(beam_samples: int) -> None:
-    """Each pulse is computed on its own: one thread or two, bit for bit the same cloud."""
-    import numba
+_THREADS_SCRIPT = """
+import sys
+import numba
+import numpy as np
+import simulator
 
-    overrides = ["revolutions=0.2", f"scanner_overrides.beam_samples={beam_samples}"]
-    sim = simulator.Simulation.from_file(SURVEY, [*overrides, "output.diagnostics=true"])
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = sim.run()
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = sim.run()
-    finally:
-        numba.set_num_threads(before)
-    assert len(one) > 5000
-    for name in one.names:
-        np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+survey, beam_samples, out = sys.argv[1], sys.argv[2], sys.argv[3]
+overrides = ["revolutions=0.2", f"scanner_overrides.beam_samples={beam_samples}",
+             "output.diagnostics=true"]
+sim = simulator.Simulation.from_file(survey, overrides)
+clouds = {}
+for threads in (1, 4):
+    numba.set_num_threads(threads)
+    assert numba.get_num_threads() == threads
+    clouds[threads] = sim.run()
+np.savez(out, **{f"{t}_{n}": c[n] for t, c in clouds.items() for n in c.names})
+"""
+
+
+@pytest.mark.parametrize("beam_samples", [1, 7])
+def test_kernels_give_the_same_cloud_on_any_number_of_threads(
+    beam_samples: int, tmp_path: Path
+) -> None:
+    """Each pulse is computed on its own: one thread or four, bit for bit the same cloud.
+
+    The run is a child process with ``NUMBA_NUM_THREADS=4``, so that four threads exist
+    whatever the machine's core count (numba fixes its pool when it starts).
+    """
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "clouds.npz"
+    env = {**os.environ, "NUMBA_NUM_THREADS": "4"}
+    subprocess.run(
+        [sys.executable, "-c", _THREADS_SCRIPT, str(SURVEY), str(beam_samples), str(out)],
+        check=True,
+        env=env,
+    )
+    clouds = np.load(out)
+    names = sorted(k[2:] for k in clouds.files if k.startswith("1_"))
+    assert len(clouds["1_ring"]) > 5000
+    assert "pulse_id" in names
+    for name in names:
+        np.testing.assert_array_equal(clouds[f"1_{name}"], clouds[f"4_{name}"], err_msg=name)

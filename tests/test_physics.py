@@ -679,3 +679,139 @@ def test_place_normal_broadcasts():
     per_seed = place_normal(0.5, 0.5, 1.0, seeds)
     assert per_seed.shape == (3,)
     assert per_seed.tolist() == [float(place_normal(0.5, 0.5, 1.0, s)) for s in (1, 2, 3)]
+
+
+# --------------------------------------------------------------------------------------
+# Extremes of the float range, and NaN
+# --------------------------------------------------------------------------------------
+def _peak_reference(length: float, spread: float) -> float:
+    """L / sqrt(L^2 + dR^2) in 60-digit decimal arithmetic, which neither overflows nor
+    underflows anywhere in the float64 range."""
+    import decimal
+
+    ctx = decimal.Context(prec=60, Emax=10**6, Emin=-(10**6))
+    ll, dd = decimal.Decimal(length), decimal.Decimal(spread)
+    return float(ctx.divide(ll, ctx.sqrt(ctx.add(ctx.multiply(ll, ll), ctx.multiply(dd, dd)))))
+
+
+@pytest.mark.parametrize(
+    ("length", "spread", "expected"),
+    [
+        (1e-170, 0.0, 1.0),  # L^2 underflows to 0: the naive root divides by zero
+        (1e-170, 1e-170, 1.0 / math.sqrt(2.0)),
+        (1e200, 1e200, 1.0 / math.sqrt(2.0)),  # L^2 overflows: the naive factor is 0
+        (0.75, 1e200, 7.5e-201),  # dR^2 overflows: the naive factor is 0
+        (5e-324, 0.0, 1.0),  # the smallest subnormal pulse
+        (1.7e308, 1.7e308, 1.0 / math.sqrt(2.0)),
+    ],
+)
+def test_pulse_peak_factor_at_the_ends_of_the_float_range(length, spread, expected):
+    """Finite, in (0, 1] and right to an ulp where L^2 or dR^2 leave the float range."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = float(pulse_peak_factor(length, spread))
+    assert out == pytest.approx(expected, rel=2e-16)
+    assert out == pytest.approx(_peak_reference(length, spread), rel=2e-16)
+    assert 0.0 < out <= 1.0
+
+
+@settings(deadline=None)
+@given(
+    length=st.floats(5e-324, 1.7e308, allow_subnormal=True),
+    spread=st.floats(0.0, 1.7e308, allow_subnormal=True),
+)
+def test_pulse_peak_factor_over_the_whole_float_range(length, spread):
+    """In [0, 1] everywhere, within 2 ulp of the exact factor wherever that is a normal
+    float, and 0 only where the exact factor is below the smallest subnormal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = float(pulse_peak_factor(length, spread))
+    exact = _peak_reference(length, spread)
+    assert 0.0 <= out <= 1.0
+    if exact > 2.2250738585072014e-308:
+        assert out == pytest.approx(exact, rel=4.5e-16)
+    else:
+        assert out == pytest.approx(exact, abs=1e-323)
+
+
+def test_pulse_peak_factor_of_an_infinite_spread_is_zero():
+    """An infinitely stretched echo has no peak left."""
+    assert float(pulse_peak_factor(0.75, math.inf)) == 0.0
+
+
+_NAN_CASES = [
+    (minnaert_backscatter, (0.5, 0.7, 1.0)),
+    (in_plane_divergence, (0.003, 0.007, 0.5)),
+    (footprint_range_spread_m, (30.0, 0.2, 0.007)),
+    (pulse_peak_factor, (0.75, 3.0)),
+    (pulse_length_m, (5.0,)),
+    (rough_range_sigma_m, (0.01, 0.5)),
+    (tilted_cos, (0.7, 0.01)),
+]
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "position"),
+    [(f, a, i) for f, a in _NAN_CASES for i in range(len(a))],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_nan_in_any_argument_gives_nan(function, args, position):
+    """The module's NaN rule: a NaN argument is never clamped or powered into a number."""
+    assert np.isfinite(function(*args))
+    bad = list(args)
+    bad[position] = math.nan
+    assert np.isnan(function(*bad))
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "position"),
+    [
+        (minnaert_backscatter, (0.5, 0.7, 0.0), 1),  # NaN ** 0 is 1 in IEEE arithmetic
+        (minnaert_backscatter, (0.5, 1.0, 0.0), 2),  # 1 ** NaN is 1 too
+        (pulse_peak_factor, (0.0, 3.0), 1),  # stretching off, yet the spread is NaN
+        (footprint_range_spread_m, (30.0, 1.0, 0.0), 0),  # 0 * NaN
+        (in_plane_divergence, (0.0, 0.0, 1.0), 0),
+    ],
+)
+def test_nan_survives_where_ieee_arithmetic_would_drop_it(function, args, position):
+    """The cases where the formula alone would turn a NaN into a number."""
+    bad = list(args)
+    bad[position] = math.nan
+    assert np.isnan(function(*bad))
+
+
+def test_nan_rule_holds_element_by_element():
+    """Arrays: NaN only in the elements that had one."""
+    cos = np.array([0.5, math.nan, 1.0])
+    out = minnaert_backscatter(0.5, cos, 0.0)
+    np.testing.assert_array_equal(np.isnan(out), [False, True, False])
+    np.testing.assert_array_equal(out[[0, 2]], 0.5)
+
+
+@pytest.mark.parametrize("cell", [0.0, -0.1, math.nan, math.inf, -math.inf])
+def test_place_normal_rejects_a_cell_that_is_not_finite_and_positive(cell):
+    with pytest.raises(ValueError, match="cell_m must be finite and > 0"):
+        place_normal(1.0, 2.0, cell, 3)
+    with pytest.raises(ValueError, match="cell_m must be finite and > 0"):
+        place_normal(np.zeros(3), 0.0, np.array([0.1, cell, 0.2]), 3)
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [(math.nan, 0.0), (0.0, math.nan), (math.inf, 0.0), (0.0, -math.inf), (1e300, 0.0)],
+)
+def test_place_normal_of_a_place_off_the_grid_is_nan(x, y):
+    """NaN, infinite or int64-overflowing cell indices give NaN, with no warning; the
+    other elements are untouched."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = place_normal(np.array([x, 1.2]), np.array([y, -3.4]), 0.5, 7)
+    assert np.isnan(out[0])
+    assert out[1] == 0.29529209141674007  # the golden value of (1.2, -3.4, 0.5, 7)
+
+
+def test_place_normal_at_the_last_cells_that_fit_int64():
+    """Index -2^63 is the grid's first cell and 2^63 is past its last one."""
+    assert np.isfinite(place_normal(-(2.0**63), 0.0, 1.0, 1))
+    assert np.isnan(place_normal(2.0**63, 0.0, 1.0, 1))
+    assert float(place_normal(-(2.0**63), 0.0, 1.0, 1)) == py_place_normal(-(2.0**63), 0.0, 1.0, 1)

@@ -28,6 +28,7 @@ from .load import (
     load_scene_spec,
     load_survey,
     load_yaml,
+    referenced_file,
     scanner_presets,
 )
 from .pose import Pose, TrajectorySpec, Waypoint
@@ -94,5 +95,6 @@ __all__ = [
     "load_survey",
     "load_yaml",
     "raise_validation",
+    "referenced_file",
     "scanner_presets",
 ]

@@ -32,7 +32,7 @@ Vec3Pos = Annotated[list[PositiveFloat], Field(min_length=3, max_length=3)]
 class Model(BaseModel):
     """Base of every configuration section: unknown keys are errors, defaults validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "load_scene_spec",
     "load_survey",
     "load_yaml",
+    "referenced_file",
     "scanner_presets",
 ]
 
@@ -90,6 +91,20 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if bad:
         raise ConfigError(path, str(bad[0]), "keys must be strings")
     return data
+
+
+def referenced_file(base_dir: Path, name: str | Path, source: str | Path, key: str) -> Path:
+    """The file that ``key`` of ``source`` names, relative to ``base_dir``.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``source`` and ``key``, if there is no such file.
+    """
+    path = Path(base_dir) / name
+    if not path.is_file():
+        raise ConfigError(source, key, f"file not found: {path}")
+    return path
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -184,14 +199,15 @@ def load_scanner(
         table_path = Path(table["file"])
         if not table_path.is_absolute():
             data = {**data, "table": {**table, "file": str(path.parent / table_path)}}
-    label: str | Path = path
     if overrides:
         data = deep_merge(data, overrides)
-        label = f"{path} (with scanner_overrides)"
     try:
         return ScannerConfig.model_validate(data)
     except ValidationError as err:
-        raise_validation(label, err)
+        loc = err.errors(include_url=False)[0]["loc"]
+        if overrides and source and loc and loc[0] in overrides:
+            raise_validation(source, err, prefix="scanner_overrides")  # the survey's mistake
+        raise_validation(f"{path} (with scanner_overrides)" if overrides else path, err)
 
 
 def load_materials(path: str | Path | None = None) -> dict[str, Material]:

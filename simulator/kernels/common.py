@@ -86,9 +86,13 @@ def cell_hash(x, y, cell, seed_mixed):  # type: ignore[no-untyped-def]
 @njit(inline="always", cache=True)
 def peak_factor(pulse_m, spread):  # type: ignore[no-untyped-def]
     """:func:`simulator.physics.pulse_peak_factor` of one echo."""
-    if pulse_m > 0.0:
-        return pulse_m / math.sqrt(pulse_m * pulse_m + spread * spread)
-    return 1.0
+    if pulse_m <= 0.0:
+        return 1.0
+    size = abs(spread)
+    if size <= pulse_m:
+        return 1.0 / math.hypot(1.0, size / pulse_m)
+    ratio = pulse_m / size
+    return ratio / math.hypot(ratio, 1.0)
 
 
 @njit(inline="always", cache=True)
