@@ -366,3 +366,42 @@ def test_kernels_give_the_same_cloud_on_any_number_of_threads(
     assert "pulse_id" in names
     for name in names:
         np.testing.assert_array_equal(clouds[f"1_{name}"], clouds[f"4_{name}"], err_msg=name)
+
+
+def test_cached_kernels_are_dropped_when_an_inlined_source_changes(tmp_path: Path) -> None:
+    """numba would reload a kernel compiled before an edit of common.py (which it
+    inlines) or of the constants it froze in; the source stamp drops such caches."""
+    import shutil
+
+    from simulator.kernels import drop_stale_caches
+
+    package = tmp_path / "simulator"
+    folder = package / "kernels"
+    shutil.copytree(
+        REPO / "simulator" / "kernels", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(REPO / "simulator" / "constants.py", package / "constants.py")
+    cache = folder / "__pycache__"
+    cache.mkdir()
+
+    def fake_cache() -> list[Path]:
+        files = [cache / "hits.evaluate-30.py311.nbi", cache / "hits.evaluate-30.py311.1.nbc"]
+        for f in files:
+            f.write_bytes(b"machine code")
+        return files
+
+    files = fake_cache()
+    assert drop_stale_caches(folder) is True  # no stamp yet: nothing is known to be fresh
+    assert not any(f.exists() for f in files)
+    files = fake_cache()
+    assert drop_stale_caches(folder) is False  # the same sources: the caches stay
+    assert all(f.exists() for f in files)
+    common = folder / "common.py"
+    common.write_text(common.read_text().replace("-2.0 * ext * r", "-1.0 * ext * r"))
+    assert drop_stale_caches(folder) is True
+    assert not any(f.exists() for f in files)
+    files = fake_cache()
+    constants = package / "constants.py"
+    constants.write_text(constants.read_text() + "\nEXTRA = 1\n")
+    assert drop_stale_caches(folder) is True
+    assert not any(f.exists() for f in files)

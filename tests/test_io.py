@@ -292,3 +292,65 @@ def test_interrupted_scan_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         sim.write(paths, progress=stop_midway)
     assert list(tmp_path.iterdir()) == []
+
+
+_KILL_AT = """
+import os, signal, sys
+from pathlib import Path
+
+event, target = sys.argv[1], Path(sys.argv[2])
+rename, pwrite = os.replace, os.pwrite
+writes = []
+
+
+def replace(src, dst, *args, **kwargs):
+    if event == "before_rename" and Path(dst) == target:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rename(src, dst, *args, **kwargs)
+
+
+def pwrite_then_die(fd, data, offset):
+    writes.append(offset)
+    if event == "mid_write" and len(writes) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return pwrite(fd, data, offset)
+
+
+os.replace, os.pwrite = replace, pwrite_then_die
+from simulator.cli import main
+
+sys.argv = ["lidar-sim", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("event", ["mid_write", "before_rename"])
+def test_a_scan_killed_while_writing_leaves_the_previous_file_intact(
+    tmp_path: Path, event: str
+) -> None:
+    """SIGKILL at a fixed point of the write (the third block of the npz, or with the file
+    complete under its temporary name): the earlier file under the target's name is
+    untouched, bit for bit; the next run replaces it and leaves no temporary behind."""
+    import signal
+    import subprocess
+    import sys
+
+    survey = str(REPO / "scenes" / "farm" / "survey.yaml")
+    target = tmp_path / "scan.npz"
+    scan = ["scan", survey, "-o", str(target), "-q", "--set", "revolutions=0.5"]
+    cli = [sys.executable, "-m", "simulator.cli"]
+    first = subprocess.run([*cli, *scan, "--set", "seed=1", "--set", "chunk_pulses=4000"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    before = target.read_bytes()
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILL_AT, event, str(target), *scan, "--set", "seed=2",
+         "--set", "chunk_pulses=4000"], capture_output=True, text=True)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name]  # the killed write's
+    again = subprocess.run([sys.executable, "-m", "simulator.cli", *scan, "--set", "seed=2"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert target.read_bytes() != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.npz"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -155,16 +157,51 @@ def test_sensor_noise_statistics_and_renewal(ws: Workspace) -> None:
     assert abs(np.corrcoef(err[first][i1], err[~first][i2])[0, 1]) < 0.1
 
 
+def _wall_geometry(cloud: simulator.PointCloud, distance_m: float) -> tuple[np.ndarray, ...]:
+    """Geometric range and incidence cosine of each point's ray on the wall x = distance,
+    from the measured point's direction alone (the sensor sits at the origin)."""
+    xyz = cloud["xyz"].astype(np.float64)
+    direction = xyz / np.linalg.norm(xyz, axis=1, keepdims=True)
+    cos = direction[:, 0]  # the wall's normal is -x
+    return distance_m / cos, cos
+
+
+ROUGH_M = 0.01
+
+
+def _rough_wall_scan(ws: Workspace, exponent: float | None = None) -> simulator.PointCloud:
+    rough = {**PLAIN, "roughness_m": ROUGH_M, "micro_slope_cell_m": 0.05}
+    elevations = np.linspace(-8.0, 8.0, 17).tolist()  # rows 0.17 m apart or more
+    scanner = single_channel_scanner(channels={"elevation_deg": elevations})
+    return ws.scan([_wall(10.0, rough)], scanner=scanner, revolutions=2)
+
+
 def test_surface_relief_is_fixed_in_place_and_follows_the_rough_law(ws: Workspace) -> None:
-    """Relief offsets scale as roughness cos^-1.5 and repeat exactly on a second revolution."""
-    rough = {**PLAIN, "roughness_m": 0.01, "micro_slope_cell_m": 0.05}
-    cloud = ws.scan([_wall(10.0, rough)], scanner=single_channel_scanner(), revolutions=2)
-    err = cloud["range_m"].astype(np.float64) - cloud["range_true_m"]
-    z = err / physics.rough_range_sigma_m(0.01, cloud["cos_incidence"].astype(np.float64))
-    assert z.std() == pytest.approx(1.0, rel=0.08)
-    per_rev = 3600
-    first = cloud["pulse_id"] < per_rev
-    np.testing.assert_array_equal(err[first], err[~first])
+    """From the scanned ranges alone (the true range from the wall's geometry, the
+    incidence from its normal): the range scatter's log-log slope against cos(incidence)
+    is -1.5 and its scale at normal incidence is the roughness; the offsets repeat exactly
+    on the second revolution (they are fixed in place)."""
+    cloud = _rough_wall_scan(ws)
+    range_true_m, cos = _wall_geometry(cloud, 10.0)
+    err = cloud["range_m"].astype(np.float64) - range_true_m
+    # Bins of incidence, each with hundreds of independent cells (0.05 m relief cells).
+    first = cloud["pulse_id"] < 3600 * 17
+    edges = np.linspace(np.log(0.12), 0.0, 9)
+    centre, sigma = [], []
+    for lo, hi in itertools.pairwise(edges):
+        inside = first & (np.log(cos) >= lo) & (np.log(cos) < hi)
+        assert inside.sum() > 300
+        centre.append(np.mean(np.log(cos[inside])))
+        sigma.append(np.std(err[inside]))
+    slope, intercept = np.polyfit(centre, np.log(sigma), 1)
+    print(f"rough law: slope {slope:.4f}, scale {np.exp(intercept):.5f} m")
+    assert slope == pytest.approx(-1.5, abs=0.06)
+    assert np.exp(intercept) == pytest.approx(ROUGH_M, rel=0.06)
+    second = ~first
+    pid = cloud["pulse_id"].astype(np.int64)
+    _, i1, i2 = np.intersect1d(pid[first], pid[second] - 3600 * 17, return_indices=True)
+    assert len(i1) > 20_000
+    np.testing.assert_array_equal(err[first][i1], err[second][i2])
 
 
 def test_micro_slope_tilts_the_incidence_by_the_configured_spread(ws: Workspace) -> None:
@@ -201,3 +238,146 @@ def test_same_seed_is_bit_identical_for_any_chunk_size() -> None:
             np.testing.assert_array_equal(other[name], reference[name], err_msg=name)
     different = simulator.scan(survey, ["seed=4", "revolutions=0.5"])
     assert not np.array_equal(different["range_m"][:1000], reference["range_m"][:1000])
+
+
+def _threshold_edge_m(rho: float, alpha_per_m: float, rho_ref: float, r_ref_m: float) -> float:
+    """Range where rho exp(-2 alpha R) / R^2 falls to rho_ref exp(-2 alpha R_ref) / R_ref^2,
+    by bisection on the logarithm (decreasing in R)."""
+    target = np.log(rho_ref) - 2.0 * alpha_per_m * r_ref_m - 2.0 * np.log(r_ref_m)
+    lo, hi = 1e-3, 1e5
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        above = np.log(rho) - 2.0 * alpha_per_m * mid - 2.0 * np.log(mid) >= target
+        lo, hi = (mid, hi) if above else (lo, mid)
+    return lo
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.5])
+@pytest.mark.parametrize(("fraction", "detected"), [(0.995, True), (1.005, False)])
+def test_extinction_brings_the_detection_range_in_by_the_two_way_law(
+    ws: Workspace, rho: float, fraction: float, detected: bool
+) -> None:
+    """With alpha = 0.01 / m, a wall is seen out to where rho exp(-2 alpha R) / R^2 meets
+    the threshold, which is set by the datasheet's 10 % at 110 m in the same air; 0.5 %
+    nearer it is seen, 0.5 % farther it is not. Its intensity (calibrated reflectivity)
+    does not fade with the air."""
+    alpha = 0.01
+    edge_m = _threshold_edge_m(rho, alpha, 0.1, 110.0)
+    clear_edge_m = 110.0 * np.sqrt(rho / 0.1)  # what the law without the air would give
+    # 92.6 m against 77.8 m for 5 %, 155.7 m against 246.0 m for 50 %: the air costs the
+    # far target range, and the near one gains (the threshold itself was set through
+    # 110 m of the same air).
+    assert abs(edge_m - clear_edge_m) > 0.15 * edge_m
+    scanner = single_channel_scanner(atmospheric_extinction_per_m=alpha)
+    cloud = ws.scan([_wall(fraction * edge_m, {**PLAIN, "reflectance": rho})], scanner=scanner)
+    assert (len(cloud) > 0) == detected
+    if detected:
+        np.testing.assert_allclose(cloud["intensity"].max(), 100.0 * rho, rtol=1e-5)
+
+
+def _predicted_detected(
+    direction: np.ndarray, normal: np.ndarray, range_m: np.ndarray, divergence_mrad: tuple
+) -> np.ndarray:
+    """Which rays of a pencil-free elliptical beam are detected on a Lambertian 5 % plane,
+    from the geometry: the receding direction's angle to the beam's vertical axis (world
+    up, the sensor being level) sets the in-plane divergence."""
+    beta_h, beta_v = (v * 1e-3 for v in divergence_mrad)
+    cos_inc = np.abs(direction @ normal)
+    receding = normal - (direction @ normal)[:, None] * direction
+    up = np.array([0.0, 0.0, 1.0]) - direction[:, 2:3] * direction
+    norms = np.linalg.norm(receding, axis=1) * np.linalg.norm(up, axis=1)
+    cos_psi = np.where(norms > 1e-12, np.abs(np.sum(receding * up, axis=1)) / norms, 1.0)
+    cos_psi = np.minimum(cos_psi, 1.0)
+    beta = np.hypot(beta_v * cos_psi, beta_h * np.sqrt(1.0 - cos_psi**2))
+    spread_m = range_m * np.sqrt(1.0 - cos_inc**2) / cos_inc * beta
+    pulse_m = 299_792_458.0 * 5e-9 / 2.0
+    peak = pulse_m / np.hypot(pulse_m, spread_m)
+    return 0.05 * cos_inc * peak / range_m**2 >= 0.1 / 110.0**2
+
+
+GROUND_ELEVATIONS_DEG = (-np.arange(3.0, 12.0, 0.05)).tolist()
+
+
+@pytest.mark.parametrize("divergence_mrad", [(0.0, 20.0), (20.0, 0.0), (12.0, 8.0)])
+def test_on_level_ground_the_vertical_divergence_stretches_the_echo(
+    ws: Workspace, divergence_mrad: tuple
+) -> None:
+    """Level ground under a level sensor recedes along the beam's vertical axis (psi = 0):
+    only the vertical divergence moves the ring at which a dark ground stops being seen.
+    The edge ring is found in the scan and predicted from the geometry."""
+    scanner = single_channel_scanner(
+        channels={"elevation_deg": GROUND_ELEVATIONS_DEG},
+        firings_per_revolution=90,
+        divergence_mrad=dict(zip(("horizontal", "vertical"), divergence_mrad, strict=True)),
+    )
+    ground = _plane(size_m=2000.0, position_m=[0.0, 0.0, -H_M])
+    ground["material"] = {**DARK, "label": "terrain"}
+    cloud = ws.scan([ground], scanner=scanner)
+    rings = np.unique(cloud["ring"])
+    elevation = np.radians(np.array(GROUND_ELEVATIONS_DEG))
+    direction = np.stack([np.cos(elevation), 0 * elevation, np.sin(elevation)], axis=1)
+    range_m = H_M / -np.sin(elevation)
+    predicted = np.flatnonzero(
+        _predicted_detected(direction, np.array([0.0, 0.0, 1.0]), range_m, divergence_mrad)
+    )
+    np.testing.assert_array_equal(rings, predicted)
+    assert np.all(np.bincount(cloud["ring"])[rings] == 90)  # every azimuth alike
+    # The clear-beam edge: rho sin^3(e) / h^2 = 0.1 / 110^2 at e = 4.66 deg, the -4.7 ring.
+    shallowest = GROUND_ELEVATIONS_DEG[rings.min()]
+    clear_deg = np.degrees(np.arcsin((0.1 / 110.0**2 * H_M**2 / 0.05) ** (1 / 3)))
+    if divergence_mrad[1] == 0.0:
+        assert shallowest == pytest.approx(-clear_deg, abs=0.05)
+    else:  # a vertical divergence (and only that) pulls the edge in by a degree or more
+        assert shallowest < -clear_deg - 1.0
+
+
+@pytest.mark.parametrize("elevation_deg", [-30.0, -40.0])
+def test_at_an_intermediate_psi_both_divergences_count(ws: Workspace, elevation_deg: float) -> None:
+    """A wall seen at elevation -30 or -40 deg across azimuth recedes partly along the
+    beam's vertical axis and partly across it: the detection edge in azimuth is where the
+    combined in-plane divergence predicts (56.2 and 49.5 deg), and neither divergence
+    alone predicts it (each is 1.4 deg or more away)."""
+    d_m = 20.0
+    divergence = (10.0, 30.0)
+    scanner = single_channel_scanner(
+        channels={"elevation_deg": [elevation_deg]},
+        divergence_mrad={"horizontal": divergence[0], "vertical": divergence[1]},
+    )
+    cloud = ws.scan([_wall(d_m, DARK)], scanner=scanner)
+    measured = _max_angle_deg(cloud)
+
+    def edge(div: tuple) -> float:
+        azimuth = np.radians(np.arange(0.0, 89.0, 0.001))
+        e = np.radians(elevation_deg)
+        direction = np.stack(
+            [
+                np.cos(e) * np.cos(azimuth),
+                np.cos(e) * np.sin(azimuth),
+                np.full_like(azimuth, np.sin(e)),
+            ],
+            axis=1,
+        )
+        range_m = d_m / direction[:, 0]
+        ok = _predicted_detected(direction, np.array([-1.0, 0.0, 0.0]), range_m, div)
+        return float(np.degrees(azimuth[ok].max()))
+
+    assert measured == pytest.approx(edge(divergence), abs=0.1)  # one azimuth step
+    for alone in ((divergence[0], 0.0), (0.0, divergence[1])):
+        assert abs(measured - edge(alone)) > 1.0
+
+
+@pytest.mark.parametrize(
+    ("rho", "intensity_max", "expected"),
+    [(2.0, 255.0, 200.0), (3.0, 255.0, 255.0), (2.0, 150.0, 150.0), (0.5, 40.0, 40.0)],
+)
+def test_intensity_clips_at_intensity_max(
+    ws: Workspace, rho: float, intensity_max: float, expected: float
+) -> None:
+    """At normal incidence on a k = 0 target, intensity = scale * rho, held at
+    intensity_max: a retroreflector at 3.0 reads 255, not 300; one at 2.0 reads 200, or
+    150 where the sensor tops out at 150."""
+    scanner = single_channel_scanner(intensity_max=intensity_max)
+    material = {**PLAIN, "reflectance": rho, "minnaert_k": 0.0}
+    cloud = ws.scan([_wall(10.0, material)], scanner=scanner)
+    assert len(cloud) > 1000
+    np.testing.assert_array_equal(cloud["intensity"], np.float32(expected))

@@ -7,6 +7,7 @@ run clears the leftovers of a killed one.
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 from collections.abc import Iterator
@@ -30,8 +31,13 @@ def temp_name(path: Path) -> Path:
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (same extension); rename it on success.
 
-    On an exception the temporary file is removed and the target is left untouched.
+    On an exception the temporary file is removed and the target is left untouched. The
+    temporaries of this same target that a killed writer left (``kill -9`` gives it no
+    chance to clean up) are removed first, so that re-running the command tidies up.
     """
+    for stale in path.parent.glob(f".{glob.escape(path.stem)}.tmp-{'[0-9a-f]' * 8}*"):
+        if stale.name.endswith(path.suffix) and stale.is_file():
+            stale.unlink(missing_ok=True)
     tmp = temp_name(path)
     try:
         yield tmp

@@ -20,13 +20,58 @@ threads or chunks. The submodules need numba; :data:`AVAILABLE` says whether it 
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+#: Beside numba's cache files: the digest of the sources they were compiled from.
+SOURCE_STAMP = _HERE / "__pycache__" / "kernels-source.sha1"
+
+
+def source_digest(folder: Path = _HERE) -> str:
+    """SHA-1 of every source a kernel is compiled from: the modules of the kernels'
+    ``folder`` and the constants they read (numba freezes globals into machine code)."""
+    h = hashlib.sha1()
+    for path in [*sorted(folder.glob("*.py")), folder.parent / "constants.py"]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def drop_stale_caches(folder: Path = _HERE) -> bool:
+    """Delete numba's cached kernels here if any of their sources changed since.
+
+    numba checks only the modification time of the file that defines a cached function,
+    not of the helpers it inlines from ``common.py`` or the constants it froze in: after
+    an edit of those, it would load machine code of the old source. Returns whether
+    caches were dropped. Does nothing where the folder is not writable (an installed
+    copy's sources change only on reinstall, and then every file is new).
+    """
+    digest = source_digest(folder)
+    stamp = folder / "__pycache__" / SOURCE_STAMP.name
+    try:
+        if stamp.read_text() == digest:
+            return False
+    except OSError:
+        pass
+    try:
+        stamp.parent.mkdir(exist_ok=True)
+        for cached in stamp.parent.glob("*.nb[ic]"):
+            cached.unlink(missing_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        return False
+    return True
+
+
 try:
     import numba
 
     # OpenMP first: numba's TBB layer wants a newer TBB than Open3D's, and warns.
     numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
     AVAILABLE = True
+    drop_stale_caches()
 except ImportError:  # pragma: no cover - exercised only without numba
     AVAILABLE = False
 
-__all__ = ["AVAILABLE"]
+__all__ = ["AVAILABLE", "SOURCE_STAMP", "drop_stale_caches", "source_digest"]
