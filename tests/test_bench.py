@@ -64,7 +64,9 @@ def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
     # The steady state starts after the first 5000-pulse chunk and ends with the pipeline.
     steady_s = (figures["pulses"] - 5000) / figures["pipeline_pulses_per_s"]
     assert 0.0 < steady_s <= figures["pipeline_s"]
-    assert figures["rss_before_scan_mib"] <= figures["peak_rss_mib"]
+    # The kernel's peak (getrusage) and the current size (/proc) are kept apart and can
+    # differ by some pages; the peak is never below the current size by more than that.
+    assert figures["rss_before_scan_mib"] <= figures["peak_rss_mib"] + 1.0
 
 
 def test_bench_command_prints_json() -> None:
