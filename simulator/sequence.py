@@ -7,11 +7,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import ConfigError
 from .io.frames import open_frame_sink
 from .io.poses import write_kitti_poses, write_times, write_tum_poses
 from .pipeline import OutputFrame, ProgressCallback, Simulation
 
-__all__ = ["SequenceSummary", "write_sequence"]
+__all__ = ["SequenceSummary", "sequence_frame", "write_sequence"]
 
 
 def write_sequence(
@@ -30,15 +31,17 @@ def write_sequence(
     first firing. Files: ``frames/NNNNNN.EXT`` (with ``rosbag2``, one ROS 2 bag ``bag/``
     instead; :mod:`simulator.io.frames`), ``poses_tum.txt`` (``t x y z qx qy qz qw``)
     and ``poses_kitti.txt`` (3x4 row-major), both world from sensor at each frame's
-    reference time, and ``times.txt``. Points are in the sensor frame at their own firing
-    time, distorted by the motion as a real sensor's are, or with ``compensate`` in the
-    sensor frame at the frame's reference time; ``time_s`` is relative to the frame.
+    reference time, and ``times.txt``. Points are in the frame the survey's
+    ``output.frame`` names (:func:`sequence_frame`): by default the sensor frame at their
+    own firing time, distorted by the motion as a real sensor's are; with ``compensate``
+    (or ``sensor_compensated``) the sensor frame at the frame's reference time; or the
+    world frame. ``time_s`` is relative to the frame.
     """
     from .trajectory import quaternion_from_matrix
 
     out = Path(out_dir)
+    frame_kind = sequence_frame(sim, fmt, compensate=compensate)
     sink = open_frame_sink(out, fmt)
-    frame_kind: OutputFrame = "sensor_compensated" if compensate else "sensor"
     total = sim.total_pulses
     frames = sim.frames()
     summary = SequenceSummary(frames=len(frames), pulses=total)
@@ -67,6 +70,37 @@ def write_sequence(
     ]
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def sequence_frame(sim: Simulation, fmt: str, *, compensate: bool = False) -> OutputFrame:
+    """The frame a sequence's points are written in: the survey's ``output.frame``, or
+    ``sensor_compensated`` when ``compensate`` asks for it.
+
+    Raises
+    ------
+    ConfigError
+        Naming the survey's ``output.frame``, if ``compensate`` contradicts it (``world``),
+        or the format cannot say the frame (a ROS 2 bag's clouds are in the sensor frame,
+        its poses on ``/tf``).
+    """
+    frame: OutputFrame = sim.survey.output.frame
+    if compensate and frame == "world":
+        raise ConfigError(
+            sim.source,
+            "output.frame",
+            "world contradicts --compensate (points in the sensor frame at each frame's "
+            "start); give one of them",
+        )
+    if compensate:
+        frame = "sensor_compensated"
+    if fmt == "rosbag2" and frame == "world":
+        raise ConfigError(
+            sim.source,
+            "output.frame",
+            "a rosbag2 sequence holds sensor-frame clouds and the poses on /tf; world is "
+            "not supported there (use sensor, or another --format)",
+        )
+    return frame
 
 
 @dataclass

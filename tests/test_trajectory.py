@@ -222,6 +222,69 @@ def test_sequence_command_writes_kitti_frames(tmp_path: Path) -> None:
     assert len(np.loadtxt(tmp_path / "kitti" / "times.txt")) == 2
 
 
+@pytest.mark.parametrize("how", ["--set", "--compensate"])
+def test_sequence_writes_the_frame_the_survey_asks_for(tmp_path: Path, how: str) -> None:
+    """``output.frame=world`` gives world-frame frames, and ``sensor_compensated`` (by key
+    or by --compensate) the frame-start sensor frame: each world frame is the compensated
+    frame moved by that frame's pose in poses_kitti.txt."""
+    import subprocess
+    import sys
+
+    drive = str(REPO / "scenes/farm/drive.yaml")
+
+    def run(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "simulator.cli", "sequence", drive, "-o", str(tmp_path / name),
+             "--set", "duration_s=0.2", "-q", *extra],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    world = run("world", "--set", "output.frame=world")
+    compensated = run(
+        "comp",
+        *(
+            ["--compensate"]
+            if how == "--compensate"
+            else ["--set", "output.frame=sensor_compensated"]
+        ),
+    )
+    raw = run("raw")
+    for res in (world, compensated, raw):
+        assert res.returncode == 0, res.stderr
+    poses = np.loadtxt(tmp_path / "world" / "poses_kitti.txt").reshape(-1, 3, 4)
+    for k in range(2):
+        name = f"frames/{k:06d}.npz"
+        w = simulator.io.npz.read_npz(tmp_path / "world" / name)
+        c = simulator.io.npz.read_npz(tmp_path / "comp" / name)
+        r = simulator.io.npz.read_npz(tmp_path / "raw" / name)
+        assert len(w) == len(c) == len(r) > 10_000
+        moved = c["xyz"].astype(np.float64) @ poses[k, :, :3].T + poses[k, :, 3]
+        np.testing.assert_allclose(w["xyz"], moved, atol=2e-4)
+        assert np.abs(w["xyz"] - r["xyz"]).max() > 1.0  # not the sensor frame
+        assert np.abs(c["xyz"] - r["xyz"]).max() > 0.01  # the motion was removed
+        np.testing.assert_array_equal(w["time_s"], r["time_s"])
+
+
+def test_sequence_refuses_a_frame_it_cannot_write(tmp_path: Path) -> None:
+    """--compensate with output.frame=world, and world in a ROS 2 bag: exit 2, the survey
+    and the key named, nothing written."""
+    import subprocess
+    import sys
+
+    drive = REPO / "scenes/farm/drive.yaml"
+    for extra in (["--compensate"], ["--format", "rosbag2"]):
+        out = tmp_path / extra[-1].lstrip("-")
+        res = subprocess.run(
+            [sys.executable, "-m", "simulator.cli", "sequence", str(drive), "-o", str(out),
+             "--set", "output.frame=world", "--set", "duration_s=0.2", "-q", *extra],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 2, res.stderr
+        assert str(drive) in res.stderr and "output.frame" in res.stderr
+        assert "Traceback" not in res.stderr
+        assert not out.exists() or not any(out.rglob("*.*"))
+
+
 def test_a_moving_object_is_hit_where_it_is_at_each_pulse(ws: Workspace) -> None:
     """A box driving along y at 10 m/s past a static sensor: every hit on it lies on its
     face at the box's position at that pulse's own time (exact per pulse, no slices)."""
