@@ -116,6 +116,10 @@ class Backend(Protocol):
         """Compute on ``threads`` threads (0: every core)."""
         ...
 
+    def compiled_kernels(self) -> int:
+        """How many kernels this process compiled (rather than loaded from a cache)."""
+        ...
+
 
 class NumpyBackend:
     """The numpy specification of every step."""
@@ -127,6 +131,10 @@ class NumpyBackend:
     echo_returns = staticmethod(_echoes.echo_returns)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
+
+    def compiled_kernels(self) -> int:
+        """None: the specification is plain numpy."""
+        return 0
 
     def set_threads(self, threads: int) -> None:
         """numpy's own threads are not managed here."""
@@ -145,6 +153,7 @@ class NumbaBackend:
         from .kernels import record as k_record
 
         self._rays, self._record = k_rays, k_record
+        self._modules = (k_rays, k_hits, k_echoes, k_record)
         self.sub_rays = k_rays.sub_rays
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
@@ -175,6 +184,17 @@ class NumbaBackend:
         if isinstance(pattern, SpinningPattern):
             return self._record.record(returns, rays, frame, tables, pattern)
         return _record.record(returns, rays, frame, tables, pattern)
+
+    def compiled_kernels(self) -> int:
+        """Kernels compiled in this process: numba's cache misses over every kernel."""
+        from numba.core.registry import CPUDispatcher
+
+        return sum(
+            sum(value.stats.cache_misses.values())
+            for module in self._modules
+            for value in vars(module).values()
+            if isinstance(value, CPUDispatcher)
+        )
 
     def set_threads(self, threads: int) -> None:
         """Run the kernels on ``threads`` threads (0: every core numba was started with)."""

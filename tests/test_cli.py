@@ -46,6 +46,33 @@ def test_scan_writes_every_requested_format_and_a_summary(ws: Workspace) -> None
     assert not list((ws.root / "o").glob(".*"))  # no temporary files left behind
 
 
+def test_the_first_scan_reports_compiling_apart_from_the_scan(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """With an empty numba cache (the first run after an install) the kernels compile in
+    the set-up, which is reported on its own; the scan's time and rate are the scan's."""
+    import re
+
+    survey = _good_survey(ws)
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
+    out = ws.root / "o" / "scan.las"
+    res = subprocess.run([*LIDAR_SIM, "scan", str(survey), "-o", str(out)], capture_output=True,
+                         text=True, timeout=600, env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    setup = re.search(
+        r"set-up ([0-9.]+) s: ray-casting structure, (\d+) kernels? compiled", res.stdout
+    )
+    assert setup, res.stdout
+    assert int(setup.group(2)) >= 3  # rays, hits, record, and LAS packing
+    scan = re.search(r"in ([0-9.]+) s \(([0-9.]+) M pulses/s\)", res.stdout)
+    assert scan, res.stdout
+    assert float(scan.group(1)) < float(setup.group(1))  # compiling (seconds) is not in it
+    assert float(scan.group(2)) > 0.0
+    again = subprocess.run([*LIDAR_SIM, "scan", str(survey), "-o", str(out)], capture_output=True,
+                           text=True, timeout=600, env=env)  # fmt: skip
+    assert "kernels loaded from numba's cache" in again.stdout, again.stdout
+
+
 def test_default_output_is_relative_to_the_survey(ws: Workspace, tmp_path: Path) -> None:
     survey = _good_survey(ws)
     elsewhere = tmp_path / "cwd"
