@@ -319,9 +319,17 @@ def report(
     cloud, sim = _cloud_of(source, set_ or [], diagnostics=True)
     summary = write_report(cloud, output, simulation=sim, title=source.name)
     for name, m in summary["materials"].items():
-        if "fitted_k" in m:
-            _out.print(f"{name}: {m['points']:,} points, k {m['minnaert_k']:g}, "
-                       f"fitted {m['fitted_k']:.3f}")  # fmt: skip
+        if "fitted_k" not in m:
+            continue
+        left_out = (
+            f", {m['saturated_points']:,} saturated left out" if m["saturated_points"] else ""
+        )
+        fitted = (
+            f"not fitted ({m['fitted_points']} unsaturated points)"
+            if np.isnan(m["fitted_k"])
+            else f"fitted {m['fitted_k']:.3f} from {m['fitted_points']:,}"
+        )
+        _out.print(f"{name}: {m['points']:,} points, k {m['minnaert_k']:g}, {fitted}{left_out}")
     _out.print(f"wrote {output / 'report.html'}")
 
 

@@ -1,10 +1,11 @@
 """A report on a scan: does the physics behave? Plots and an HTML page that shows them.
 
 For a survey (scanned with diagnostics) the report knows each point's material, so it
-draws per material: intensity against the effective incidence cosine with the Minnaert
-curve ``intensity_scale * rho * cos^k`` the material should follow (and the exponent
-fitted to the points), the detected fraction of hits against range with the range at
-which the threshold stops a normal-incidence target of that material, and the range
+draws per material: intensity against the incidence cosine from the mesh's normal, with
+the Minnaert curve ``intensity_scale * rho * cos^k`` the material should follow and the
+exponent fitted to the points as a user would fit a real scan (saturated points left out
+and counted; :func:`fit_scan_minnaert`), the detected fraction of hits against range with
+the range at which the threshold stops a normal-incidence target of that material, and the range
 error against incidence with the rough-surface law ``sqrt((roughness cos^-1.5)^2 +
 range_noise^2)``. For any cloud: points per ring and a histogram of ranges.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from .. import physics
 from ..labels import label_name
 from ..pointcloud import PointCloud
 
-__all__ = ["fit_minnaert", "write_report"]
+__all__ = ["MinnaertFit", "fit_minnaert", "fit_scan_minnaert", "material_palette", "write_report"]
 
 
 def fit_minnaert(cos: np.ndarray, intensity: np.ndarray) -> tuple[float, float]:
@@ -34,9 +36,75 @@ def fit_minnaert(cos: np.ndarray, intensity: np.ndarray) -> tuple[float, float]:
     return float(k), float(np.exp(log_a))
 
 
+@dataclass(frozen=True)
+class MinnaertFit:
+    """A Minnaert exponent fitted to a material's points.
+
+    Attributes
+    ----------
+    k, scale : float
+        ``intensity = scale * cos^k``; NaN when too few points are left to fit.
+    points : int
+        Points the fit used.
+    saturated : int
+        Points left out because their intensity reads the sensor's maximum (the law's
+        value there is unknown: it is clipped).
+    """
+
+    k: float
+    scale: float
+    points: int
+    saturated: int
+
+
+#: Fewest unsaturated points, and the least spread of incidence (in log cos), to fit.
+MIN_FIT_POINTS = 20
+
+
+def fit_scan_minnaert(
+    cos_incidence: np.ndarray, intensity: np.ndarray, intensity_max: float
+) -> MinnaertFit:
+    """Fit the Minnaert law to what a scan holds: measured intensities against the
+    incidence from the mesh's normal (not the hidden, micro-slope-tilted one), leaving
+    out saturated points.
+
+    Parameters
+    ----------
+    cos_incidence : (N,) float
+        Cosine between each point's beam and the surface normal of the mesh.
+    intensity : (N,) float
+        Measured intensity.
+    intensity_max : float
+        The sensor's top reading; points at it are clipped and left out.
+    """
+    cos = np.asarray(cos_incidence, dtype=np.float64)
+    inten = np.asarray(intensity, dtype=np.float64)
+    saturated = inten >= intensity_max
+    ok = ~saturated & (cos > 1e-3) & (inten > 0)
+    if ok.sum() < MIN_FIT_POINTS or np.ptp(np.log(cos[ok])) < 0.05:
+        return MinnaertFit(float("nan"), float("nan"), int(ok.sum()), int(saturated.sum()))
+    k, scale = fit_minnaert(cos[ok], inten[ok])
+    return MinnaertFit(k, scale, int(ok.sum()), int(saturated.sum()))
+
+
+def material_palette(n: int) -> list[tuple[float, float, float]]:
+    """``n`` colours that stay apart: matplotlib's tab10, then tab20's light halves, then
+    evenly spaced hues for more than 20."""
+    import matplotlib
+
+    if n <= 10:
+        return [matplotlib.colormaps["tab10"](i)[:3] for i in range(n)]
+    if n <= 20:
+        tab20 = matplotlib.colormaps["tab20"]
+        order = [*range(0, 20, 2), *range(1, 20, 2)]  # the ten strong colours first
+        return [tab20(i)[:3] for i in order[:n]]
+    hsv = matplotlib.colormaps["hsv"]
+    return [hsv(i / n)[:3] for i in range(n)]
+
+
 def _save(fig: Any, path: Path) -> str:
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -86,24 +154,39 @@ def write_report(
         material = mat_of_obj[cloud["object_id"]]
         scanner, model = sim.scanner, sim.model
         present = [m for m in np.unique(material) if np.count_nonzero(material == m) >= 20]
-        # 1. intensity against incidence
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        # 1. intensity against incidence, fitted from what a user's scan would hold
+        fig, ax = plt.subplots(figsize=(10, 4.8))
         c = np.linspace(0.02, 1.0, 200)
-        for m in present:
+        palette = material_palette(len(present))
+        for colour, m in zip(palette, present, strict=True):
             sel = material == m
             name, mt = names[m], mats[names[m]]
-            cos, inten = cloud["cos_effective"][sel].astype(float), cloud["intensity"][sel]
-            k_fit, _ = fit_minnaert(cos, inten.astype(float))
-            (pts,) = ax.plot(cos, inten, ".", ms=1.5, alpha=0.4)
-            ax.plot(c, np.minimum(scanner.intensity_scale * mt.reflectance * c**mt.minnaert_k,
-                                  scanner.intensity_max), "-", color=pts.get_color(),
-                    label=f"{name}: k {mt.minnaert_k:g} (fit {k_fit:.3f})")  # fmt: skip
+            fit = fit_scan_minnaert(
+                cloud["cos_incidence"][sel], cloud["intensity"][sel], scanner.intensity_max
+            )
+            cos = cloud["cos_incidence"][sel].astype(float)
+            inten = cloud["intensity"][sel].astype(float)
+            clipped = inten >= scanner.intensity_max
+            ax.plot(cos[~clipped], inten[~clipped], ".", ms=2, alpha=0.35, color=colour)
+            if clipped.any():
+                ax.plot(cos[clipped], inten[clipped], "x", ms=3, alpha=0.5, color=colour)
+            law = np.minimum(scanner.intensity_scale * mt.reflectance * c**mt.minnaert_k,
+                             scanner.intensity_max)  # fmt: skip
+            fitted = "not fitted" if np.isnan(fit.k) else f"fit {fit.k:.3f}"
+            note = f", {fit.saturated} saturated" if fit.saturated else ""
+            ax.plot(c, law, "-", color=colour, lw=1.5,
+                    label=f"{name}: k {mt.minnaert_k:g} ({fitted}{note})")  # fmt: skip
             summary["materials"][name] = {
-                "points": int(sel.sum()), "minnaert_k": mt.minnaert_k, "fitted_k": k_fit,
+                "points": int(sel.sum()), "minnaert_k": mt.minnaert_k, "fitted_k": fit.k,
+                "fitted_points": fit.points, "saturated_points": fit.saturated,
                 "reflectance": mt.reflectance,
             }  # fmt: skip
-        ax.set(xlabel="effective incidence cosine", ylabel="intensity", xlim=(0, 1))
-        ax.legend(fontsize=7)
+        ax.axhline(scanner.intensity_max, color="0.5", ls="--", lw=0.8)
+        ax.set(xlabel="incidence cosine (from the mesh normal)", ylabel="intensity",
+               xlim=(0, 1), ylim=(0, scanner.intensity_max * 1.05))  # fmt: skip
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  title="points: the scan (x: saturated,\nleft out of the fit); lines: the law",
+                  title_fontsize=7)  # fmt: skip
         images.append(("Intensity against incidence (Minnaert law per material)",
                        _save(fig, out / "intensity_vs_incidence.png")))  # fmt: skip
         # 2. detected fraction against range, from every hit of the survey
