@@ -158,7 +158,8 @@ class ScannerConfig(Model):
     atmospheric_extinction_per_m: NonNegFloat = 0.0
     range_noise_m: NonNegFloat
     intensity_scale: PositiveFloat
-    intensity_max: PositiveFloat = 255.0
+    #: The top reading; LAS stores intensity as uint16, so at most 65535.
+    intensity_max: Annotated[float, Field(gt=0, le=65535, allow_inf_nan=False)] = 255.0
     #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
     beam_samples: Annotated[int, Field(ge=1)] = 1
     #: Echoes closer than this merge into one (the pulse length is the physical floor).
