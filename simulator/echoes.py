@@ -51,6 +51,7 @@ from .hits import (
     in_window,
     measured_range,
     received_peak,
+    reported_intensity,
     sensor_jitter_m,
 )
 
@@ -400,7 +401,7 @@ def echo_returns(
     return Returns(
         pulse=echoes.pulse[e],
         range_m=range_meas[e],
-        intensity=np.clip(model.intensity_scale * echoes.energy[e], 0.0, model.intensity_max),
+        intensity=reported_intensity(echoes.energy[e], model),
         object_index=echoes.object_index[e],
         return_number=number,
         num_returns=total,

@@ -18,7 +18,7 @@ direction ``d``, range ``R``, normal ``n`` turned to face the sensor):
 7. Range: true range + place-fixed relief (rough-surface law) + per-pulse sensor
    noise, quantised, kept inside the range window (:func:`measured_range`,
    :func:`in_window`).
-8. Intensity: calibrated reflectivity ``intensity_scale * b``, clipped.
+8. Intensity: calibrated reflectivity ``intensity_scale * b``, clipped, in the sensor's steps.
 
 Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.echoes`).
 """
@@ -51,6 +51,7 @@ __all__ = [
     "in_window",
     "measured_range",
     "received_peak",
+    "reported_intensity",
     "sensor_jitter_m",
 ]
 
@@ -108,6 +109,8 @@ class ReturnModel:
     range_noise_m: float
     intensity_scale: float
     intensity_max: float
+    #: Reported intensity is rounded to whole steps of this; 0: unquantised.
+    intensity_step: float
     #: Echoes of one pulse closer than this merge: ``max(min_return_separation_m, pulse
     #: length)``.
     separation_m: float = 0.0
@@ -143,6 +146,7 @@ class ReturnModel:
             range_noise_m=scanner.range_noise_m,
             intensity_scale=scanner.intensity_scale,
             intensity_max=scanner.intensity_max,
+            intensity_step=scanner.intensity_step,
             separation_m=max(scanner.min_return_separation_m, pulse_m),
             return_mode=scanner.return_mode,
             returns_per_pulse=scanner.returns_per_pulse,
@@ -221,6 +225,28 @@ def world_rays(
     """World origins and directions, (N, 3) float64 each, of rays as cast (float32 rays
     relative to the float64 local origin ``shift_m``)."""
     return rays[:, :3].astype(np.float64) + shift_m, rays[:, 3:].astype(np.float64)
+
+
+def reported_intensity(backscatter: NDArray[np.float64], model: ReturnModel) -> NDArray[np.float64]:
+    """The intensity the sensor reports: ``intensity_scale * b`` clipped to
+    ``[0, intensity_max]``, then rounded to whole ``intensity_step``s (half to even) and
+    held at the maximum.
+
+    Parameters
+    ----------
+    backscatter : (H,) float64
+        Minnaert backscatter (or an echo's energy), dimensionless.
+    model : ReturnModel
+
+    Returns
+    -------
+    (H,) float64
+    """
+    value = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+    step = model.intensity_step
+    if step > 0.0:
+        value = np.minimum(np.rint(value / step) * step, model.intensity_max)
+    return value
 
 
 def received_peak(
@@ -365,7 +391,7 @@ def evaluate_hits(
     keep = in_window(received, range_meas, model)
 
     # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
-    intensity = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+    intensity = reported_intensity(backscatter, model)
     return HitResults(
         idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak, backscatter, relief
     )

@@ -160,6 +160,9 @@ class ScannerConfig(Model):
     intensity_scale: PositiveFloat
     #: The top reading; LAS stores intensity as uint16, so at most 65535.
     intensity_max: Annotated[float, Field(gt=0, le=65535, allow_inf_nan=False)] = 255.0
+    #: The sensor reports intensity in whole steps of this (1: an integer reading such as
+    #: uint8 reflectivity); 0 reports it unquantised.
+    intensity_step: Annotated[float, Field(ge=0, le=65535, allow_inf_nan=False)] = 0.0
     #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
     beam_samples: Annotated[int, Field(ge=1)] = 1
     #: Echoes closer than this merge into one (the pulse length is the physical floor).

@@ -11,7 +11,7 @@ from numba import njit, prange
 from ..beam import BeamPattern
 from ..chunk import Hits
 from ..echoes import Echoes, Returns, echo_inputs
-from ..hits import HitResults, ReturnModel, Streams
+from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
 
@@ -289,7 +289,7 @@ def echo_returns(
     return Returns(
         pulse=flat // width,
         range_m=out_range.ravel()[flat],
-        intensity=np.clip(model.intensity_scale * energy, 0.0, model.intensity_max),
+        intensity=reported_intensity(energy, model),
         object_index=slots["object"][slot].astype(np.int32),
         return_number=out_number.ravel()[flat],
         num_returns=out_total.ravel()[flat],

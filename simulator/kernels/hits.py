@@ -29,7 +29,7 @@ __all__ = ["evaluate_hits"]
 def _evaluate_hits(  # type: ignore[no-untyped-def]
     idx, rays, shift, range_true, normals, obj, pulse_start, up,
     mat_of_obj, refl, mk, rough, slope, cell,
-    beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax,
+    beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax, istep,
     seed_slope, seed_relief, seed_noise,
     keep, range_meas, intensity, full, jitter, cos_inc_out, cos_eff_out, spread_out, peak_out,
     backscatter_out, relief_out,
@@ -112,7 +112,10 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         keep[q] = received >= threshold and rm >= rmin and rm <= rmax
         range_meas[q] = rm
         # 8. intensity
-        intensity[q] = min(max(iscale * b, 0.0), imax)
+        value = min(max(iscale * b, 0.0), imax)
+        if istep > 0.0:
+            value = min(np.rint(value / istep) * istep, imax)
+        intensity[q] = value
         if not full:  # the point record needs no more
             continue
         cos_inc_out[q] = cos_inc
@@ -150,7 +153,7 @@ def evaluate_hits(
         mt.micro_slope_rad, mt.micro_slope_cell_m,
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
         model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
-        model.range_noise_m, model.intensity_scale, model.intensity_max,
+        model.range_noise_m, model.intensity_scale, model.intensity_max, model.intensity_step,
         streams.micro_slope, streams.relief, streams.sensor_noise,
         keep, range_m, intensity, full, jitter, *extra,
     )  # fmt: skip
