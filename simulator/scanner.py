@@ -187,23 +187,31 @@ class _Pattern:
 
 def _refract(d: NDArray, n: NDArray, eta: float) -> NDArray:
     """Refract unit rays ``d`` at surfaces of unit normal ``n`` (pointing along the ray),
-    going from index 1 to index 1/eta (vector Snell's law; total reflection clamps)."""
+    going from index 1 to index 1/eta (vector Snell's law). Where the ray would be
+    totally reflected it keeps its direction (as HELIOS++ keeps the previous one)."""
     cos_i = np.einsum("ij,ij->i", d, n)
-    k = np.maximum(1.0 - eta * eta * (1.0 - cos_i * cos_i), 0.0)
-    t = eta * d + (np.sqrt(k) - eta * cos_i)[:, None] * n
-    return t / np.linalg.norm(t, axis=1, keepdims=True)
+    k = 1.0 - eta * eta * (1.0 - cos_i * cos_i)
+    t = eta * d + (np.sqrt(np.maximum(k, 0.0)) - eta * cos_i)[:, None] * n
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    return np.where((k < 0.0)[:, None], d, t)
 
 
 class RisleyPattern(_Pattern):
     """Rotating wedge prisms (Livox Avia, Mid-70): a rosette that never repeats exactly.
 
-    Each prism has a flat face across the optical axis and a face tilted by its wedge
-    angle, turned by the prism's rotation ``theta(t) = 2 pi f t + phase``; a shot goes
-    through every prism in turn (vector Snell's law at each face; or, with
-    ``refraction: paraxial``, the thin-prism model: each prism adds a deviation of
-    ``(n - 1) wedge`` in the direction ``theta``, HELIOS++'s model). Shots fire at
-    ``shot_rate_hz`` per channel; channel ``c`` of shot ``k`` is pulse ``k * C + c`` and
-    starts tilted by its ``channel_offsets_deg``. The optical axis is the sensor's +x.
+    Each prism has a flat face square to the optical axis and a face tilted by its wedge
+    angle; the beam meets the tilted face first (``tilted_face: entry``) or last
+    (``exit``). The tilted face's normal leans towards the angle ``theta(t) = 2 pi f t +
+    phase``, measured in the plane across the axis from the sensor's +y (left) towards
+    +z (up), and turns with the prism. A shot is refracted by vector Snell's law at both
+    faces of every prism in turn (``refraction: exact``, the default); total internal
+    reflection keeps the direction the beam had before that face. ``refraction:
+    paraxial`` is the thin-prism approximation instead: each prism adds a deviation of
+    ``(n - 1) wedge`` towards ``theta``, which is only right for thin wedges.
+
+    Channels (emitters) fire in turn, as the Livox drivers number them: pulse ``p`` is
+    channel ``p mod C``, fired at ``p / (C shot_rate_hz)``, and starts tilted by its
+    ``channel_offsets_deg`` (azimuth, elevation). The optical axis is the sensor's +x.
     """
 
     def __init__(self, scanner: ScannerConfig) -> None:
@@ -221,21 +229,24 @@ class RisleyPattern(_Pattern):
     def aim(self, pulse_id: NDArray[np.uint64]) -> tuple[NDArray, NDArray, NDArray, NDArray]:
         shot = pulse_id // np.uint64(self.channels)
         ch = (pulse_id - shot * np.uint64(self.channels)).astype(np.intp)
-        t = shot.astype(np.float64) / self.spec.shot_rate_hz
+        t = pulse_id.astype(np.float64) / self.pulses_per_second
         d = self._start[ch]  # local frame: optical axis z', x' = sensor y, y' = sensor z
-        n_glass = self.spec.refractive_index
-        if self.spec.refraction == "paraxial":
-            dx, dy = d[:, 0] / d[:, 2], d[:, 1] / d[:, 2]  # as tangents of the deviation
-            dev_x, dev_y = np.arctan(dx), np.arctan(dy)
-            for prism in self.spec.prisms:
-                theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)
-                delta = (n_glass - 1.0) * np.radians(prism.wedge_deg)
-                dev_x = dev_x + delta * np.cos(theta)
-                dev_y = dev_y + delta * np.sin(theta)
-            d = np.stack([np.tan(dev_x), np.tan(dev_y), np.ones_like(t)], axis=1)
-            d /= np.linalg.norm(d, axis=1, keepdims=True)
-            direction = np.stack([d[:, 2], d[:, 0], d[:, 1]], axis=1)
-            return t, ch, np.zeros_like(direction), direction
+        d = self._paraxial(d, t) if self.spec.refraction == "paraxial" else self._exact(d, t)
+        direction = np.stack([d[:, 2], d[:, 0], d[:, 1]], axis=1)
+        return t, ch, np.zeros_like(direction), direction
+
+    def _paraxial(self, d: NDArray, t: NDArray) -> NDArray:
+        dev_x, dev_y = np.arctan(d[:, 0] / d[:, 2]), np.arctan(d[:, 1] / d[:, 2])
+        for prism in self.spec.prisms:
+            theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)
+            n_glass = prism.refractive_index or self.spec.refractive_index
+            delta = (n_glass - 1.0) * np.radians(prism.wedge_deg)
+            dev_x = dev_x + delta * np.cos(theta)
+            dev_y = dev_y + delta * np.sin(theta)
+        d = np.stack([np.tan(dev_x), np.tan(dev_y), np.ones_like(t)], axis=1)
+        return d / np.linalg.norm(d, axis=1, keepdims=True)
+
+    def _exact(self, d: NDArray, t: NDArray) -> NDArray:
         axis = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
         for prism in self.spec.prisms:
             theta = 2.0 * np.pi * prism.rotation_hz * t + np.radians(prism.phase_deg)
@@ -244,10 +255,11 @@ class RisleyPattern(_Pattern):
                 [np.sin(a) * np.cos(theta), np.sin(a) * np.sin(theta), np.full_like(t, np.cos(a))],
                 axis=1,
             )
-            d = _refract(d, axis, 1.0 / n_glass)
-            d = _refract(d, tilted, n_glass)
-        direction = np.stack([d[:, 2], d[:, 0], d[:, 1]], axis=1)
-        return t, ch, np.zeros_like(direction), direction
+            n_glass = prism.refractive_index or self.spec.refractive_index
+            first, last = (tilted, axis) if prism.tilted_face == "entry" else (axis, tilted)
+            d = _refract(d, first, 1.0 / n_glass)
+            d = _refract(d, last, n_glass)
+        return d
 
 
 class OscillatingPattern(_Pattern):

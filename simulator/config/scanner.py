@@ -73,11 +73,16 @@ class Detection(Model):
 
 
 class Prism(Model):
-    """One rotating wedge prism of a Risley scanner."""
+    """One rotating wedge prism of a Risley scanner: one flat face square to the optical
+    axis and one face tilted by ``wedge_deg``, the beam meeting ``tilted_face`` first
+    (``entry``) or last (``exit``)."""
 
     rotation_hz: FiniteFloat = Field(description="signed: the sign is the turning sense")
     wedge_deg: Annotated[float, Field(gt=0, lt=60, allow_inf_nan=False)]
     phase_deg: FiniteFloat = 0.0
+    tilted_face: Literal["entry", "exit"] = "exit"
+    #: This prism's glass; the ``risley`` section's ``refractive_index`` if not given.
+    refractive_index: Annotated[float, Field(gt=1, lt=4, allow_inf_nan=False)] | None = None
 
 
 class RisleySpec(Model):

@@ -30,20 +30,45 @@ def coverage(
 
 
 def plot_pattern(scanner: ScannerConfig, path: str | Path, max_points: int = 200_000) -> Path:
-    """Scatter one frame of the pattern (azimuth against elevation) to a PNG."""
+    """Draw one frame of the pattern to a PNG, to compare with a datasheet's figure.
+
+    Left: every pulse's direction, azimuth (wrapped to -180..180, counter-clockwise from
+    the sensor's +x) against elevation, coloured by firing time, in equal degrees for a
+    pattern narrower than a half turn; the title gives the spans. Right, for a spinning
+    head: each channel's elevation by channel number (the beam table of a datasheet).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ..scanner import SpinningPattern
+
     pattern = pattern_for(scanner)
     n = min(pattern.frame_pulses, max_points)
     sched = pattern.schedule(0, n)
-    fig, ax = plt.subplots(figsize=(10, 5))
-    ax.scatter(np.degrees(sched.azimuth_rad), np.degrees(sched.elevation_rad), s=0.2,
-               c=sched.time_s, cmap="viridis")  # fmt: skip
-    ax.set(xlabel="azimuth (deg)", ylabel="elevation (deg)",
-           title=f"{scanner.name}: {n:,} pulses, {sched.time_s[-1]:.3f} s")  # fmt: skip
+    azimuth = np.degrees(np.angle(np.exp(1j * sched.azimuth_rad)))
+    elevation = np.degrees(sched.elevation_rad)
+    spinning = isinstance(pattern, SpinningPattern)
+    if spinning:
+        fig, (ax, ax_ch) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 1]})
+    else:
+        fig, ax = plt.subplots(figsize=(8, 7))
+    dots = ax.scatter(azimuth, elevation, s=0.2, c=sched.time_s * 1e3, cmap="viridis")
+    fig.colorbar(dots, ax=ax, label="firing time (ms)", fraction=0.04, pad=0.02)
+    h_span = 360.0 if spinning else float(np.ptp(azimuth))
+    if h_span < 180.0:
+        ax.set_aspect("equal")
+    ax.set(xlabel="azimuth (deg, counter-clockwise from +x)", ylabel="elevation (deg)",
+           title=f"{scanner.name}: {n:,} pulses in {sched.time_s[-1] * 1e3:.1f} ms, "
+           f"{h_span:.1f} x {np.ptp(elevation):.1f} deg ({elevation.min():+.1f} to "
+           f"{elevation.max():+.1f})")  # fmt: skip
+    if spinning:
+        table = np.degrees(pattern.elevation_rad)
+        ax_ch.plot(np.arange(len(table)), table, "o", ms=3)
+        ax_ch.set(xlabel="channel (ring)", ylabel="elevation (deg)",
+                  title=f"{len(table)} channels")  # fmt: skip
+        ax_ch.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
