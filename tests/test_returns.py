@@ -244,6 +244,7 @@ def farm_echoes() -> dict[str, simulator.PointCloud]:
         "scanner_overrides.min_return_separation_m=0.5", "scanner_overrides.range_noise_m=0",
         "scanner_overrides.divergence_mrad.horizontal=30",
         "scanner_overrides.divergence_mrad.vertical=30",
+        "scanner_overrides.intensity_step=0",  # the received peak is read back from intensity
     ]  # fmt: skip
     clouds = {
         "multi": simulator.scan(
