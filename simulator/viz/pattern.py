@@ -29,11 +29,12 @@ def coverage(
     return len(cells), float(np.ptp(az)), float(np.ptp(el))
 
 
-def plot_pattern(scanner: ScannerConfig, path: str | Path, max_points: int = 200_000) -> Path:
+def plot_pattern(scanner: ScannerConfig, path: str | Path, max_points: int = 300_000) -> Path:
     """Draw one frame of the pattern to a PNG, to compare with a datasheet's figure.
 
     Left: every pulse's direction, azimuth (wrapped to -180..180, counter-clockwise from
-    the sensor's +x) against elevation, coloured by firing time, in equal degrees for a
+    the sensor's +x) against elevation, coloured by firing time (every k-th pulse of a frame
+    of more than ``max_points``), in equal degrees for a
     pattern narrower than a half turn; the title gives the spans. Right, for a spinning
     head: each channel's elevation by channel number (the beam table of a datasheet).
     """
@@ -45,16 +46,18 @@ def plot_pattern(scanner: ScannerConfig, path: str | Path, max_points: int = 200
     from ..scanner import SpinningPattern
 
     pattern = pattern_for(scanner)
-    n = min(pattern.frame_pulses, max_points)
+    n = pattern.frame_pulses
     sched = pattern.schedule(0, n)
-    azimuth = np.degrees(np.angle(np.exp(1j * sched.azimuth_rad)))
-    elevation = np.degrees(sched.elevation_rad)
+    keep = slice(None, None, max(1, -(-n // max_points)))  # every k-th pulse of the frame
+    azimuth = np.degrees(np.angle(np.exp(1j * sched.azimuth_rad)))[keep]
+    elevation = np.degrees(sched.elevation_rad)[keep]
+    time_ms = sched.time_s[keep] * 1e3
     spinning = isinstance(pattern, SpinningPattern)
     if spinning:
         fig, (ax, ax_ch) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 1]})
     else:
         fig, ax = plt.subplots(figsize=(8, 7))
-    dots = ax.scatter(azimuth, elevation, s=0.2, c=sched.time_s * 1e3, cmap="viridis")
+    dots = ax.scatter(azimuth, elevation, s=0.2, c=time_ms, cmap="viridis")
     fig.colorbar(dots, ax=ax, label="firing time (ms)", fraction=0.04, pad=0.02)
     h_span = 360.0 if spinning else float(np.ptp(azimuth))
     if h_span < 180.0:
