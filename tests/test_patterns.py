@@ -13,20 +13,32 @@ from simulator.scanner import pattern_for
 
 from .conftest import PLAIN, Workspace, single_channel_scanner
 
-# name: (points/s, (min elevation, max elevation) deg, azimuth step deg or None)
+# name: (points/s, (min elevation, max elevation) deg, azimuth step deg or None), from the
+# datasheets' headline figures. A preset built from a unit's calibration table may differ
+# from the datasheet's nominal field of view by up to FOV_TOLERANCE_DEG (the exact tables
+# are pinned by tests/test_presets_*.py).
 DATASHEET = {
     "rs-helios-5515": (576_000, (-55.0, 15.0), 0.2),
     "rs-helios-1615": (576_000, (-16.0, 15.0), 0.2),
     "vlp-16": (289_000, (-15.0, 15.0), 0.2),
-    "hdl-64e": (1_300_000, (-24.9, 2.0), None),
-    "os1-64": (1_310_720, (-16.611, 16.611), 360 / 2048),
-    "os1-128": (2_621_440, (-21.82, 20.95), 360 / 2048),
-    "pandar64": (1_152_000, (-24.879, 14.9), 0.2),
-    "pandar-xt32": (640_000, (-16.02, 14.97), 0.18),
+    "vlp-32c": (578_688, (-25.0, 15.0), 0.2),
+    "hdl-32e": (694_400, (-30.67, 10.67), 0.166),
+    "hdl-64e": (1_333_000, (-24.9, 2.0), None),  # "about 1.3 M"; VeloView's timing gives this
+    "os1-64": (655_360, (-16.6, 16.6), 360 / 1024),
+    "os1-128": (1_310_720, (-21.2, 21.2), 360 / 1024),  # 1024 x 10 mode; Rev C: 42.4 deg
+    "os1-32": (163_840, (-21.2, 21.2), 360 / 512),  # 512 x 10 mode
+    "os2-128": (1_310_720, (-11.25, 11.25), 360 / 1024),  # OS2: 22.5 deg
+    "waymo-top": (1_696_000, (-17.6, 2.4), 360 / 2650),
+    "pandar64": (1_152_000, (-25.0, 15.0), 0.2),
+    "pandar128": (2_304_000, (-25.0, 14.4), 0.2),
+    "pandar-xt32": (640_000, (-16.0, 15.0), 0.18),
     "livox-avia": (240_000, None, None),
     "livox-mid70": (100_000, None, None),
     "als-oscillating": (100_000, None, None),
 }
+FOV_TOLERANCE_DEG = {"hdl-64e": 0.2, "os1-64": 0.2, "os1-128": 0.65, "os1-32": 0.7,
+                     "os2-128": 0.5, "pandar64": 0.15, "pandar128": 0.05,
+                     "pandar-xt32": 0.05}  # fmt: skip
 
 
 def test_every_preset_is_listed_with_its_figures() -> None:
@@ -42,8 +54,9 @@ def test_preset_matches_its_datasheet(name: str) -> None:
     sched = pattern.schedule(0, min(pattern.frame_pulses, 300_000))
     if elevations is not None:
         el = np.degrees(sched.elevation_rad)
-        assert el.min() == pytest.approx(elevations[0], abs=0.01)
-        assert el.max() == pytest.approx(elevations[1], abs=0.01)
+        tolerance = FOV_TOLERANCE_DEG.get(name, 0.01)
+        assert el.min() == pytest.approx(elevations[0], abs=tolerance)
+        assert el.max() == pytest.approx(elevations[1], abs=tolerance)
     if step is not None:
         assert 360.0 / scanner.firings_per_revolution == pytest.approx(step, rel=0.005)
     np.testing.assert_allclose(np.linalg.norm(sched.direction, axis=1), 1.0, atol=1e-12)
