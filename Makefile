@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format clean system-deps
+.PHONY: setup demo test lint format clean system-deps preset-plots
 
 setup: $(STAMP)
 
@@ -43,3 +43,10 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache
+
+# One frame of every preset's pattern, as docs/presets/NAME.png (compare with the datasheets).
+preset-plots: $(STAMP)
+	@mkdir -p docs/presets
+	@for n in $$($(BIN)/python -c "from simulator.config import scanner_presets; print(*scanner_presets())"); do \
+		$(BIN)/lidar-sim scanners $$n --plot docs/presets/$$n.png; \
+	done
