@@ -10,9 +10,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich import box
 from rich.console import Console
@@ -20,12 +19,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .config import load_scanner, scanner_presets
+from .constants import OUTPUT_SUFFIXES
 from .errors import SimulatorError
-from .io import FORMATS, check_writable
-from .pipeline import ScanSummary, Simulation
-from .sequence import write_sequence
-from .validate import validate_file
+
+if TYPE_CHECKING:  # the commands import what they use, so that --help answers at once
+    from .pipeline import ScanSummary, Simulation
 
 __all__ = ["app", "main"]
 
@@ -101,13 +99,17 @@ def scan(
         typer.Option(
             "--output",
             "-o",
-            help=f"Output file; format by extension ({', '.join(FORMATS)}). Repeat for several.",
+            help=f"Output file; format by extension ({', '.join(OUTPUT_SUFFIXES)}). "
+            "Repeat for several.",
         ),
     ] = None,
     set_: SetOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Scan a survey and write the point cloud."""
+    from .io import check_writable
+    from .pipeline import Simulation
+
     loading = time.perf_counter()
     sim = Simulation.from_file(survey, set_ or [])
     loaded_s = time.perf_counter() - loading
@@ -151,6 +153,10 @@ def sequence(
     quiet: QuietOption = False,
 ) -> None:
     """Write a survey as frames (one per revolution) with ground-truth poses."""
+    from .io import check_writable
+    from .pipeline import Simulation
+    from .sequence import write_sequence
+
     fmt = fmt.lstrip(".").lower()
     if fmt != "rosbag2":
         check_writable(output / "frames" / f"000000.{fmt}")
@@ -234,6 +240,8 @@ def dataset(
 
 def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False):  # type: ignore[no-untyped-def]
     """A file's cloud, or a survey's (scanned), with the simulation for a survey."""
+    from .pipeline import Simulation
+
     if source.suffix.lower() in (".yaml", ".yml"):
         extra = ["output.diagnostics=true"] if diagnostics else []
         sim = Simulation.from_file(source, [*sets, *extra])
@@ -314,6 +322,8 @@ def report(
     set_: SetOption = None,
 ) -> None:
     """Plots of the physics (Minnaert, detection, range error, rings) and an HTML page."""
+    import numpy as np
+
     from .viz.report import write_report
 
     cloud, sim = _cloud_of(source, set_ or [], diagnostics=True)
@@ -335,6 +345,8 @@ def report(
 
 def _pattern_summary(scanner) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """FOV, angular step and rate of a scanner, from one frame of its pattern."""
+    import numpy as np
+
     from .scanner import SpinningPattern, pattern_for
 
     pattern = pattern_for(scanner)
@@ -367,6 +379,8 @@ def scanners(
     ] = None,
 ) -> None:
     """List the bundled scanner presets; with NAME --plot, draw one's pattern."""
+    from .config import load_scanner, scanner_presets
+
     presets = scanner_presets()
     if name is not None:
         if name not in presets:
@@ -396,6 +410,8 @@ def validate(
     file: Annotated[Path, typer.Argument(help="A survey, scanner, scene or material file.")],
 ) -> None:
     """Check a survey, scanner, scene, material or dataset file (a survey in depth)."""
+    from .validate import validate_file
+
     _out.print(f"{file}: ok ({validate_file(file)})")
 
 

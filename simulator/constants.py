@@ -87,3 +87,7 @@ def sequence_seed(root: int, index: int) -> int:
     """The seed of sequence ``index`` of a dataset of root seed ``root``: its stream
     ``index + 1``, so that a sample depends only on its index and the root seed."""
     return stream_seed(root, index + 1)
+
+
+#: Point-cloud file formats, by the lower-case extension that picks the writer.
+OUTPUT_SUFFIXES = (".npz", ".pcd", ".ply", ".las", ".laz", ".bin")

@@ -15,7 +15,6 @@ from .config import (
 )
 from .errors import ConfigError
 from .scanner import pattern_for
-from .scene import load_scene
 
 __all__ = ["validate_file"]
 
@@ -28,6 +27,8 @@ def validate_file(path: str | Path) -> str:
     path = Path(path)
     data = load_yaml(path)
     if "scene" in data and "scanner" in data:
+        from .scene import load_scene  # trimesh: only for the files that hold a scene
+
         survey, base = load_survey(path)
         scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
         scene = load_scene(referenced_file(base, survey.scene, path, "scene"))
@@ -43,6 +44,8 @@ def validate_file(path: str | Path) -> str:
         count = sum(g.sequences * g.frames for g in spec.groups)
         return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout"
     if "objects" in data:
+        from .scene import load_scene
+
         scene = load_scene(path)
         return f"scene: {len(scene.objects)} objects, {scene.triangle_count} triangles"
     if all(isinstance(v, dict) and "reflectance" in v for v in data.values()):

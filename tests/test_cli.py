@@ -213,3 +213,32 @@ def test_overriding_one_of_two_alternatives_replaces_the_other(ws: Workspace) ->
         survey, ["trajectory={start: {position_m: [0, 0, 2]}, velocity_mps: [1, 0, 0]}"]
     )
     assert sim.survey.trajectory is not None
+
+
+def test_commands_that_do_not_scan_do_not_import_the_heavy_parts() -> None:
+    """``--help``, ``scanners`` and validating a scanner load neither trimesh, Open3D nor
+    numba (they answer at once); importing the package alone loads none of them either."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['lidar-sim', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('simulator.cli', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('trimesh', 'open3d', 'numba', 'laspy') if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    for args in (
+        ["--help"],
+        ["scanners"],
+        ["validate", str(REPO / "configs/scanners/vlp-16.yaml")],
+    ):
+        res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        assert "HEAVY []" in res.stderr, (args, res.stderr[-500:])
+    res = subprocess.run(
+        [sys.executable, "-c", "import sys, simulator; "
+         "print([m for m in ('trimesh', 'open3d', 'numba') if m in sys.modules])"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.stdout.strip() == "[]", res.stdout + res.stderr

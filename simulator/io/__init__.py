@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..constants import OUTPUT_SUFFIXES
 from ..errors import OutputError
 from ..pointcloud import FieldSpec, PointCloud
 from .kitti import KittiWriter
@@ -53,6 +54,7 @@ FORMATS: dict[str, type] = {
     ".laz": LasWriter,
     ".bin": KittiWriter,
 }
+assert tuple(FORMATS) == OUTPUT_SUFFIXES  # the command's help names them without importing us
 
 
 def _writer_class(path: Path) -> type:
