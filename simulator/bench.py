@@ -126,6 +126,7 @@ def run_bench(
     use_fast: bool = True,
     beam_samples: int = 1,
     moving: bool = False,
+    bare_script: bool = False,
 ) -> BenchResult:
     """Run the benchmark; see the module docstring for what is measured.
 
@@ -152,6 +153,10 @@ def run_bench(
         Sub-rays per pulse (the bare cast then casts all of them).
     moving : bool
         Drive the sensor at 5 m/s (a pose per pulse) instead of a static pose.
+    bare_script : bool
+        Also run ``benchmarks/bare_cast.py`` (a plain cast-keep-save script on the same
+        rays, in a process of its own) when the source tree has it, and compare per
+        revolution.
     """
     import open3d as o3d
 
@@ -249,7 +254,33 @@ def run_bench(
         "rss_before_scan_mib": rss_before,
         "peak_rss_mib": peak,
     }
+    figures["pipeline_per_revolution_ms"] = 1e3 * t_pipeline / (total / sim.pattern.frame_pulses)
+    figures["bare_script"] = (
+        _bare_script(total / sim.pattern.frame_pulses, scene_scale, chunk_pulses)
+        if bare_script and not moving and beam_samples == 1
+        else None
+    )
     return BenchResult(figures)
+
+
+#: The plain cast-and-save script, in a source checkout.
+BARE_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bare_cast.py"
+
+
+def _bare_script(revolutions: float, scene_scale: float, chunk_pulses: int) -> dict | None:
+    """Figures of ``benchmarks/bare_cast.py`` on the same survey (None without the file)."""
+    import json
+    import subprocess
+    import sys
+
+    if not BARE_SCRIPT.is_file():
+        return None
+    res = subprocess.run(
+        [sys.executable, str(BARE_SCRIPT), "--revolutions", str(revolutions),
+         "--scene-scale", str(scene_scale), "--chunk-pulses", str(chunk_pulses)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(res.stdout)
 
 
 def format_result(result: BenchResult) -> str:
@@ -280,6 +311,14 @@ def format_result(result: BenchResult) -> str:
         f"peak memory        {f['peak_rss_mib']:.0f} MiB max resident set "
         f"({f['rss_before_scan_mib']:.0f} MiB before the scan)",
     ]
+    bare = f.get("bare_script")
+    if bare:
+        lines.append(
+            f"plain script       benchmarks/bare_cast.py (cast, keep hits, np.savez 5 fields): "
+            f"{bare['per_revolution_ms']:.1f} ms a revolution; the pipeline "
+            f"{f['pipeline_per_revolution_ms']:.1f} ms "
+            f"({f['pipeline_per_revolution_ms'] / bare['per_revolution_ms']:.2f} x)"
+        )
     if f["trimesh_embree_rays_per_s"]:
         rate = f["trimesh_embree_rays_per_s"]
         lines.append(

@@ -434,6 +434,9 @@ def bench(
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
     beam_samples: Annotated[int, typer.Option(help="Sub-rays per pulse: 1, 7, 19, ...")] = 1,
     moving: Annotated[bool, typer.Option(help="Drive the sensor at 5 m/s.")] = False,
+    bare_script: Annotated[
+        bool, typer.Option(help="Also time benchmarks/bare_cast.py on the same rays.")
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     load: Annotated[
         int,
@@ -476,6 +479,7 @@ def bench(
         use_fast=not numpy,
         beam_samples=beam_samples,
         moving=moving,
+        bare_script=bare_script,
     )
     typer.echo(result.to_json() if as_json else format_result(result))
 

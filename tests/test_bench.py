@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from simulator.bench import run_bench
 from simulator.config import Pose, Survey, load_scanner
 from simulator.generators import build_bench_scene
@@ -79,3 +81,17 @@ def test_bench_command_prints_json() -> None:
     figures = json.loads(res.stdout)
     assert figures["output_format"] == "bin" and figures["output_mib"] > 0
     assert figures["real_time_factor"] > 0
+
+
+def test_bench_runs_the_plain_script_on_the_same_rays() -> None:
+    """benchmarks/bare_cast.py casts the pipeline's pulses (in world coordinates): the same
+    pulse count, and every detected point among its hits."""
+    from simulator.bench import BARE_SCRIPT
+
+    assert BARE_SCRIPT.is_file()
+    figures = run_bench(revolutions=0.5, scene_scale=0.1, chunk_pulses=5000, bare_script=True)
+    bare = figures.figures["bare_script"]
+    assert bare["pulses"] == figures.figures["pulses"] == 900 * 32
+    assert figures.figures["points"] <= bare["hits"] < bare["pulses"]
+    assert bare["hits"] > 0.9 * figures.figures["points"]
+    assert bare["per_revolution_ms"] == pytest.approx(2e3 * bare["seconds"])
