@@ -402,3 +402,91 @@ def format_load(figures: dict[str, Any]) -> str:
             f"{f['peak_rss_mib']:.0f} MiB",
         ]
     )
+
+
+def run_sequence_bench(revolutions: float = 20.0, scene_scale: float = 1.0) -> dict[str, Any]:
+    """``lidar-sim sequence`` on the benchmark scene with the sensor driving at 5 m/s:
+    frames (one a revolution, KITTI ``.bin`` + labels + poses) per second of wall time.
+
+    Times :func:`~simulator.sequence.write_sequence` alone, after the scene, the ray
+    engine and a warm-up; the frames go to a temporary folder.
+    """
+    from .sequence import write_sequence
+
+    scene = build_bench_scene(0, scene_scale)
+    motion = {"start": {"position_m": [-10.0, 0.0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
+    survey = Survey(
+        scanner="rs-helios-5515",
+        scene="(in memory)",
+        trajectory=TrajectorySpec.model_validate(motion),
+        revolutions=revolutions,
+    )
+    sim = Simulation(
+        survey=survey, scanner=load_scanner("rs-helios-5515"), scene=scene, base_dir=Path(".")
+    )
+    sim.warm_up([Path("x.bin")])
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        summary = write_sequence(sim, Path(tmp) / "seq", "bin")
+        seconds = time.perf_counter() - t0
+        mib = sum(p.stat().st_size for p in summary.files if p.is_file()) / 2**20
+    frame_s = sim.pattern.frame_pulses / sim.pattern.pulses_per_second
+    return {
+        "frames": summary.frames,
+        "points": summary.points,
+        "pulses": summary.pulses,
+        "seconds": seconds,
+        "frames_per_s": summary.frames / seconds,
+        "real_time_factor": summary.frames * frame_s / seconds,
+        "pulses_per_s": summary.pulses / seconds,
+        "output_mib": mib,
+    }
+
+
+def format_sequence(f: dict[str, Any]) -> str:
+    """Lines of :func:`run_sequence_bench`'s figures."""
+    return (
+        f"sequence (KITTI bin, moving at 5 m/s): {f['frames']} frames, {f['points']:,} points "
+        f"in {f['seconds']:.2f} s = {f['frames_per_s']:.1f} frames/s "
+        f"({f['real_time_factor']:.1f} x real time, {f['pulses_per_s'] / 1e6:.2f} M pulses/s, "
+        f"{f['output_mib']:.1f} MiB)"
+    )
+
+
+def run_dataset_scaling(spec: str | Path, workers: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
+    """``lidar-sim dataset`` of ``spec`` with each number of local worker processes: wall
+    seconds, frames per second, and whether the files are bit-identical to the first's."""
+    from .datasets import run_dataset
+
+    runs: list[dict[str, Any]] = []
+    reference: dict[str, bytes] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in workers:
+            out = Path(tmp) / f"w{n}"
+            t0 = time.perf_counter()
+            manifest = run_dataset(spec, out, workers=n)
+            seconds = time.perf_counter() - t0
+            files = {
+                str(p.relative_to(out)): p.read_bytes()
+                for p in sorted(out.rglob("*"))
+                if p.is_file() and p.name != "manifest.json"
+            }
+            reference = files if reference is None else reference
+            runs.append({"workers": n, "seconds": seconds, "frames": manifest["frames"],
+                         "frames_per_s": manifest["frames"] / seconds,
+                         "identical_to_first": files == reference})  # fmt: skip
+    return {"spec": str(spec), "cores": os.cpu_count(), "runs": runs,
+            "speedup": runs[0]["seconds"] / runs[-1]["seconds"]}  # fmt: skip
+
+
+def format_dataset_scaling(f: dict[str, Any]) -> str:
+    """Lines of :func:`run_dataset_scaling`'s figures."""
+    lines = [f"dataset {f['spec']} on {f['cores']} cores"]
+    for r in f["runs"]:
+        same = "identical files" if r["identical_to_first"] else "FILES DIFFER"
+        lines.append(
+            f"  {r['workers']} worker(s): {r['frames']} frames in {r['seconds']:.2f} s "
+            f"({r['frames_per_s']:.2f} frames/s, {same})"
+        )
+    lines.append(f"  speed-up {f['speedup']:.2f} x")
+    return "\n".join(lines)

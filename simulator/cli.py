@@ -442,6 +442,13 @@ def bench(
         int,
         typer.Option(help="Instead: load a mesh file of this many triangles (e.g. 10000000)."),
     ] = 0,
+    sequence: Annotated[
+        bool, typer.Option("--sequence", help="Instead: frames/s of a moving sequence (bin).")
+    ] = False,
+    dataset_workers: Annotated[
+        Path | None,
+        typer.Option(help="Instead: run this dataset spec with 1 and 2 workers (scaling)."),
+    ] = None,
 ) -> None:
     """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
     import json
@@ -450,6 +457,18 @@ def bench(
 
     from .bench import format_load, format_result, run_bench, write_load_mesh
 
+    if sequence:
+        from .bench import format_sequence, run_sequence_bench
+
+        figures = run_sequence_bench(revolutions if revolutions != 50.0 else 20.0, scene_scale)
+        typer.echo(json.dumps(figures) if as_json else format_sequence(figures))
+        return
+    if dataset_workers is not None:
+        from .bench import format_dataset_scaling, run_dataset_scaling
+
+        figures = run_dataset_scaling(dataset_workers)
+        typer.echo(json.dumps(figures) if as_json else format_dataset_scaling(figures))
+        return
     if load:
         with tempfile.TemporaryDirectory() as tmp:
             mesh = Path(tmp) / "terrain.ply"

@@ -14,6 +14,8 @@ from simulator.config import Pose, Survey, load_scanner
 from simulator.generators import build_bench_scene
 from simulator.pipeline import Simulation
 
+from .conftest import REPO
+
 
 def test_bench_scene_is_reproducible_and_about_a_million_triangles() -> None:
     a, b = build_bench_scene(seed=3), build_bench_scene(seed=3)
@@ -95,3 +97,20 @@ def test_bench_runs_the_plain_script_on_the_same_rays() -> None:
     assert figures.figures["points"] <= bare["hits"] < bare["pulses"]
     assert bare["hits"] > 0.9 * figures.figures["points"]
     assert bare["per_revolution_ms"] == pytest.approx(2e3 * bare["seconds"])
+
+
+def test_sequence_bench_writes_one_frame_a_revolution() -> None:
+    from simulator.bench import run_sequence_bench
+
+    f = run_sequence_bench(revolutions=2, scene_scale=0.05)
+    assert f["frames"] == 2 and f["pulses"] == 2 * 1800 * 32
+    assert 0 < f["points"] < f["pulses"] and f["output_mib"] > 0
+    assert f["frames_per_s"] == pytest.approx(f["frames"] / f["seconds"])
+
+
+def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
+    from simulator.bench import run_dataset_scaling
+
+    f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
+    assert [r["workers"] for r in f["runs"]] == [1, 2]
+    assert all(r["identical_to_first"] and r["frames"] == 6 for r in f["runs"])
