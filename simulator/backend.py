@@ -7,6 +7,8 @@ one name and one signature each:
 - ``sub_rays``: the footprint sub-rays of each beam;
 - ``evaluate_hits``: the per-hit model (:mod:`simulator.hits`);
 - ``echo_returns``: echoes of sub-rays formed, measured and selected (:mod:`simulator.echoes`);
+- ``single_surface``: which footprints adaptive sampling leaves to the central ray
+  (:mod:`simulator.footprint`);
 - ``record``: the point record of the returns (:mod:`simulator.record`);
 - ``pack_las``: LAS records of a point record.
 
@@ -26,12 +28,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import echoes as _echoes
+from . import footprint as _footprint
 from . import hits as _hits
 from . import rays as _rays
 from . import record as _record
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .echoes import Returns
+from .footprint import Witnesses
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
@@ -83,12 +87,18 @@ class Backend(Protocol):
         self,
         results: HitResults,
         hits: Hits,
-        pulse_start: int,
+        pulse_id: NDArray[np.uint64],
         beam: BeamPattern,
         model: ReturnModel,
         streams: Streams,
     ) -> Returns:
         """Returns of footprint sub-rays (see :func:`simulator.echoes.echo_returns`)."""
+        ...
+
+    def single_surface(
+        self, rays: NDArray[np.float32], hits: Hits, witnesses: Witnesses
+    ) -> NDArray[np.bool_]:
+        """Footprints on one smooth surface (see :func:`simulator.footprint.single_surface`)."""
         ...
 
     def record(
@@ -129,6 +139,7 @@ class NumpyBackend:
     sub_rays = staticmethod(_rays.sub_rays)
     evaluate_hits = staticmethod(_hits.evaluate_hits)
     echo_returns = staticmethod(_echoes.echo_returns)
+    single_surface = staticmethod(_footprint.single_surface)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
 
@@ -148,15 +159,17 @@ class NumbaBackend:
 
     def __init__(self) -> None:
         from .kernels import echoes as k_echoes
+        from .kernels import footprint as k_footprint
         from .kernels import hits as k_hits
         from .kernels import rays as k_rays
         from .kernels import record as k_record
 
         self._rays, self._record = k_rays, k_record
-        self._modules = (k_rays, k_hits, k_echoes, k_record)
+        self._modules = (k_rays, k_hits, k_echoes, k_footprint, k_record)
         self.sub_rays = k_rays.sub_rays
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
+        self.single_surface = k_footprint.single_surface
         self.pack_las = k_record.pack_las
 
     def pattern_rays(

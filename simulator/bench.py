@@ -106,7 +106,9 @@ def _bare_cast_s(sim: Simulation, total: int) -> tuple[float, np.ndarray | None]
     first chunk's rays."""
     seconds, first = 0.0, None
     for start, stop in sim.chunk_spans(Window(0, total)):
-        rays = sim.aim(start, stop).cast
+        # Every sub-ray of every pulse, also when sampling is adaptive: what full
+        # footprint sampling would have to cast.
+        rays = sim.aim(start, stop, footprints=sim.beam.samples > 1).cast
         first = rays if first is None else first
         t0 = time.perf_counter()
         sim.engine.cast_bare(rays)
@@ -125,6 +127,7 @@ def run_bench(
     compare_trimesh: bool = False,
     use_fast: bool = True,
     beam_samples: int = 1,
+    beam_sampling: str = "full",
     moving: bool = False,
     bare_script: bool = False,
 ) -> BenchResult:
@@ -151,6 +154,8 @@ def run_bench(
         Use the numba kernels (``False``: the numpy specification).
     beam_samples : int
         Sub-rays per pulse (the bare cast then casts all of them).
+    beam_sampling : {"full", "adaptive"}
+        How footprints are sampled (the scanner's ``beam_sampling``).
     moving : bool
         Drive the sensor at 5 m/s (a pose per pulse) instead of a static pose.
     bare_script : bool
@@ -177,7 +182,9 @@ def run_bench(
         duration_s=duration_s,
         chunk_pulses=chunk_pulses,
     )
-    scanner = load_scanner("rs-helios-5515", {"beam_samples": beam_samples})
+    scanner = load_scanner(
+        "rs-helios-5515", {"beam_samples": beam_samples, "beam_sampling": beam_sampling}
+    )
     t0 = time.perf_counter()
     backend = select_backend() if use_fast else NumpyBackend()
     sim = Simulation(
@@ -227,6 +234,7 @@ def run_bench(
         "kernels": sim.backend.name,
         "scanner": scanner.name,
         "beam_samples": beam_samples,
+        "beam_sampling": beam_sampling,
         "moving": moving,
         "sensor_pulses_per_s": sim.pattern.pulses_per_second,
         "triangles": scene.triangle_count,
@@ -294,6 +302,7 @@ def format_result(result: BenchResult) -> str:
         f"(generated {f['scene_build_s']:.2f} s, engine {f['engine_setup_s']:.2f} s, "
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
         f"survey             {f['scanner']} ({f['beam_samples']} ray(s) a pulse"
+        f"{', sampled adaptively' if f.get('beam_sampling') == 'adaptive' else ''}"
         f"{', moving at 5 m/s' if f['moving'] else ''}), "
         f"{f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "

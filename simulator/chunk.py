@@ -113,6 +113,21 @@ class Rays:
         """Pulses in the chunk."""
         return len(self.beams)
 
+    def select(self, pulses: NDArray[np.intp]) -> Rays:
+        """The beams of some of the chunk's pulses (indices in the chunk), with their
+        poses and times, to cast as they are. ``self`` must be cast as beams (``cast``
+        is ``beams``)."""
+        rot, pos = self.poses.rotation, self.poses.position_m
+        beams = self.beams[pulses]
+        up = self.cast_up
+        return Rays(
+            self.start, beams, beams, self.shift_m,
+            PulsePoses(rot[pulses] if len(rot) > 1 else rot,
+                       pos[pulses] if len(pos) > 1 else pos),
+            up[pulses] if len(up) > 1 else up,
+            None if self.cast_time_s is None else self.cast_time_s[pulses],
+        )  # fmt: skip
+
 
 @dataclass
 class CastChunk(Rays):

@@ -433,6 +433,9 @@ def bench(
     ] = False,
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
     beam_samples: Annotated[int, typer.Option(help="Sub-rays per pulse: 1, 7, 19, ...")] = 1,
+    beam_sampling: Annotated[
+        str, typer.Option(help="Footprint sampling: full (every sub-ray) or adaptive.")
+    ] = "full",
     moving: Annotated[bool, typer.Option(help="Drive the sensor at 5 m/s.")] = False,
     bare_script: Annotated[
         bool, typer.Option(help="Also time benchmarks/bare_cast.py on the same rays.")
@@ -497,6 +500,7 @@ def bench(
         compare_trimesh=compare_trimesh,
         use_fast=not numpy,
         beam_samples=beam_samples,
+        beam_sampling=beam_sampling,
         moving=moving,
         bare_script=bare_script,
     )

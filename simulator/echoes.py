@@ -55,7 +55,15 @@ from .hits import (
     sensor_jitter_m,
 )
 
-__all__ = ["Echoes", "Returns", "echo_returns", "form_echoes", "select_returns", "single_returns"]
+__all__ = [
+    "Echoes",
+    "Returns",
+    "echo_returns",
+    "form_echoes",
+    "merge_returns",
+    "select_returns",
+    "single_returns",
+]
 
 
 @dataclass
@@ -333,6 +341,50 @@ def single_returns(results: HitResults, hits: Hits, *, diagnostics: bool = False
     return out
 
 
+#: The diagnostic fields of :class:`Returns`.
+DIAGNOSTIC_FIELDS = (
+    "range_true_m", "cos_incidence", "cos_effective", "spread_m", "peak_factor",
+    "energy_fraction",
+)  # fmt: skip
+
+
+def merge_returns(
+    single: Returns,
+    kept: NDArray[np.bool_],
+    footprint: Returns,
+    pulses: NDArray[np.intp],
+    *,
+    diagnostics: bool = False,
+) -> Returns:
+    """One chunk's returns from two sources that share no pulse: the single-ray returns
+    ``single[kept]``, and the returns of footprints cast for the chunk's pulses
+    ``pulses`` (``footprint.pulse`` indexes ``pulses``). In pulse order, each pulse's
+    returns in their own (range) order.
+
+    Parameters
+    ----------
+    single : Returns
+        Returns of the chunk cast one ray a pulse.
+    kept : (len(single),) bool
+        Which of them stand.
+    footprint : Returns
+        Returns of the footprints of ``pulses``.
+    pulses : (F,) intp
+        The chunk's pulses those footprints belong to.
+    diagnostics : bool
+        Keep the diagnostic fields (both sources must carry them).
+    """
+    names = ["pulse", "range_m", "intensity", "object_index", "return_number", "num_returns"]
+    if diagnostics:
+        names += DIAGNOSTIC_FIELDS
+    a = {k: getattr(single, k)[kept] for k in names}
+    b = {k: getattr(footprint, k) for k in names}
+    b["pulse"] = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
+    pulse = np.concatenate([a["pulse"].astype(np.int64), b["pulse"]])
+    order = np.argsort(pulse, kind="stable")
+    return Returns(**{k: np.concatenate([a[k], b[k]])[order] for k in names})
+
+
 def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
     """The per-hit inputs of echo formation, in the order :func:`form_echoes` takes them:
     true range, relief, backscatter, spread, object, cos incidence, cos effective."""
@@ -351,7 +403,7 @@ def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
 def echo_returns(
     results: HitResults,
     hits: Hits,
-    pulse_start: int,
+    pulse_id: NDArray[np.uint64],
     beam: BeamPattern,
     model: ReturnModel,
     streams: Streams,
@@ -366,8 +418,9 @@ def echo_returns(
         ``p * beam.samples + k``), computed without the sensor jitter.
     hits : Hits
         The sub-rays' hits.
-    pulse_start : int
-        Global id of the chunk's first pulse.
+    pulse_id : (P,) uint64
+        Global id of each pulse (pulse ``p`` of the chunk is ``pulse_id[p]``: the chunk's
+        pulses in order, or the footprints that adaptive sampling casts).
     beam : BeamPattern
         The sub-rays' energy shares.
     model : ReturnModel
@@ -386,7 +439,7 @@ def echo_returns(
     )  # fmt: skip
     r_true = echoes.range_true_m
     received = received_peak(echoes.energy, echoes.peak_factor, r_true, model)
-    pulse_id = np.uint64(pulse_start) + echoes.pulse.astype(np.uint64)
+    pulse_id = np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse]
     with np.errstate(over="ignore"):
         key = physics.mix64(streams.sensor_noise + pulse_id)
         later = physics.mix64(key + echoes.rank.astype(np.uint64))

@@ -24,9 +24,10 @@ from numpy.typing import NDArray
 
 from .backend import Backend, select_backend
 from .beam import BeamPattern
-from .chunk import CastChunk, PulsePoses, Rays
+from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
-from .echoes import Returns, single_returns
+from .echoes import Returns, merge_returns, single_returns
+from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
 from .io.poses import kitti_line
@@ -170,6 +171,9 @@ class Simulation:
     model: ReturnModel = field(init=False)
     streams: Streams = field(init=False)
     beam: BeamPattern = field(init=False)
+    #: Whether footprints are sampled adaptively (``beam_sampling: adaptive`` with more
+    #: than one sub-ray): sub-rays are cast only where :mod:`simulator.footprint` says.
+    adaptive: bool = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -184,6 +188,7 @@ class Simulation:
         self.streams = Streams.from_seed(s.seed)
         div = scanner.divergence_mrad
         self.beam = BeamPattern.of(scanner.beam_samples, div.horizontal, div.vertical)
+        self.adaptive = scanner.beam_sampling == "adaptive" and self.beam.samples > 1
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
 
     @classmethod
@@ -265,27 +270,44 @@ class Simulation:
         pos = pos[:1] if pos.strides[0] == 0 else pos
         return PulsePoses(np.ascontiguousarray(rot), np.ascontiguousarray(pos)), pulse_time
 
-    def aim(self, start: int, stop: int) -> Rays:
+    def aim(self, start: int, stop: int, footprints: bool | None = None) -> Rays:
         """Schedule and rays: the beams of pulses ``start..stop`` with the sensor's pose at
-        each, and the rays to cast (the beams, or their footprint sub-rays)."""
+        each, and the rays to cast: the beams, or with ``footprints`` their sub-rays
+        (default: sub-rays when there are several a pulse and sampling is ``full``;
+        adaptive sampling casts the beams first, :meth:`adaptive_returns` the rest)."""
         poses, pulse_time = self.poses(start, stop)
         shift = self.engine.origin_shift_m
         beams = self.backend.pattern_rays(self.pattern, start, stop, poses, shift)
-        up, n = poses.up, self.beam.samples
-        cast = self.backend.sub_rays(beams, up, poses.forward, self.beam)
+        if footprints is None:
+            footprints = self.beam.samples > 1 and not self.adaptive
+        if self.engine.has_moving and pulse_time is None:  # each ray's own time
+            pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+        times = pulse_time if self.engine.has_moving else None
+        rays = Rays(start, beams, beams, shift, poses, poses.up, times)
+        return self.footprint_rays(rays) if footprints else rays
+
+    def footprint_rays(self, rays: Rays, which: NDArray[np.intp] | None = None) -> Rays:
+        """The footprint sub-rays of the beams of ``rays`` (cast as beams), pulse-major,
+        with their up axes and times: every sub-ray of the pattern, or the sub-rays
+        ``which`` of each footprint."""
+        beam = self.beam if which is None else sub_pattern(self.beam, which)
+        poses, n = rays.poses, beam.samples
+        up = poses.up
+        cast = self.backend.sub_rays(rays.beams, up, poses.forward, beam)
         cast_up = up if len(up) == 1 or n == 1 else np.repeat(up, n, axis=0)
-        cast_time = None
-        if self.engine.has_moving:  # moving objects are placed at each ray's own time
-            if pulse_time is None:
-                ids = np.arange(start, stop, dtype=np.uint64)
-                pulse_time, _ = self.pattern.time_and_channel(ids)
-            cast_time = np.repeat(pulse_time, n) if n > 1 else pulse_time
-        return Rays(start, beams, cast, shift, poses, cast_up, cast_time)
+        times = rays.cast_time_s
+        cast_time = None if times is None else (np.repeat(times, n) if n > 1 else times)
+        return Rays(rays.start, rays.beams, cast, rays.shift_m, poses, cast_up, cast_time)
 
     def cast(self, rays: Rays) -> CastChunk:
         """The ray engine's first hit of every cast ray."""
-        hits = self.engine.cast_rays(rays.cast, rays.cast_time_s)
-        return CastChunk(**vars(rays), hits=hits)
+        return CastChunk(**vars(rays), hits=self._cast(rays.cast, rays.cast_time_s))
+
+    def _cast(self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None) -> Hits:
+        t0 = time.perf_counter()
+        hits = self.engine.cast_rays(rays, time_s)
+        self.timings_s["cast"] += time.perf_counter() - t0
+        return hits
 
     def cast_pulses(self, start: int, stop: int) -> CastChunk:
         """:meth:`aim` and :meth:`cast` of pulses ``start..stop``."""
@@ -294,7 +316,7 @@ class Simulation:
     def evaluate(self, chunk: CastChunk) -> HitResults:
         """The per-hit model of every hit (with what echo formation and the diagnostics
         need; footprint sub-rays without the sensor jitter, added to their echoes)."""
-        single = self.beam.samples == 1
+        single = len(chunk.cast) == len(chunk.beams)
         return self.backend.evaluate_hits(
             chunk, self.tables, self.model, self.streams,
             full=self.diagnostics or not single, jitter=single,
@@ -303,11 +325,73 @@ class Simulation:
     def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
         sub-rays the echoes, formed, detected and selected by the return mode."""
-        if self.beam.samples == 1:
-            return single_returns(results, chunk.hits, diagnostics=self.diagnostics)
+        if len(chunk.cast) == len(chunk.beams):
+            returns = single_returns(results, chunk.hits, diagnostics=self.diagnostics)
+            return self.adaptive_returns(chunk, returns) if self.adaptive else returns
+        ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
         return self.backend.echo_returns(
-            results, chunk.hits, chunk.start, self.beam, self.model, self.streams
+            results, chunk.hits, ids, self.beam, self.model, self.streams
         )
+
+    def witnesses(self, chunk: CastChunk) -> Witnesses:
+        """What vouches for each footprint of a chunk cast as beams, cast
+        (:mod:`simulator.footprint`): probe sub-rays at its vertical extremes, and its
+        horizontal neighbours' beams (or probes at its horizontal extremes)."""
+        stride = neighbour_stride(self.pattern, self.beam)
+        probes = self.footprint_rays(chunk, probe_indices(self.beam, stride == 0))
+        start, stop, total = chunk.start, chunk.start + chunk.pulses, self.total_pulses
+        beams, beam_hits, beams_start = chunk.beams, chunk.hits, start
+        if stride:
+            # The same channel's previous and next firing: this chunk's beams, and
+            # beyond its ends the beams of up to `stride` more pulses on each side.
+            lo, hi = max(0, start - stride), min(total, stop + stride)
+            spans = ((lo, start), (stop, hi))
+            sides = [self.cast(self.aim(a, b, footprints=False)) for a, b in spans]
+            pieces = [sides[0], chunk, sides[1]]
+            beams = np.concatenate([c.beams for c in pieces])
+            beam_hits = Hits(*(np.concatenate([getattr(c.hits, k) for c in pieces]) for k in
+                               ("range_m", "object_index", "normal")))  # fmt: skip
+            beams_start = lo
+        return Witnesses(probes.cast, self._cast(probes.cast, probes.cast_time_s), stride,
+                         beams, beam_hits, beams_start, start, total,
+                         self.model.separation_m)  # fmt: skip
+
+    def adaptive_returns(self, chunk: CastChunk, single: Returns) -> Returns:
+        """Adaptive footprint sampling of a chunk cast as beams: the single-ray
+        ``single`` returns where the footprint lies on one smooth surface, and elsewhere
+        the footprint's sub-rays cast (the probes kept) and their echoes formed as in
+        full sampling."""
+        witnesses = self.witnesses(chunk)
+        smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
+        pulses = np.flatnonzero(~smooth)
+        probe = probe_indices(self.beam, witnesses.stride == 0)
+        rest = np.setdiff1d(np.arange(self.beam.samples), probe)
+        fans = chunk.select(pulses)
+        others = self.footprint_rays(fans, rest)
+        w = len(probe)
+        rows = (pulses[:, None] * w + np.arange(w)).ravel()
+        ph = witnesses.probe_hits
+        kept_probes = Hits(ph.range_m[rows], ph.object_index[rows], ph.normal[rows])
+        cast, hits = interleave(
+            [(probe, witnesses.probe_rays[rows], kept_probes),
+             (rest, others.cast, self._cast(others.cast, others.cast_time_s))],
+            self.beam.samples,
+        )  # fmt: skip
+        n, up, times = self.beam.samples, fans.cast_up, fans.cast_time_s
+        sub = CastChunk(
+            chunk.start, fans.beams, cast, chunk.shift_m, fans.poses,
+            up if len(up) == 1 else np.repeat(up, n, axis=0),
+            None if times is None else np.repeat(times, n), hits,
+        )  # fmt: skip
+        results = self.backend.evaluate_hits(
+            sub, self.tables, self.model, self.streams, full=True, jitter=False
+        )
+        ids = np.uint64(chunk.start) + pulses.astype(np.uint64)
+        echoes = self.backend.echo_returns(
+            results, sub.hits, ids, self.beam, self.model, self.streams
+        )
+        kept = smooth[single.pulse]
+        return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
 
     def output_frame(self, rays: Rays, window: Window) -> PulsePoses | None:
         """World from the output frame at the chunk's pulses (None: the world)."""
@@ -331,16 +415,16 @@ class Simulation:
     def scan_pulses(self, start: int, stop: int, window: Window | None = None) -> PointCloud:
         """Every step for pulses ``start <= pulse_id < stop``: their detected returns."""
         window = window or Window()
+        timings = self.timings_s
         t0 = time.perf_counter()
         rays = self.aim(start, stop)
         t1 = time.perf_counter()
+        cast_s = timings["cast"]
         chunk = self.cast(rays)
-        t2 = time.perf_counter()
         cloud = self.record(chunk, self.returns(chunk, self.evaluate(chunk)), window)
-        timings = self.timings_s
         timings["schedule"] += t1 - t0
-        timings["cast"] += t2 - t1
-        timings["physics"] += time.perf_counter() - t2
+        # Casts inside the steps (adaptive sampling's) count as cast, not physics.
+        timings["physics"] += time.perf_counter() - t1 - (timings["cast"] - cast_s)
         return cloud
 
     def warm_up(self, paths: Sequence[str | Path] = (), pulses: int = 1000) -> float:

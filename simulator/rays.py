@@ -76,7 +76,7 @@ def sub_rays(
     (P * beam.samples, 6) float32
     """
     n = beam.samples
-    if n == 1:
+    if n == 1 and not beam.offsets.any():  # the central ray alone
         return rays
     directions = sub_ray_directions(
         rays[:, 3:].astype(np.float64), sensor_up, sensor_forward, beam.half_angle_h_rad,

@@ -170,6 +170,10 @@ class ScannerConfig(Model):
     intensity_step: Annotated[float, Field(ge=0, le=65535, allow_inf_nan=False)] = 0.0
     #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
     beam_samples: Annotated[int, Field(ge=1)] = 1
+    #: ``full`` casts every sub-ray of every pulse (the reference); ``adaptive`` casts them
+    #: only where a pulse's footprint may cross an edge or meet a second surface, and
+    #: reports the single-ray result elsewhere (:mod:`simulator.footprint`).
+    beam_sampling: Literal["full", "adaptive"] = "full"
     #: Echoes closer than this merge into one (the pulse length is the physical floor).
     min_return_separation_m: NonNegFloat = 0.0
     return_mode: Literal["strongest", "last", "first", "dual", "multi"] = "strongest"

@@ -1,16 +1,17 @@
 """Numba kernels of the pipeline's steps: each mirrors the numpy specification of the same
 name and signature, computed in one pass per pulse over every core, without temporaries.
 
-========================  ===============================================
-kernel                    specification
-========================  ===============================================
-``rays.spinning_rays``    :func:`simulator.rays.pattern_rays` (spinning)
-``rays.sub_rays``         :func:`simulator.rays.sub_rays`
-``hits.evaluate_hits``    :func:`simulator.hits.evaluate_hits`
-``echoes.echo_returns``   :func:`simulator.echoes.echo_returns`
-``record.record``         :func:`simulator.record.record` (spinning)
-``record.pack_las``       :func:`simulator.record.pack_las`
-========================  ===============================================
+============================ ===============================================
+kernel                       specification
+============================ ===============================================
+``rays.spinning_rays``       :func:`simulator.rays.pattern_rays` (spinning)
+``rays.sub_rays``            :func:`simulator.rays.sub_rays`
+``hits.evaluate_hits``       :func:`simulator.hits.evaluate_hits`
+``echoes.echo_returns``      :func:`simulator.echoes.echo_returns`
+``footprint.single_surface`` :func:`simulator.footprint.single_surface`
+``record.record``            :func:`simulator.record.record` (spinning)
+``record.pack_las``          :func:`simulator.record.pack_las`
+============================ ===============================================
 
 The tests compare each kernel with its specification value for value. Each pulse is
 computed on its own from its inputs and its global pulse id, so results do not depend on
@@ -21,6 +22,7 @@ threads or chunks. The submodules need numba; :data:`AVAILABLE` says whether it 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -63,6 +65,12 @@ def drop_stale_caches(folder: Path = _HERE) -> bool:
         return False
     return True
 
+
+#: OpenMP's threads sleep when a parallel kernel ends instead of spinning for the next
+#: one: spinning, they took the cores from Open3D's casts between two kernels (the cast
+#: of the bench ran 5 M rays/s instead of 7.5 M). Read when numba first starts its
+#: threads; a value the user set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     import numba

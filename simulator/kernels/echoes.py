@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from numpy.typing import NDArray
 
 from ..beam import BeamPattern
 from ..chunk import Hits
@@ -128,7 +129,7 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _select_echoes(  # type: ignore[no-untyped-def]
-    samples, count, energy, range_true, relief, spread_plane, between, pulse_start,
+    samples, count, energy, range_true, relief, spread_plane, between, pulse_id,
     noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
     max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
@@ -144,7 +145,7 @@ def _select_echoes(  # type: ignore[no-untyped-def]
         spread = np.zeros(samples)
         peak = np.zeros(samples)
         order = np.zeros(samples, dtype=np.int64)  # detected echoes by measured range
-        key0 = mix64(noise_seed + U(pulse_start + p))
+        key0 = mix64(noise_seed + pulse_id[p])
         m = 0
         for k in range(n):
             s = base + k
@@ -259,7 +260,7 @@ def form_echoes(slots: dict[str, np.ndarray], samples: int, pulse_length_m: floa
 def echo_returns(
     results: HitResults,
     hits: Hits,
-    pulse_start: int,
+    pulse_id: NDArray[np.uint64],
     beam: BeamPattern,
     model: ReturnModel,
     streams: Streams,
@@ -276,7 +277,7 @@ def echo_returns(
     out_range, out_spread, out_peak = (np.zeros((pulses, width)) for _ in range(3))
     _select_echoes(
         samples, slots["count"], slots["energy"], slots["range"], slots["relief"],
-        slots["spread_plane"], slots["between"], np.uint64(pulse_start),
+        slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
         model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
         model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,

@@ -121,7 +121,7 @@ def sub_rays(
     beam: BeamPattern,
 ) -> NDArray[np.float32]:
     """:func:`simulator.rays.sub_rays` in one kernel: (P * beam.samples, 6) float32."""
-    if beam.samples == 1:
+    if beam.samples == 1 and not beam.offsets.any():
         return rays
     offsets = beam.offsets
     tan_h = np.tan(offsets[:, 0] * beam.half_angle_h_rad)

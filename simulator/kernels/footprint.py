@@ -1,0 +1,95 @@
+"""Adaptive sampling's footprint test in one kernel (the specification:
+:func:`simulator.footprint.single_surface`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import NDArray
+
+from ..chunk import Hits
+from ..footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Witnesses
+
+__all__ = ["single_surface"]
+
+_COS_TOL = math.cos(math.radians(NORMAL_TOLERANCE_DEG))
+
+
+@njit(inline="always", cache=True)
+def _on_plane(  # type: ignore[no-untyped-def]
+    q0, q1, q2, n0, n1, n2, obj0, r0, rays, rng, obj, nrm, i, tol, cos_tol, half_sep
+):  # fmt: skip
+    """Whether witness ray ``i`` hits object ``obj0`` on the plane through ``q`` with
+    normal ``n`` (within ``tol`` along the ray) with a normal within the turn, within
+    ``half_sep`` of the central range ``r0``."""
+    if obj[i] != obj0 or not abs(np.float64(rng[i]) - r0) <= half_sep:
+        return False
+    along = np.float64(rays[i, 3]) * n0 + np.float64(rays[i, 4]) * n1 + np.float64(rays[i, 5]) * n2
+    height = (
+        (q0 - np.float64(rays[i, 0])) * n0
+        + (q1 - np.float64(rays[i, 1])) * n1
+        + (q2 - np.float64(rays[i, 2])) * n2
+    )
+    if along == 0.0:
+        return False
+    if not abs(np.float64(rng[i]) - height / along) <= tol:
+        return False
+    turn = abs(np.float64(nrm[i, 0]) * n0 + np.float64(nrm[i, 1]) * n1 + np.float64(nrm[i, 2]) * n2)
+    return turn >= cos_tol
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _single_surface(  # type: ignore[no-untyped-def]
+    rays, rng, obj, nrm, p_rays, p_rng, p_obj, p_nrm, width, stride, b_rays, b_rng, b_obj,
+    b_nrm, beams_start, start, total, tol, cos_tol, half_sep, out,
+):  # fmt: skip
+    for p in prange(rays.shape[0]):
+        o = obj[p]
+        if o < 0:  # open sky only if every witness misses too
+            clear = True
+            for k in range(width):
+                clear = clear and p_obj[p * width + k] < 0
+            if stride > 0:
+                g = start + p
+                for g2 in (g - stride, g + stride):
+                    clear = clear and g2 >= 0 and g2 < total and b_obj[g2 - beams_start] < 0
+            out[p] = clear
+            continue
+        n0, n1, n2 = np.float64(nrm[p, 0]), np.float64(nrm[p, 1]), np.float64(nrm[p, 2])
+        r = np.float64(rng[p])
+        q0 = np.float64(rays[p, 0]) + r * np.float64(rays[p, 3])
+        q1 = np.float64(rays[p, 1]) + r * np.float64(rays[p, 4])
+        q2 = np.float64(rays[p, 2]) + r * np.float64(rays[p, 5])
+        ok = True
+        for k in range(width):
+            ok = ok and _on_plane(
+                q0, q1, q2, n0, n1, n2, o, r, p_rays, p_rng, p_obj, p_nrm, p * width + k, tol,
+                cos_tol, half_sep,
+            )  # fmt: skip
+        if stride > 0:
+            g = start + p
+            for g2 in (g - stride, g + stride):
+                ok = ok and g2 >= 0 and g2 < total
+                ok = ok and _on_plane(
+                    q0, q1, q2, n0, n1, n2, o, r, b_rays, b_rng, b_obj, b_nrm,
+                    g2 - beams_start, tol, cos_tol, half_sep,
+                )  # fmt: skip
+        out[p] = ok
+
+
+def single_surface(
+    rays: NDArray[np.float32], hits: Hits, witnesses: Witnesses
+) -> NDArray[np.bool_]:
+    """:func:`simulator.footprint.single_surface` in one kernel: (P,) bool."""
+    out = np.empty(len(rays), dtype=np.bool_)
+    w, ph, bh = witnesses, witnesses.probe_hits, witnesses.beam_hits
+    width = len(w.probe_rays) // max(len(rays), 1)
+    _single_surface(
+        rays, hits.range_m, hits.object_index, hits.normal, w.probe_rays, ph.range_m,
+        ph.object_index, ph.normal, width, w.stride, w.beams, bh.range_m, bh.object_index,
+        bh.normal, w.beams_start, w.start, w.total, PLANE_TOLERANCE_M, _COS_TOL,
+        0.5 * w.separation_m, out,
+    )  # fmt: skip
+    return out
