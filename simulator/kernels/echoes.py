@@ -137,68 +137,73 @@ def _select_echoes(  # type: ignore[no-untyped-def]
     quantisation, detection, as :func:`simulator.echoes.echo_returns`) and pick
     the reported ones (as :func:`simulator.echoes.select_returns`), in range order
     into slots ``p * R ...`` of the (P, R) outputs (slot -1: none)."""
-    for p in prange(count.shape[0]):
-        n = count[p]
-        base = p * samples
-        rm = np.zeros(samples)
-        received = np.zeros(samples)
-        spread = np.zeros(samples)
-        peak = np.zeros(samples)
-        order = np.zeros(samples, dtype=np.int64)  # detected echoes by measured range
-        key0 = mix64(noise_seed + pulse_id[p])
-        m = 0
-        for k in range(n):
-            s = base + k
-            spread[k] = math.sqrt(spread_plane[s] ** 2 + 4.0 * between[s])
-            peak[k] = peak_factor(pulse_m, spread[k])
-            received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
-            key = key0 if k == 0 else mix64(key0 + U(k))
-            r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
-            rm[k] = r
-            if received[k] >= threshold and r >= rmin and r <= rmax:
-                j = m  # insertion by range, stable: equal ranges keep echo order
-                while j > 0 and rm[order[j - 1]] > r:
-                    order[j] = order[j - 1]
-                    j -= 1
-                order[j] = k
-                m += 1
-        if m == 0:
-            continue
-        # Strongest and second strongest, in echo order on ties (a stable sort).
-        detected = np.zeros(samples, dtype=np.bool_)
-        for t in range(m):
-            detected[order[t]] = True
-        first = second = -1
-        for k in range(n):
-            if not detected[k]:
+    pulses = count.shape[0]
+    blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
+    for block in prange(blocks):
+        rm = np.empty(samples)
+        received = np.empty(samples)
+        spread = np.empty(samples)
+        peak = np.empty(samples)
+        order = np.empty(samples, dtype=np.int64)  # detected echoes by measured range
+        detected = np.empty(samples, dtype=np.bool_)
+        for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+            n = count[p]
+            base = p * samples
+            key0 = mix64(noise_seed + pulse_id[p])
+            m = 0
+            for k in range(n):
+                s = base + k
+                spread[k] = math.sqrt(spread_plane[s] ** 2 + 4.0 * between[s])
+                peak[k] = peak_factor(pulse_m, spread[k])
+                received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
+                key = key0 if k == 0 else mix64(key0 + U(k))
+                r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
+                rm[k] = r
+                if received[k] >= threshold and r >= rmin and r <= rmax:
+                    j = m  # insertion by range, stable: equal ranges keep echo order
+                    while j > 0 and rm[order[j - 1]] > r:
+                        order[j] = order[j - 1]
+                        j -= 1
+                    order[j] = k
+                    m += 1
+            if m == 0:
                 continue
-            if first < 0 or received[k] > received[first]:
-                first, second = k, first
-            elif second < 0 or received[k] > received[second]:
-                second = k
-        last = order[m - 1]
-        out = 0
-        for t in range(m):
-            k = order[t]
-            if mode == 0:
-                keep = k == first
-            elif mode == 1:
-                keep = t == 0
-            elif mode == 2:
-                keep = t == m - 1
-            elif mode == 3:  # strongest, and the last, or the second if it is the last
-                keep = k == first or (k == second if first == last else t == m - 1)
-            else:
-                keep = t < max_returns
-            if keep:
-                out_slot[p, out] = base + k
-                out_range[p, out] = rm[k]
-                out_spread[p, out] = spread[k]
-                out_peak[p, out] = peak[k]
-                out += 1
-        for t in range(out):
-            out_number[p, t] = t + 1
-            out_total[p, t] = out
+            # Strongest and second strongest, in echo order on ties (a stable sort).
+            for k in range(n):
+                detected[k] = False
+            for t in range(m):
+                detected[order[t]] = True
+            first = second = -1
+            for k in range(n):
+                if not detected[k]:
+                    continue
+                if first < 0 or received[k] > received[first]:
+                    first, second = k, first
+                elif second < 0 or received[k] > received[second]:
+                    second = k
+            last = order[m - 1]
+            out = 0
+            for t in range(m):
+                k = order[t]
+                if mode == 0:
+                    keep = k == first
+                elif mode == 1:
+                    keep = t == 0
+                elif mode == 2:
+                    keep = t == m - 1
+                elif mode == 3:  # strongest, and the last, or the second if it is the last
+                    keep = k == first or (k == second if first == last else t == m - 1)
+                else:
+                    keep = t < max_returns
+                if keep:
+                    out_slot[p, out] = base + k
+                    out_range[p, out] = rm[k]
+                    out_spread[p, out] = spread[k]
+                    out_peak[p, out] = peak[k]
+                    out += 1
+            for t in range(out):
+                out_number[p, t] = t + 1
+                out_total[p, t] = out
 
 
 def echo_slots(
