@@ -350,11 +350,13 @@ def _pattern_summary(scanner) -> dict[str, str]:  # type: ignore[no-untyped-def]
     from .scanner import SpinningPattern, pattern_for
 
     pattern = pattern_for(scanner)
-    n = min(pattern.frame_pulses, 400_000)
+    # A spinning scanner's elevations are those of one firing of every channel.
+    spinning = isinstance(pattern, SpinningPattern)
+    n = pattern.channels if spinning else min(pattern.frame_pulses, 400_000)
     sched = pattern.schedule(0, n)
     el = np.degrees(sched.elevation_rad)
     az = np.degrees(sched.azimuth_rad)
-    if isinstance(pattern, SpinningPattern):
+    if spinning:
         h_fov, step = "360", f"{360.0 / (scanner.firings_per_revolution or 1):.3f}"
         frame = f"{scanner.rotation_hz:g} Hz"
     else:

@@ -51,6 +51,11 @@ def scanner_presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
 
 
+#: PyYAML's safe loader, in C where PyYAML was built with libyaml (ten times faster: the
+#: 17 presets took 0.36 s to parse in Python, a third of ``lidar-sim scanners``).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping with the safe loader.
 
@@ -77,7 +82,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, "", f"cannot be read ({exc})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
