@@ -114,3 +114,26 @@ def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
     f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
     assert [r["workers"] for r in f["runs"]] == [1, 2]
     assert all(r["identical_to_first"] and r["frames"] == 6 for r in f["runs"])
+
+
+def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_cast() -> None:
+    """``beam_sampling="adaptive"``: the points are those of an adaptive scan of the same
+    scene, and the bare cast it is compared with casts every sub-ray (what full sampling
+    would cast), so its rays are 7 a pulse."""
+    figures = run_bench(
+        revolutions=0.2, scene_scale=0.1, chunk_pulses=7000, beam_samples=7,
+        beam_sampling="adaptive", output_format="none",
+    ).figures  # fmt: skip
+    survey = Survey(
+        scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]),
+        revolutions=0.2, chunk_pulses=7000,
+    )  # fmt: skip
+    scanner = load_scanner("rs-helios-5515", {"beam_samples": 7, "beam_sampling": "adaptive"})
+    sim = Simulation(
+        survey=survey, scanner=scanner, scene=build_bench_scene(0, 0.1), base_dir=Path(".")
+    )
+    assert sim.adaptive and figures["beam_sampling"] == "adaptive"
+    assert figures["points"] == len(sim.run())
+    rays = sum(len(sim.aim(a, b, footprints=True).cast) for a, b in sim.chunk_spans())
+    assert rays == 7 * figures["pulses"]
+    assert figures["cast_only_rays_per_s"] == pytest.approx(rays / figures["cast_only_s"])
