@@ -18,7 +18,8 @@ then:
    is made of (twice the energy-weighted standard deviation of the per-object ranges,
    which is the distance between two equal surfaces): ``s = sqrt(s_plane^2 +
    s_between^2)``, peak ``L / sqrt(L^2 + s^2)``. On one plane ``s_between = 0`` and
-   the echo is the single-ray result.
+   the echo is the single-ray result near normal incidence (at grazing incidence its
+   range is the footprint's energy-weighted mean, and the relief is averaged).
 4. **Detection** against the single ray's threshold: ``E * peak * exp(-2 alpha R) / R^2``.
 5. **Labels.** An echo takes the label, instance and material of the object that gave
    it most energy; ``energy_fraction`` is that object's share.
