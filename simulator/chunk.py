@@ -40,6 +40,19 @@ class Hits:
         """(N,) bool: which rays hit something."""
         return self.object_index >= 0
 
+    def take(self, rows: NDArray[np.intp]) -> Hits:
+        """The hits of some of the rays."""
+        return Hits(self.range_m[rows], self.object_index[rows], self.normal[rows])
+
+    @classmethod
+    def concatenate(cls, parts: list[Hits]) -> Hits:
+        """The hits of several casts, one after the other."""
+        return cls(
+            np.concatenate([h.range_m for h in parts]),
+            np.concatenate([h.object_index for h in parts]),
+            np.concatenate([h.normal for h in parts]),
+        )
+
 
 @dataclass(frozen=True)
 class PulsePoses:
@@ -112,6 +125,21 @@ class Rays:
     def pulses(self) -> int:
         """Pulses in the chunk."""
         return len(self.beams)
+
+    @property
+    def as_beams(self) -> bool:
+        """Whether the chunk is cast one ray a pulse (``cast`` is the beams)."""
+        return len(self.cast) == len(self.beams)
+
+    def fanned(self, cast: NDArray[np.float32], samples: int) -> Rays:
+        """These beams cast as ``cast``, ``samples`` rays a beam (pulse-major), with each
+        ray's up axis and time. ``self`` must be cast as beams."""
+        up, times = self.cast_up, self.cast_time_s
+        return Rays(
+            self.start, self.beams, cast, self.shift_m, self.poses,
+            up if len(up) == 1 or samples == 1 else np.repeat(up, samples, axis=0),
+            None if times is None or samples == 1 else np.repeat(times, samples),
+        )  # fmt: skip
 
     def select(self, pulses: NDArray[np.intp]) -> Rays:
         """The beams of some of the chunk's pulses (indices in the chunk), with their

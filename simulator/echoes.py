@@ -37,7 +37,7 @@ The sensor jitter of the nearest echo of a pulse is the single ray's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -375,9 +375,7 @@ def merge_returns(
     diagnostics : bool
         Keep the diagnostic fields (both sources must carry them).
     """
-    names = ["pulse", "range_m", "intensity", "object_index", "return_number", "num_returns"]
-    if diagnostics:
-        names += DIAGNOSTIC_FIELDS
+    names = [f.name for f in fields(Returns) if diagnostics or f.name not in DIAGNOSTIC_FIELDS]
     a = {k: getattr(single, k)[kept] for k in names}
     b = {k: getattr(footprint, k) for k in names}
     b["pulse"] = np.asarray(pulses, dtype=np.int64)[footprint.pulse]

@@ -99,8 +99,10 @@ class Witnesses:
 
     Attributes
     ----------
+    probes : (W,) intp
+        Which sub-rays of the pattern probe each footprint (:func:`probe_indices`).
     probe_rays : (P * W, 6) float32
-        The probe rays, footprint-major (W a footprint).
+        The probe rays, footprint-major.
     probe_hits : Hits
         Their hits.
     stride : int
@@ -122,6 +124,7 @@ class Witnesses:
         of the central range).
     """
 
+    probes: NDArray[np.intp]
     probe_rays: NDArray[np.float32]
     probe_hits: Hits
     stride: int
@@ -136,27 +139,24 @@ class Witnesses:
 def _on_plane(
     point: NDArray[np.float64],
     normal: NDArray[np.float64],
+    centre: Hits,
     rays: NDArray[np.float32],
-    range_m: NDArray[np.float32],
-    obj: NDArray[np.int32],
-    w_normal: NDArray[np.float32],
-    centre_obj: NDArray[np.int32],
-    centre_range_m: NDArray[np.float64],
+    hits: Hits,
     separation_m: float,
 ) -> NDArray[np.bool_]:
-    """(C,) bool: whether witnesses (one a footprint) hit the central hit's object, on
-    its plane (within the tolerance, along the witness ray), as smooth, and within half
-    the separation of the central range."""
+    """(C,) bool: whether witness rays (one a footprint) hit the object of the central
+    hit ``centre``, on its plane through ``point`` with ``normal`` (within the tolerance,
+    along the witness ray), as smooth, and within half the separation of its range."""
     r = rays.astype(np.float64)
     along = np.einsum("ck,ck->c", r[:, 3:], normal)
     height = np.einsum("ck,ck->c", point - r[:, :3], normal)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        predicted = height / along
-    r_w = range_m.astype(np.float64)
-    close = np.abs(r_w - predicted) <= PLANE_TOLERANCE_M
-    close &= np.abs(r_w - centre_range_m) <= 0.5 * separation_m
-    turn = np.abs(np.einsum("ck,ck->c", w_normal.astype(np.float64), normal))
-    return (obj == centre_obj) & close & (turn >= math.cos(math.radians(NORMAL_TOLERANCE_DEG)))
+    r_w = hits.range_m.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # misses: inf, and NaN from them
+        close = np.abs(r_w - height / along) <= PLANE_TOLERANCE_M
+        close &= np.abs(r_w - centre.range_m) <= 0.5 * separation_m
+    turn = np.abs(np.einsum("ck,ck->c", hits.normal.astype(np.float64), normal))
+    smooth = turn >= math.cos(math.radians(NORMAL_TOLERANCE_DEG))
+    return (hits.object_index == centre.object_index) & close & smooth
 
 
 def single_surface(
@@ -178,8 +178,7 @@ def single_surface(
     (P,) bool
         True where the single-ray result stands for the footprint.
     """
-    p = len(rays)
-    w = len(witnesses.probe_rays) // max(p, 1)
+    p, w = len(rays), len(witnesses.probes)
     obj = hits.object_index
     probe_obj = witnesses.probe_hits.object_index.reshape(p, w)
     all_missed = (obj < 0) & np.all(probe_obj < 0, axis=1)
@@ -191,21 +190,16 @@ def single_surface(
     ok = hit.copy()
     for k in range(w):
         rows = np.arange(p) * w + k
-        ok &= _on_plane(point, normal, witnesses.probe_rays[rows],
-                        witnesses.probe_hits.range_m[rows],
-                        witnesses.probe_hits.object_index[rows],
-                        witnesses.probe_hits.normal[rows], obj, range_m,
-                        witnesses.separation_m)  # fmt: skip
+        ok &= _on_plane(point, normal, hits, witnesses.probe_rays[rows],
+                        witnesses.probe_hits.take(rows), witnesses.separation_m)  # fmt: skip
     if witnesses.stride:
         ids = witnesses.start + np.arange(p, dtype=np.int64)
-        bh = witnesses.beam_hits
         for neighbour in (ids - witnesses.stride, ids + witnesses.stride):
             exists = (neighbour >= 0) & (neighbour < witnesses.total)
             at = np.where(exists, neighbour, witnesses.start) - witnesses.beams_start
-            n_obj = bh.object_index[at]
-            all_missed &= exists & (n_obj < 0)
-            ok &= exists & _on_plane(point, normal, witnesses.beams[at], bh.range_m[at],
-                                     n_obj, bh.normal[at], obj, range_m,
+            seen = witnesses.beam_hits.take(at)
+            all_missed &= exists & (seen.object_index < 0)
+            ok &= exists & _on_plane(point, normal, hits, witnesses.beams[at], seen,
                                      witnesses.separation_m)  # fmt: skip
     return np.where(hit, ok, all_missed)
 

@@ -291,13 +291,9 @@ class Simulation:
         with their up axes and times: every sub-ray of the pattern, or the sub-rays
         ``which`` of each footprint."""
         beam = self.beam if which is None else sub_pattern(self.beam, which)
-        poses, n = rays.poses, beam.samples
-        up = poses.up
-        cast = self.backend.sub_rays(rays.beams, up, poses.forward, beam)
-        cast_up = up if len(up) == 1 or n == 1 else np.repeat(up, n, axis=0)
-        times = rays.cast_time_s
-        cast_time = None if times is None else (np.repeat(times, n) if n > 1 else times)
-        return Rays(rays.start, rays.beams, cast, rays.shift_m, poses, cast_up, cast_time)
+        poses = rays.poses
+        cast = self.backend.sub_rays(rays.beams, poses.up, poses.forward, beam)
+        return rays.fanned(cast, beam.samples)
 
     def cast(self, rays: Rays) -> CastChunk:
         """The ray engine's first hit of every cast ray."""
@@ -316,7 +312,7 @@ class Simulation:
     def evaluate(self, chunk: CastChunk) -> HitResults:
         """The per-hit model of every hit (with what echo formation and the diagnostics
         need; footprint sub-rays without the sensor jitter, added to their echoes)."""
-        single = len(chunk.cast) == len(chunk.beams)
+        single = chunk.as_beams
         return self.backend.evaluate_hits(
             chunk, self.tables, self.model, self.streams,
             full=self.diagnostics or not single, jitter=single,
@@ -325,7 +321,7 @@ class Simulation:
     def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
         sub-rays the echoes, formed, detected and selected by the return mode."""
-        if len(chunk.cast) == len(chunk.beams):
+        if chunk.as_beams:
             returns = single_returns(results, chunk.hits, diagnostics=self.diagnostics)
             return self.adaptive_returns(chunk, returns) if self.adaptive else returns
         ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
@@ -338,7 +334,8 @@ class Simulation:
         (:mod:`simulator.footprint`): probe sub-rays at its vertical extremes, and its
         horizontal neighbours' beams (or probes at its horizontal extremes)."""
         stride = neighbour_stride(self.pattern, self.beam)
-        probes = self.footprint_rays(chunk, probe_indices(self.beam, stride == 0))
+        which = probe_indices(self.beam, stride == 0)
+        probes = self.footprint_rays(chunk, which)
         start, stop, total = chunk.start, chunk.start + chunk.pulses, self.total_pulses
         beams, beam_hits, beams_start = chunk.beams, chunk.hits, start
         if stride:
@@ -349,11 +346,10 @@ class Simulation:
             sides = [self.cast(self.aim(a, b, footprints=False)) for a, b in spans]
             pieces = [sides[0], chunk, sides[1]]
             beams = np.concatenate([c.beams for c in pieces])
-            beam_hits = Hits(*(np.concatenate([getattr(c.hits, k) for c in pieces]) for k in
-                               ("range_m", "object_index", "normal")))  # fmt: skip
+            beam_hits = Hits.concatenate([c.hits for c in pieces])
             beams_start = lo
-        return Witnesses(probes.cast, self._cast(probes.cast, probes.cast_time_s), stride,
-                         beams, beam_hits, beams_start, start, total,
+        return Witnesses(which, probes.cast, self._cast(probes.cast, probes.cast_time_s),
+                         stride, beams, beam_hits, beams_start, start, total,
                          self.model.separation_m)  # fmt: skip
 
     def adaptive_returns(self, chunk: CastChunk, single: Returns) -> Returns:
@@ -364,25 +360,17 @@ class Simulation:
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
         pulses = np.flatnonzero(~smooth)
-        probe = probe_indices(self.beam, witnesses.stride == 0)
+        probe = witnesses.probes
         rest = np.setdiff1d(np.arange(self.beam.samples), probe)
         fans = chunk.select(pulses)
         others = self.footprint_rays(fans, rest)
-        w = len(probe)
-        rows = (pulses[:, None] * w + np.arange(w)).ravel()
-        ph = witnesses.probe_hits
-        kept_probes = Hits(ph.range_m[rows], ph.object_index[rows], ph.normal[rows])
+        rows = (pulses[:, None] * len(probe) + np.arange(len(probe))).ravel()
         cast, hits = interleave(
-            [(probe, witnesses.probe_rays[rows], kept_probes),
+            [(probe, witnesses.probe_rays[rows], witnesses.probe_hits.take(rows)),
              (rest, others.cast, self._cast(others.cast, others.cast_time_s))],
             self.beam.samples,
         )  # fmt: skip
-        n, up, times = self.beam.samples, fans.cast_up, fans.cast_time_s
-        sub = CastChunk(
-            chunk.start, fans.beams, cast, chunk.shift_m, fans.poses,
-            up if len(up) == 1 else np.repeat(up, n, axis=0),
-            None if times is None else np.repeat(times, n), hits,
-        )  # fmt: skip
+        sub = CastChunk(**vars(fans.fanned(cast, self.beam.samples)), hits=hits)
         results = self.backend.evaluate_hits(
             sub, self.tables, self.model, self.streams, full=True, jitter=False
         )

@@ -85,7 +85,7 @@ def single_surface(
     """:func:`simulator.footprint.single_surface` in one kernel: (P,) bool."""
     out = np.empty(len(rays), dtype=np.bool_)
     w, ph, bh = witnesses, witnesses.probe_hits, witnesses.beam_hits
-    width = len(w.probe_rays) // max(len(rays), 1)
+    width = len(w.probes)
     _single_surface(
         rays, hits.range_m, hits.object_index, hits.normal, w.probe_rays, ph.range_m,
         ph.object_index, ph.normal, width, w.stride, w.beams, bh.range_m, bh.object_index,
