@@ -47,6 +47,12 @@ LARGEST_BELOW_ONE = 1.0 - 2.0**-53
 STREAM_MICRO_SLOPE = 1
 STREAM_RELIEF = 2
 STREAM_SENSOR_NOISE = 3
+#: Streams of the weather: the fog's and the dust's range jitter, the rain's and the
+#: snow's particles.
+STREAM_FOG = 4
+STREAM_RAIN = 5
+STREAM_SNOW = 6
+STREAM_DUST = 7
 
 # --------------------------------------------------------------------------- clamps
 
@@ -56,6 +62,41 @@ COS_FLOOR = 1e-4
 ROUGH_COS_FLOOR = 0.05
 #: The largest float64 below pi / 2: a tilted incidence angle is held under it.
 HALF_PI_BELOW = math.nextafter(math.pi / 2.0, 0.0)
+
+# --------------------------------------------------------------------------- weather
+
+#: Koschmieder: the extinction of a medium of meteorological optical range MOR is
+#: ``-ln(0.05) / MOR`` (the contrast of a black target falls to 5 % at the MOR).
+KOSCHMIEDER = math.log(20.0)
+#: Fog's backscatter per metre and steradian times the MOR (Rasshofer, Spies and Spies
+#: 2011, used by Hahner et al. 2021): ``beta = 0.046 / MOR``.
+FOG_BACKSCATTER_MOR = 0.046
+#: Lidar ratio (extinction / backscatter) of mineral dust near 900 nm, sr.
+DUST_LIDAR_RATIO_SR = 45.0
+#: Marshall and Palmer (1948) rain drops: ``N(D) = N0 exp(-Lambda D)``, ``N0`` in
+#: m^-3 mm^-1, ``Lambda = 4.1 R^-0.21`` mm^-1 for ``R`` in mm/h.
+RAIN_N0 = 8000.0
+RAIN_LAMBDA = (4.1, -0.21)
+#: Gunn and Marshall (1958) snow, in melted diameter: ``N0 = 3800 R^-0.87`` m^-3 mm^-1,
+#: ``Lambda = 2.55 R^-0.48`` mm^-1.
+SNOW_N0 = (3800.0, -0.87)
+SNOW_LAMBDA = (2.55, -0.48)
+#: A flake's diameter over its melted drop's, ``(rho_water / rho_snow)^(1/3)`` for a
+#: flake of bulk density 0.1 g/cm^3.
+SNOW_FLAKE_PER_MELTED = 10.0 ** (1.0 / 3.0)
+#: Extinction efficiency of particles much larger than the wavelength (the extinction
+#: paradox): each removes twice its cross-section from the beam.
+PARTICLE_EXTINCTION_EFFICIENCY = 2.0
+#: Lidar ratio of water drops at 905 nm (O'Connor, Illingworth and Hogan 2004), sr. A
+#: drop's backscatter is its extinction cross-section over it: as seen by the receiver, a
+#: disc of reflectance ``2 pi / 18.8 = 0.33``.
+RAIN_LIDAR_RATIO_SR = 18.8
+#: A flake as a Lambertian sphere of snow's albedo near 900 nm (0.9): its backscatter is
+#: that of a disc of reflectance ``2/3 * 0.9``.
+SNOW_EQUIVALENT_REFLECTANCE = 0.6
+#: Most particles one pulse may meet (the Poisson tail beyond is below 1e-20 at the
+#: rates allowed).
+MAX_PARTICLES_PER_PULSE = 16
 
 # --------------------------------------------------------------------------- options
 

@@ -61,7 +61,9 @@ __all__ = [
     "Returns",
     "echo_returns",
     "form_echoes",
+    "jitter_keys",
     "merge_returns",
+    "report_echoes",
     "select_returns",
     "single_returns",
 ]
@@ -104,6 +106,15 @@ class Echoes:
     energy_fraction: NDArray[np.float64]
     cos_incidence: NDArray[np.float64]
     cos_effective: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.pulse)
+
+    @classmethod
+    def concatenate(cls, parts: list[Echoes]) -> Echoes:
+        """The echoes of several tables, one after the other (no longer in pulse order)."""
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                      for f in fields(cls)})  # fmt: skip
 
 
 def _group_starts(keys: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -436,13 +447,47 @@ def echo_returns(
         idx // samples, beam.weights[idx % samples], *echo_inputs(results, hits),
         model.separation_m, model.pulse_length_m,
     )  # fmt: skip
+    return report_echoes(echoes, jitter_keys(echoes, pulse_id, streams), model)
+
+
+def jitter_keys(
+    echoes: Echoes, pulse_id: NDArray[np.uint64], streams: Streams
+) -> NDArray[np.uint64]:
+    """The hash keys of the echoes' sensor jitter (see the module docstring): (E,) uint64.
+
+    Parameters
+    ----------
+    echoes : Echoes
+    pulse_id : (P,) uint64
+        Global id of each pulse of the chunk (``echoes.pulse`` indexes it).
+    streams : Streams
+    """
+    ids = np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse]
+    with np.errstate(over="ignore"):
+        key = physics.mix64(streams.sensor_noise + ids)
+        later = physics.mix64(key + echoes.rank.astype(np.uint64))
+    return np.where(echoes.rank == 0, key, later)
+
+
+def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -> Returns:
+    """Echoes measured (relief, jitter from ``key``, quantisation), detected against the
+    threshold and the range window, and selected by the return mode.
+
+    Parameters
+    ----------
+    echoes : Echoes
+        In any order (selection sorts by pulse and range).
+    key : (E,) uint64
+        Hash key of each echo's sensor jitter.
+    model : ReturnModel
+
+    Returns
+    -------
+    Returns
+        With every diagnostic field.
+    """
     r_true = echoes.range_true_m
     received = received_peak(echoes.energy, echoes.peak_factor, r_true, model)
-    pulse_id = np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse]
-    with np.errstate(over="ignore"):
-        key = physics.mix64(streams.sensor_noise + pulse_id)
-        later = physics.mix64(key + echoes.rank.astype(np.uint64))
-    key = np.where(echoes.rank == 0, key, later)
     range_meas = measured_range(r_true, echoes.relief_m, sensor_jitter_m(key, model), model)
     sel = np.flatnonzero(in_window(received, range_meas, model))
     chosen, number, total = select_returns(

@@ -25,7 +25,7 @@ Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -93,6 +93,17 @@ class SceneTables:
         mat, lab, ins = scene.object_tables()
         return cls(mat, lab, ins, scene.material_table())
 
+    def with_media(self, labels: NDArray[np.uint16]) -> SceneTables:
+        """These tables with pseudo-objects after the scene's: one per kind of medium
+        (weather), of the given labels, instance 0; no ray hits them."""
+        n = len(labels)
+        return SceneTables(
+            np.concatenate([self.material_of_object, np.zeros(n, np.int32)]),
+            np.concatenate([self.label_of_object, np.asarray(labels, np.uint16)]),
+            np.concatenate([self.instance_of_object, np.zeros(n, np.uint16)]),
+            self.materials,
+        )
+
 
 @dataclass(frozen=True)
 class ReturnModel:
@@ -119,12 +130,15 @@ class ReturnModel:
     returns_per_pulse: int = 1
 
     @classmethod
-    def from_scanner(cls, scanner: ScannerConfig) -> ReturnModel:
-        """Constants of a scanner.
+    def from_scanner(
+        cls, scanner: ScannerConfig, weather_extinction_per_m: float = 0.0
+    ) -> ReturnModel:
+        """Constants of a scanner, in clear air or with a weather's extinction added.
 
         The threshold is the received peak of a ``reference_reflectance`` target at
         normal incidence (backscatter = reflectance, peak factor 1) at
-        ``reference_range_m``, atmosphere included, so the datasheet statement holds.
+        ``reference_range_m``, the scanner's clear atmosphere included, so the
+        datasheet statement holds; weather attenuates the echoes, not the threshold.
         """
         det = scanner.detection
         alpha = scanner.atmospheric_extinction_per_m
@@ -139,7 +153,7 @@ class ReturnModel:
             beta_v_rad=scanner.divergence_mrad.vertical * 1e-3,
             pulse_length_m=pulse_m,
             threshold=float(threshold),
-            extinction_per_m=alpha,
+            extinction_per_m=alpha + weather_extinction_per_m,
             range_min_m=scanner.range_min_m,
             range_max_m=scanner.range_max_m,
             range_resolution_m=scanner.range_resolution_m,
@@ -202,6 +216,25 @@ class HitResults:
     peak_factor: NDArray[np.float64]
     backscatter: NDArray[np.float64]
     relief_m: NDArray[np.float64]
+
+    def take_rays(self, rays: NDArray[np.intp]) -> HitResults:
+        """The results of the hits among the cast rays ``rays`` (increasing), with
+        ``idx`` counting positions in ``rays``."""
+        rays = np.asarray(rays, dtype=np.int64)
+        if len(rays) == 0:
+            mask = np.zeros(len(self.idx), dtype=bool)
+            pos = np.zeros(len(self.idx), dtype=np.int64)
+        else:
+            pos = np.searchsorted(rays, self.idx)
+            mask = rays[np.minimum(pos, len(rays) - 1)] == self.idx
+        n = len(self.idx)
+        out = {
+            f.name: (v[mask] if len(v) == n else v)
+            for f in fields(self)
+            for v in [getattr(self, f.name)]
+        }
+        out["idx"] = pos[mask]
+        return HitResults(**out)
 
 
 def _rowdot(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:

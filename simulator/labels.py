@@ -46,6 +46,9 @@ SEMANTIC_KITTI: dict[str, int] = {
     "pole": 80,
     "traffic-sign": 81,
     "other-object": 99,
+    # The WADS dataset's additions for winter (Kurup and Bos 2021).
+    "falling-snow": 110,
+    "accumulated-snow": 111,
     "moving-car": 252,
     "moving-bicyclist": 253,
     "moving-person": 254,

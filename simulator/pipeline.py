@@ -38,6 +38,7 @@ from .record import add_diagnostics
 from .scanner import ScanPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import Trajectory, trajectory_from_survey
+from .weather import Medium, medium_returns, weather_extinction_per_m
 
 __all__ = [
     "Frame",
@@ -174,6 +175,8 @@ class Simulation:
     #: Whether footprints are sampled adaptively (``beam_sampling: adaptive`` with more
     #: than one sub-ray): sub-rays are cast only where :mod:`simulator.footprint` says.
     adaptive: bool = field(init=False)
+    #: The survey's weather made ready for the scanner (None: clear air).
+    medium: Medium | None = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -184,7 +187,12 @@ class Simulation:
             s.pose, s.trajectory, s.mount, self.base_dir, self.source
         )
         self.tables = SceneTables.from_scene(self.scene)
-        self.model = ReturnModel.from_scanner(scanner)
+        self.model = ReturnModel.from_scanner(scanner, weather_extinction_per_m(s.weather))
+        self.medium = None
+        if not s.weather.clear:
+            objects = len(self.tables.label_of_object)
+            self.medium = Medium.of(s.weather, scanner, self.model, s.seed, objects)
+            self.tables = self.tables.with_media(self.medium.labels)
         self.streams = Streams.from_seed(s.seed)
         div = scanner.divergence_mrad
         self.beam = BeamPattern.of(scanner.beam_samples, div.horizontal, div.vertical)
@@ -313,21 +321,42 @@ class Simulation:
         """The per-hit model of every hit (with what echo formation and the diagnostics
         need; footprint sub-rays without the sensor jitter, added to their echoes)."""
         single = chunk.as_beams
+        full = self.diagnostics or not single or self.medium is not None
         return self.backend.evaluate_hits(
-            chunk, self.tables, self.model, self.streams,
-            full=self.diagnostics or not single, jitter=single,
-        )  # fmt: skip
+            chunk, self.tables, self.model, self.streams, full=full, jitter=single
+        )
 
     def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
         sub-rays the echoes, formed, detected and selected by the return mode."""
         if chunk.as_beams:
             returns = single_returns(results, chunk.hits, diagnostics=self.diagnostics)
-            return self.adaptive_returns(chunk, returns) if self.adaptive else returns
+            if self.adaptive:
+                return self.adaptive_returns(chunk, returns)
+        else:
+            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+            returns = self.backend.echo_returns(
+                results, chunk.hits, ids, self.beam, self.model, self.streams
+            )
+        return returns if self.medium is None else self.weather_returns(chunk, results, returns)
+
+    def weather_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
+        """The chunk's returns through the weather (:mod:`simulator.weather`): the pulses
+        it touches (a particle in the beam, or a detectable soft target) recomputed
+        with the medium's echoes; the others keep ``returns``, whose model already
+        carries the weather's extinction."""
+        assert self.medium is not None
         ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
-        return self.backend.echo_returns(
-            results, chunk.hits, ids, self.beam, self.model, self.streams
-        )
+        touched = self.medium.touched(ids, self.model.threshold)
+        pulses = np.flatnonzero(touched)
+        samples = self.beam.samples  # (adaptive sampling's footprints are handled there)
+        rays = (pulses[:, None] * samples + np.arange(samples)).ravel()
+        weathered = medium_returns(
+            results.take_rays(rays), chunk.hits.take(rays), ids[pulses], self.beam,
+            self.model, self.streams, self.medium,
+        )  # fmt: skip
+        kept = ~touched[returns.pulse]
+        return merge_returns(returns, kept, weathered, pulses, diagnostics=self.diagnostics)
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast
@@ -359,6 +388,9 @@ class Simulation:
         full sampling."""
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
+        if self.medium is not None:  # the weather's pulses get their footprints too
+            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+            smooth &= ~self.medium.touched(ids, self.model.threshold)
         pulses = np.flatnonzero(~smooth)
         probe = witnesses.probes
         rest = np.setdiff1d(np.arange(self.beam.samples), probe)
@@ -375,9 +407,14 @@ class Simulation:
             sub, self.tables, self.model, self.streams, full=True, jitter=False
         )
         ids = np.uint64(chunk.start) + pulses.astype(np.uint64)
-        echoes = self.backend.echo_returns(
-            results, sub.hits, ids, self.beam, self.model, self.streams
-        )
+        if self.medium is None:
+            echoes = self.backend.echo_returns(
+                results, sub.hits, ids, self.beam, self.model, self.streams
+            )
+        else:
+            echoes = medium_returns(
+                results, sub.hits, ids, self.beam, self.model, self.streams, self.medium
+            )
         kept = smooth[single.pulse]
         return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
 

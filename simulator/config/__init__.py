@@ -53,6 +53,7 @@ from .scene import (
     SphereSpec,
 )
 from .survey import OutputSpec, Survey
+from .weather import Dust, Fog, Precipitation, Weather
 
 __all__ = [
     "BoxSpec",
@@ -61,7 +62,9 @@ __all__ = [
     "DatasetSpec",
     "Detection",
     "Divergence",
+    "Dust",
     "FiniteFloat",
+    "Fog",
     "Material",
     "Model",
     "NonNegFloat",
@@ -71,6 +74,7 @@ __all__ = [
     "PlaneSpec",
     "Pose",
     "PositiveFloat",
+    "Precipitation",
     "Prism",
     "RasterSpec",
     "RisleySpec",
@@ -85,6 +89,7 @@ __all__ = [
     "Vec3",
     "Vec3Pos",
     "Waypoint",
+    "Weather",
     "apply_overrides",
     "config_dir",
     "deep_merge",

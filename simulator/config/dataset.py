@@ -8,6 +8,7 @@ from pydantic import Field
 
 from .base import Model, NonNegFloat
 from .pose import Pose, TrajectorySpec
+from .weather import Weather
 
 __all__ = ["DatasetSpec", "SequenceGroup"]
 
@@ -27,6 +28,8 @@ class SequenceGroup(Model):
     )
     mount: Pose = Field(default_factory=lambda: Pose(position_m=[0.0, 0.0, 1.8]))
     start_jitter_m: NonNegFloat = 0.0
+    #: The group's conditions (groups may differ, so one dataset mixes them).
+    weather: Weather = Field(default_factory=Weather)
 
 
 class DatasetSpec(Model):

@@ -161,6 +161,14 @@ class ScannerConfig(Model):
     wavelength_nm: PositiveFloat | None = None
     detection: Detection
     atmospheric_extinction_per_m: NonNegFloat = 0.0
+    #: Diameter of the beam where it leaves the sensor (its footprint is this plus range
+    #: times divergence); what a raindrop or flake near the sensor is compared with.
+    beam_exit_diameter_mm: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] = 10.0
+    #: The receiver's near-field overlap ``[start, full]``, m: it sees none of the light
+    #: scattered closer than ``start`` and all of it beyond ``full``, linearly between.
+    #: Applied to the returns of the medium (fog, rain, snow, dust), which fills every
+    #: range; default ``[range_min_m, range_min_m + 1]``.
+    overlap_m: Annotated[list[NonNegFloat], Field(min_length=2, max_length=2)] | None = None
     range_noise_m: NonNegFloat
     intensity_scale: PositiveFloat
     #: The top reading; LAS stores intensity as uint16, so at most 65535.
@@ -200,6 +208,21 @@ class ScannerConfig(Model):
                 f"range_min_m ({self.range_min_m}) must be below range_max_m ({self.range_max_m})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _overlap(self) -> ScannerConfig:
+        if self.overlap_m is not None and self.overlap_m[0] > self.overlap_m[1]:
+            raise ValueError(
+                f"overlap_m [start, full] needs start <= full; got {self.overlap_m}"
+            )
+        return self
+
+    @property
+    def overlap_range_m(self) -> tuple[float, float]:
+        """The near-field overlap ``(start, full)``, m (the default when not given)."""
+        if self.overlap_m is None:
+            return self.range_min_m, self.range_min_m + 1.0
+        return float(self.overlap_m[0]), float(self.overlap_m[1])
 
     @model_validator(mode="after")
     def _returns(self) -> ScannerConfig:

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from .base import Model, PositiveFloat
 from .pose import Pose, TrajectorySpec
+from .weather import Weather
 
 __all__ = ["OutputSpec", "Survey"]
 
@@ -36,6 +37,8 @@ class Survey(Model):
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
     chunk_pulses: Annotated[int, Field(ge=1, le=2**26)] = 2**18
     output: OutputSpec = Field(default_factory=OutputSpec)
+    #: Fog, rain, snow or dust along the beams; absent or empty is clear air.
+    weather: Weather = Field(default_factory=Weather)
 
     @model_validator(mode="after")
     def _length(self) -> Survey:

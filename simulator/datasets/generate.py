@@ -116,7 +116,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             trajectory.start.position_m[0] += float(jitter[0])
             trajectory.start.position_m[1] += float(jitter[1])
         survey = Survey(scanner=scanner.name, scene="(generated)", trajectory=trajectory,
-                        mount=group.mount, revolutions=group.frames, seed=task.seed)  # fmt: skip
+                        mount=group.mount, revolutions=group.frames, seed=task.seed,
+                        weather=group.weather)  # fmt: skip
         sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=base)
         if task.threads:
             sim.limit_threads(task.threads)

@@ -1,0 +1,591 @@
+"""Weather: the medium between the sensor and the scene, from the physics of the beam.
+
+A ``weather:`` section (:class:`~simulator.config.Weather`) adds three things to a scan.
+
+1. **Extinction.** Every echo's received peak is multiplied by ``exp(-2 alpha R)``:
+   fog and dust of meteorological optical range MOR have ``alpha = ln(20) / MOR``
+   (Koschmieder); rain and snow the extinction of their particles, ``alpha = Q_ext
+   integral(pi D^2 / 4 N(D) dD)`` with ``Q_ext = 2`` (particles much larger than the
+   wavelength), which for an exponential size distribution ``N(D) = N0 exp(-Lambda D)``
+   is ``pi N0 / Lambda^3``. Extinctions of several conditions add. The threshold stays
+   the clear-air one, so the farthest detection of a target shrinks as
+   ``rho cos exp(-2 alpha R) / R^2 = threshold`` says.
+
+2. **Soft targets** (fog, dust). The medium backscatters ``beta`` per metre and
+   steradian along the whole beam (fog: ``beta = 0.046 / MOR``, Rasshofer et al. 2011;
+   dust: a lidar ratio of 45 sr). A slab ``dr`` at range ``r`` returns what a
+   Lambertian target of reflectance ``pi beta dr`` would, so the received waveform, in
+   the units of the hard targets' ``b / R^2``, is
+
+   ``S(R) = integral(pi beta zeta(r) exp(-2 alpha r) / r^2 lit(r) h(R - r) dr)``
+
+   where ``h`` is the pulse's shape in range (a Gaussian of FWHM the pulse length
+   ``L``), ``zeta`` the receiver's near-field overlap (``overlap_m`` of the scanner)
+   and ``lit(r)`` the share of the beam not yet stopped by the scene at ``r`` (1, or 0
+   behind the hit; with footprints the energy share of the sub-rays that reach ``r``).
+   The medium's echo is the waveform's peak: at range ``R*`` with received peak
+   ``S(R*)``, detected when it reaches the threshold. Its reported intensity is the
+   reflectivity a hard target there would have needed, ``S(R*) R*^2 exp(2 alpha R*)``
+   times the intensity scale. With a pulse length of 0 the medium returns nothing.
+
+3. **Particles** (rain, snow). Each pulse meets the drops or flakes that its beam's
+   volume holds: a Poisson number, each at a range and of a size from the size
+   distribution, hashed from the pulse id and the survey seed (the same drops in every
+   run and every chunking). A particle of cross-section ``a`` at range ``r`` takes the
+   share ``f = a / A(r)`` of the beam (``A``: the beam's area there, from the exit
+   diameter and the divergences, uniform across), and returns it as a disc of its
+   equivalent reflectance (drops: ``2 pi / 18.8`` from the lidar ratio of water;
+   flakes: Lambertian spheres of albedo 0.9, ``0.6``) times the overlap: an echo of
+   energy ``f rho zeta(r)``. It shadows the beam behind it by ``f`` (with footprints:
+   the sub-ray it lies in). Its echo is grouped, detected and selected with the
+   scene's echoes, so a particle closer than the separation to a surface makes a mixed
+   point, and a large flake near the sensor gives a point while drizzle mostly does not.
+
+   Only particles that could be detected on their own (``S >= threshold`` with full
+   overlap) are made discrete; the smaller ones act through the extinction alone. For a
+   size distribution ``N0 exp(-Lambda D)`` their number per metre of beam at range
+   ``r`` is ``A(r) N0 / Lambda exp(-Lambda D_min(r))``, where ``D_min`` is the smallest
+   detectable size there; given the range, the size beyond ``D_min`` is exponential
+   with rate ``Lambda`` again. Both are drawn exactly.
+
+Weather points carry a label of their own and instance 0 (:data:`MEDIUM_LABELS`): falling
+snow is ``falling-snow`` (110, the class the WADS dataset adds to SemanticKITTI's), fog,
+dust and rain are ``outlier`` (1). Their ``object_id`` (diagnostics) is one past the
+scene's objects: fog, dust, rain, snow in that order.
+
+This module is the specification and the only implementation: the pulses that weather
+touches are computed with numpy (:func:`medium_returns`); the others keep the kernels'
+results, with the extinction in the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import physics
+from .beam import BeamPattern
+from .chunk import Hits
+from .config import ScannerConfig, Weather
+from .constants import (
+    DUST_LIDAR_RATIO_SR,
+    FOG_BACKSCATTER_MOR,
+    GOLDEN_GAMMA,
+    KOSCHMIEDER,
+    PARTICLE_EXTINCTION_EFFICIENCY,
+    RAIN_LAMBDA,
+    RAIN_LIDAR_RATIO_SR,
+    RAIN_N0,
+    SNOW_EQUIVALENT_REFLECTANCE,
+    SNOW_FLAKE_PER_MELTED,
+    SNOW_LAMBDA,
+    SNOW_N0,
+    STREAM_DUST,
+    STREAM_FOG,
+    STREAM_RAIN,
+    STREAM_SNOW,
+    stream_seed,
+)
+from .echoes import Echoes, Returns, echo_inputs, form_echoes, jitter_keys, report_echoes
+from .hits import HitResults, ReturnModel, Streams
+from .labels import label_id
+
+__all__ = [
+    "MEDIUM_KINDS",
+    "MEDIUM_LABELS",
+    "Medium",
+    "Particles",
+    "Population",
+    "SoftTarget",
+    "beam_area_m2",
+    "medium_returns",
+    "overlap",
+    "weather_extinction_per_m",
+]
+
+#: The kinds of medium, in the order of their object ids after the scene's objects.
+MEDIUM_KINDS = ("fog", "dust", "rain", "snow")
+#: The label each kind's points get (SemanticKITTI ids; 110 is WADS' falling snow).
+MEDIUM_LABELS = {"fog": "outlier", "dust": "outlier", "rain": "outlier", "snow": "falling-snow"}
+
+#: Source samples per pulse length in the soft-target waveform.
+_SOFT_SAMPLES_PER_PULSE = 40
+#: Most samples of a soft-target waveform.
+_SOFT_MAX_SAMPLES = 1500
+#: Waveform values gathered at once for footprints that cut a soft target at several
+#: places (bounds the memory: 32 MB).
+_SOFT_BLOCK_VALUES = 4_000_000
+#: Samples of the particle range table.
+_PARTICLE_TABLE = 4096
+
+
+def _rain_distribution(rate_mm_h: float) -> tuple[float, float, float]:
+    """(N0 m^-3 mm^-1, Lambda mm^-1, diameter per size variable) of Marshall-Palmer rain."""
+    return RAIN_N0, RAIN_LAMBDA[0] * rate_mm_h ** RAIN_LAMBDA[1], 1.0
+
+
+def _snow_distribution(rate_mm_h: float) -> tuple[float, float, float]:
+    """(N0, Lambda, flake diameter per melted diameter) of Gunn-Marshall snow."""
+    n0 = SNOW_N0[0] * rate_mm_h ** SNOW_N0[1]
+    lam = SNOW_LAMBDA[0] * rate_mm_h ** SNOW_LAMBDA[1]
+    return n0, lam, SNOW_FLAKE_PER_MELTED
+
+
+def particle_extinction_per_m(n0: float, lambda_per_mm: float, diameter_per_size: float) -> float:
+    """Extinction of particles of size distribution ``N0 exp(-Lambda D)`` (D in mm, the
+    particle's diameter ``diameter_per_size * D``): ``Q_ext pi/4 k^2 2 N0 / Lambda^3``,
+    1/m."""
+    mm2_per_m3 = PARTICLE_EXTINCTION_EFFICIENCY * np.pi / 4.0 * diameter_per_size**2
+    return float(mm2_per_m3 * 2.0 * n0 / lambda_per_mm**3 * 1e-6)
+
+
+def weather_extinction_per_m(weather: Weather) -> float:
+    """The extinction coefficient of the weather (its conditions' sum), 1/m; 0 in clear air.
+
+    Examples
+    --------
+    >>> from simulator.config import Weather
+    >>> round(weather_extinction_per_m(Weather.model_validate({"fog": {"visibility_m": 50}})), 5)
+    0.05991
+    """
+    alpha = 0.0
+    for medium in (weather.fog, weather.dust):
+        if medium is not None:
+            alpha += KOSCHMIEDER / medium.visibility_m
+    if weather.rain is not None:
+        alpha += particle_extinction_per_m(*_rain_distribution(weather.rain.rate_mm_h))
+    if weather.snow is not None:
+        alpha += particle_extinction_per_m(*_snow_distribution(weather.snow.rate_mm_h))
+    return alpha
+
+
+def beam_area_m2(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
+    """Cross-section of the beam at a range: an ellipse of diameters ``d0 + r beta``
+    (exit diameter, full divergences): (N,) float64, m^2."""
+    d0 = scanner.beam_exit_diameter_mm * 1e-3
+    div = scanner.divergence_mrad
+    r = np.asarray(range_m, dtype=np.float64)
+    return np.pi / 4.0 * (d0 + r * div.horizontal * 1e-3) * (d0 + r * div.vertical * 1e-3)
+
+
+def overlap(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
+    """The receiver's near-field overlap at a range: 0 before ``overlap_m[0]``, 1 beyond
+    ``overlap_m[1]``, linear between: (N,) float64."""
+    start, full = scanner.overlap_range_m
+    r = np.asarray(range_m, dtype=np.float64)
+    if full <= start:
+        return (r >= start).astype(np.float64)
+    return np.clip((r - start) / (full - start), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class SoftTarget:
+    """A medium that backscatters all along the beam (fog, dust), tabulated for a scanner.
+
+    Attributes
+    ----------
+    kind : str
+        ``fog`` or ``dust``.
+    backscatter_per_m_sr : float
+        ``beta``.
+    object_index : int
+        The object id its points get.
+    stream : np.uint64
+        Hash seed of its points' range jitter.
+    range_m : (G,) float64
+        Where the waveform is sampled (sources and receiving ranges alike), from the
+        overlap's start to 12 pulse lengths beyond its end.
+    source : (G,) float64
+        ``pi beta zeta(r) exp(-2 alpha r) / r^2 dr`` of each sample.
+    waveform : (G + 1, G) float64
+        Row ``c``: the waveform at ``range_m`` of a beam cut after its first ``c``
+        samples (the sum of their sources times the pulse shape); row ``G`` is uncut.
+    peak_range_m, peak_received : (G + 1,) float64
+        Each row's peak.
+    """
+
+    kind: str
+    backscatter_per_m_sr: float
+    object_index: int
+    stream: np.uint64
+    range_m: NDArray[np.float64]
+    source: NDArray[np.float64]
+    waveform: NDArray[np.float64]
+    peak_range_m: NDArray[np.float64]
+    peak_received: NDArray[np.float64]
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        beta: float,
+        scanner: ScannerConfig,
+        model: ReturnModel,
+        object_index: int,
+        stream: np.uint64,
+    ) -> SoftTarget:
+        """Tabulate the waveform of a medium of backscatter ``beta`` for a scanner."""
+        length = model.pulse_length_m
+        start, full = scanner.overlap_range_m
+        end = full + 12.0 * length
+        step = max(length / _SOFT_SAMPLES_PER_PULSE, (end - start) / _SOFT_MAX_SAMPLES)
+        first = max(start, step)
+        r = first + step * np.arange(int(np.ceil((end - first) / step)) + 1)
+        src = np.pi * beta * overlap(r, scanner) * np.exp(-2.0 * model.extinction_per_m * r)
+        src = src / r**2 * step
+        shape = np.exp(-4.0 * np.log(2.0) * ((r[:, None] - r[None, :]) / length) ** 2)
+        waveform = np.zeros((len(r) + 1, len(r)))
+        np.cumsum(shape.T * src[:, None], axis=0, out=waveform[1:])
+        peak_r, peak_s = _peak(r, waveform)
+        return cls(kind, beta, object_index, stream, r, src, waveform, peak_r, peak_s)
+
+    @property
+    def uncut_peak_received(self) -> float:
+        """The peak of the waveform when nothing cuts the beam."""
+        return float(self.peak_received[-1])
+
+    def echoes(
+        self, sub_range_m: NDArray[np.float64], weights: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The waveform peak of each pulse, its beam cut by the scene.
+
+        Parameters
+        ----------
+        sub_range_m : (P, S) float64
+            Range of each sub-ray's hit (``inf``: a miss); the light stops there.
+        weights : (S,) float64
+            The sub-rays' energy shares.
+
+        Returns
+        -------
+        range_m, received : (P,) float64
+        """
+        cut = np.searchsorted(self.range_m, sub_range_m, side="left")
+        range_m = self.peak_range_m[cut[:, 0]]
+        received = self.peak_received[cut[:, 0]]
+        mixed = np.flatnonzero((cut != cut[:, :1]).any(axis=1))
+        share = weights / weights.sum()
+        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * len(self.range_m)))
+        for lo in range(0, len(mixed), block):
+            rows = mixed[lo : lo + block]
+            wave = np.einsum("s,psg->pg", share, self.waveform[cut[rows]])
+            range_m[rows], received[rows] = _peak(self.range_m, wave)
+        return range_m, received
+
+
+def _peak(r: NDArray[np.float64], wave: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+    """Peak of sampled waveforms (rows), refined by the parabola through the top three
+    samples: (range, value), each (rows,) float64."""
+    i = np.clip(np.argmax(wave, axis=1), 1, wave.shape[1] - 2)
+    rows = np.arange(len(wave))
+    a, b, c = wave[rows, i - 1], wave[rows, i], wave[rows, i + 1]
+    denom = a - 2.0 * b + c
+    shift = np.where(denom < 0.0, 0.5 * (a - c) / np.where(denom < 0.0, denom, -1.0), 0.0)
+    shift = np.clip(shift, -0.5, 0.5)
+    step = r[1] - r[0]
+    return r[i] + shift * step, b - 0.25 * (a - c) * shift
+
+
+@dataclass(frozen=True)
+class Population:
+    """Falling particles (rain drops, snow flakes) of one size distribution, tabulated for
+    a scanner: only those that could be detected alone are drawn.
+
+    Attributes
+    ----------
+    kind : str
+        ``rain`` or ``snow``.
+    n0_per_m3_mm, lambda_per_mm : float
+        The size distribution ``N0 exp(-Lambda D)`` in its size variable D (mm).
+    diameter_per_size : float
+        The particle's optical diameter per unit of D (1 for drops; a flake per its
+        melted drop).
+    reflectance : float
+        The equivalent reflectance of its cross-section in the backscatter direction.
+    object_index : int
+    stream : np.uint64
+        Hash seed of its particles.
+    range_m : (T,) float64
+        Table ranges, 0 to the scanner's maximum range.
+    min_size_mm : (T,) float64
+        The smallest D detectable there.
+    cumulative : (T,) float64
+        Expected number of drawn particles per pulse closer than each range.
+    poisson_cdf : (K,) float64
+        The Poisson CDF of the count per pulse, up to the most a pulse may meet.
+    """
+
+    kind: str
+    n0_per_m3_mm: float
+    lambda_per_mm: float
+    diameter_per_size: float
+    reflectance: float
+    object_index: int
+    stream: np.uint64
+    range_m: NDArray[np.float64]
+    min_size_mm: NDArray[np.float64]
+    cumulative: NDArray[np.float64]
+    poisson_cdf: NDArray[np.float64]
+
+    @property
+    def mean_per_pulse(self) -> float:
+        """Expected number of drawn particles in one beam, out to the maximum range."""
+        return float(self.cumulative[-1])
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        distribution: tuple[float, float, float],
+        reflectance: float,
+        scanner: ScannerConfig,
+        model: ReturnModel,
+        object_index: int,
+        stream: np.uint64,
+    ) -> Population:
+        """Tabulate a size distribution ``(N0, Lambda, diameter per size)`` for a scanner."""
+        n0, lam, k = distribution
+        r = model.range_max_m * np.linspace(0.0, 1.0, _PARTICLE_TABLE) ** 2
+        area = beam_area_m2(r, scanner)
+        two_way = np.exp(-2.0 * model.extinction_per_m * r)
+        # rho (pi d^2 / 4) / A exp(-2 alpha r) / r^2 = threshold, d = k D 1e-3 m
+        d_min_m = np.sqrt(4.0 * model.threshold * r**2 * area / (np.pi * reflectance * two_way))
+        size_mm = d_min_m / (k * 1e-3)
+        density = area * n0 / lam * np.exp(-lam * size_mm)
+        cumulative = np.concatenate(
+            [[0.0], np.cumsum(0.5 * (density[1:] + density[:-1]) * np.diff(r))]
+        )
+        mean = float(cumulative[-1])
+        most = int(np.ceil(mean + 12.0 * np.sqrt(mean) + 12.0))
+        counts = np.arange(most + 1)
+        log_pmf = counts * np.log(max(mean, 1e-300)) - mean - _log_factorial(counts)
+        cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
+        cdf[-1] = 1.0
+        return cls(kind, n0, lam, k, reflectance, object_index, stream, r, size_mm,
+                   cumulative, cdf)  # fmt: skip
+
+    def draw(self, pulse_id: NDArray[np.uint64]) -> Particles:
+        """The particles in the beams of pulses ``pulse_id`` (every one, lit or not).
+
+        Each pulse's count is a Poisson draw from ``hash_uniform(mix64(stream + id))``;
+        particle ``j`` of it takes its range, size and place in the footprint from three
+        hashes of ``mix64(that key + (j + 1) GOLDEN_GAMMA)``.
+        """
+        ids = np.asarray(pulse_id, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            key = physics.mix64(self.stream + ids)
+        count = np.searchsorted(self.poisson_cdf, physics.hash_uniform(key), side="left")
+        pulse = np.repeat(np.arange(len(ids)), count)
+        first = np.cumsum(count) - count
+        j = np.arange(len(pulse)) - np.repeat(first, count)
+        with np.errstate(over="ignore"):
+            h = physics.mix64(
+                key[pulse] + (j.astype(np.uint64) + np.uint64(1)) * np.uint64(GOLDEN_GAMMA)
+            )
+            u_range = physics.hash_uniform(physics.mix64(h + np.uint64(1)))
+            u_size = physics.hash_uniform(physics.mix64(h + np.uint64(2)))
+            u_place = physics.hash_uniform(physics.mix64(h + np.uint64(3)))
+        range_m = np.interp(u_range * self.mean_per_pulse, self.cumulative, self.range_m)
+        size = np.interp(range_m, self.range_m, self.min_size_mm) - np.log(u_size) / (
+            self.lambda_per_mm
+        )
+        diameter_m = self.diameter_per_size * size * 1e-3
+        return Particles(pulse, range_m, diameter_m, u_place)
+
+
+def _log_factorial(n: NDArray[np.int64]) -> NDArray[np.float64]:
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, int(n.max()) + 1)))])[n]
+
+
+@dataclass
+class Particles:
+    """Particles drawn in a chunk's beams.
+
+    Attributes
+    ----------
+    pulse : (M,) int64
+        Pulse (index in the chunk) each lies in.
+    range_m : (M,) float64
+        Its distance from the sensor along the beam.
+    diameter_m : (M,) float64
+        Its optical diameter.
+    place : (M,) float64
+        Uniform in (0, 1): where across the footprint it lies (which sub-ray's share).
+    """
+
+    pulse: NDArray[np.int64]
+    range_m: NDArray[np.float64]
+    diameter_m: NDArray[np.float64]
+    place: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Medium:
+    """A survey's weather, made ready for a scanner: what :func:`medium_returns` needs.
+
+    Attributes
+    ----------
+    extinction_per_m : float
+        The weather's extinction (the model's includes it).
+    soft : tuple of SoftTarget
+    populations : tuple of Population
+    first_object : int
+        Object id of the first kind of :data:`MEDIUM_KINDS` (the scene's object count).
+    scanner : ScannerConfig
+    """
+
+    extinction_per_m: float
+    soft: tuple[SoftTarget, ...]
+    populations: tuple[Population, ...]
+    first_object: int
+    scanner: ScannerConfig
+
+    @classmethod
+    def of(
+        cls, weather: Weather, scanner: ScannerConfig, model: ReturnModel, seed: int, objects: int
+    ) -> Medium:
+        """Tabulate a weather for a scanner whose model already includes its extinction,
+        in a scene of ``objects`` objects, for survey seed ``seed``."""
+
+        def obj(kind: str) -> int:
+            return objects + MEDIUM_KINDS.index(kind)
+
+        soft = []
+        if model.pulse_length_m > 0.0:
+            for kind, medium, ratio, stream in (
+                ("fog", weather.fog, KOSCHMIEDER / FOG_BACKSCATTER_MOR, STREAM_FOG),
+                ("dust", weather.dust, DUST_LIDAR_RATIO_SR, STREAM_DUST),
+            ):
+                if medium is not None:
+                    beta = KOSCHMIEDER / medium.visibility_m / ratio
+                    seed_k = np.uint64(stream_seed(seed, stream))
+                    soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
+        populations = []
+        rain_rho = 2.0 * np.pi / RAIN_LIDAR_RATIO_SR
+        for kind, fall, law, rho, stream in (
+            ("rain", weather.rain, _rain_distribution, rain_rho, STREAM_RAIN),
+            ("snow", weather.snow, _snow_distribution, SNOW_EQUIVALENT_REFLECTANCE, STREAM_SNOW),
+        ):
+            if fall is not None:
+                seed_k = np.uint64(stream_seed(seed, stream))
+                populations.append(
+                    Population.of(kind, law(fall.rate_mm_h), rho, scanner, model, obj(kind), seed_k)
+                )
+        return cls(weather_extinction_per_m(weather), tuple(soft), tuple(populations),
+                   objects, scanner)  # fmt: skip
+
+    @property
+    def labels(self) -> NDArray[np.uint16]:
+        """The label of each medium object, in :data:`MEDIUM_KINDS` order."""
+        return np.array([label_id(MEDIUM_LABELS[k]) for k in MEDIUM_KINDS], dtype=np.uint16)
+
+    def touched(self, pulse_id: NDArray[np.uint64], threshold: float) -> NDArray[np.bool_]:
+        """(P,) bool: pulses the weather may change beyond the extinction: every pulse
+        when a soft target's peak can be detected, else those with a particle."""
+        n = len(pulse_id)
+        if any(s.uncut_peak_received >= threshold for s in self.soft):
+            return np.ones(n, dtype=bool)
+        out = np.zeros(n, dtype=bool)
+        for population in self.populations:
+            out[population.draw(pulse_id).pulse] = True
+        return out
+
+
+def medium_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    medium: Medium,
+) -> Returns:
+    """The returns of pulses through the weather: the scene's sub-ray hits shadowed by the
+    particles in front of them, the particles' own echoes, grouped with them as in
+    :func:`simulator.echoes.echo_returns`, and each soft target's waveform peak; all
+    measured, detected and selected together.
+
+    Parameters
+    ----------
+    results : HitResults
+        The per-hit model of the rays (sub-ray ``k`` of pulse ``p`` is ray ``p *
+        beam.samples + k``; one ray a pulse when ``beam.samples`` is 1), every field.
+    hits : Hits
+        The rays' hits.
+    pulse_id : (P,) uint64
+        Global id of each pulse.
+    beam : BeamPattern
+        The sub-rays' energy shares.
+    model : ReturnModel
+        With the weather's extinction.
+    streams : Streams
+    medium : Medium
+
+    Returns
+    -------
+    Returns
+        With every diagnostic field.
+    """
+    pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    n_pulses, samples = len(pulse_id), beam.samples
+    sub_range = hits.range_m.astype(np.float64).reshape(n_pulses, samples)
+    idx = results.idx
+    pulse, sub = idx // samples, idx % samples
+    weight = beam.weights[sub].astype(np.float64)
+    inputs = list(echo_inputs(results, hits))
+    extra: list[tuple[NDArray, ...]] = []
+    cumulative = np.cumsum(beam.weights)
+    shadow = np.zeros((n_pulses, samples))
+    for population in medium.populations:
+        p = population.draw(pulse_id)
+        k = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
+        lit = (p.range_m < sub_range[p.pulse, k]) & (p.range_m < model.range_max_m)
+        p_pulse, p_range, k = p.pulse[lit], p.range_m[lit], k[lit]
+        share = np.minimum(
+            np.pi / 4.0 * p.diameter_m[lit] ** 2 / beam_area_m2(p_range, medium.scanner), 1.0
+        )
+        np.add.at(shadow, (p_pulse, k), share)
+        energy = population.reflectance * overlap(p_range, medium.scanner)
+        m = len(p_pulse)
+        extra.append((
+            p_pulse, share, p_range, np.zeros(m), energy, np.zeros(m),
+            np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
+        ))  # fmt: skip
+    weight = np.maximum(weight - shadow[pulse, sub], 0.0)
+    columns = [pulse, weight, *inputs]
+    for part in extra:
+        columns = [np.concatenate([a, b]) for a, b in zip(columns, part, strict=True)]
+    echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
+    keys = [jitter_keys(echoes, pulse_id, streams)]
+    tables = [echoes]
+    for soft in medium.soft:
+        fog, fog_key = _soft_echoes(soft, sub_range, beam, pulse_id, model)
+        tables.append(fog)
+        keys.append(fog_key)
+    return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model)
+
+
+def _soft_echoes(
+    soft: SoftTarget,
+    sub_range: NDArray[np.float64],
+    beam: BeamPattern,
+    pulse_id: NDArray[np.uint64],
+    model: ReturnModel,
+) -> tuple[Echoes, NDArray[np.uint64]]:
+    """One echo a pulse: the soft target's waveform peak, as an echo of peak factor 1 whose
+    energy gives that received peak; and its jitter keys."""
+    range_m, received = soft.echoes(sub_range, beam.weights.astype(np.float64))
+    energy = received * range_m**2 * np.exp(2.0 * model.extinction_per_m * range_m)
+    n = len(pulse_id)
+    zeros, ones = np.zeros(n), np.ones(n)
+    echoes = Echoes(
+        pulse=np.arange(n, dtype=np.int64), rank=np.zeros(n, dtype=np.int64), energy=energy,
+        range_true_m=range_m, relief_m=zeros, spread_m=zeros, peak_factor=ones,
+        object_index=np.full(n, soft.object_index, dtype=np.int32), energy_fraction=ones,
+        cos_incidence=ones, cos_effective=ones,
+    )  # fmt: skip
+    with np.errstate(over="ignore"):
+        key = physics.mix64(soft.stream + pulse_id)
+    return echoes, key
