@@ -89,7 +89,7 @@ from .constants import (
     stream_seed,
 )
 from .echoes import Echoes, Returns, echo_inputs, form_echoes, jitter_keys, report_echoes
-from .hits import HitResults, ReturnModel, Streams
+from .hits import HitResults, ReturnModel, Streams, received_peak
 from .labels import label_id
 
 __all__ = [
@@ -111,7 +111,7 @@ MEDIUM_KINDS = ("fog", "dust", "rain", "snow")
 MEDIUM_LABELS = {"fog": "outlier", "dust": "outlier", "rain": "outlier", "snow": "falling-snow"}
 
 #: Source samples per pulse length in the soft-target waveform.
-_SOFT_SAMPLES_PER_PULSE = 40
+_SOFT_SAMPLES_PER_PULSE = 100
 #: Most samples of a soft-target waveform.
 _SOFT_MAX_SAMPLES = 1500
 #: Waveform values gathered at once for footprints that cut a soft target at several
@@ -202,8 +202,11 @@ class SoftTarget:
     waveform : (G + 1, G) float64
         Row ``c``: the waveform at ``range_m`` of a beam cut after its first ``c``
         samples (the sum of their sources times the pulse shape); row ``G`` is uncut.
-    peak_range_m, peak_received : (G + 1,) float64
-        Each row's peak.
+    peak_range_m, peak_received : float
+        The waveform's peak when nothing cuts the beam.
+    reach_m : float
+        A beam cut beyond this leaves the peak as it is (the pulse shape has fallen to
+        1e-19 of its peak four pulse lengths away).
     """
 
     kind: str
@@ -213,8 +216,9 @@ class SoftTarget:
     range_m: NDArray[np.float64]
     source: NDArray[np.float64]
     waveform: NDArray[np.float64]
-    peak_range_m: NDArray[np.float64]
-    peak_received: NDArray[np.float64]
+    peak_range_m: float
+    peak_received: float
+    reach_m: float
 
     @classmethod
     def of(
@@ -238,13 +242,10 @@ class SoftTarget:
         shape = np.exp(-4.0 * np.log(2.0) * ((r[:, None] - r[None, :]) / length) ** 2)
         waveform = np.zeros((len(r) + 1, len(r)))
         np.cumsum(shape.T * src[:, None], axis=0, out=waveform[1:])
-        peak_r, peak_s = _peak(r, waveform)
-        return cls(kind, beta, object_index, stream, r, src, waveform, peak_r, peak_s)
-
-    @property
-    def uncut_peak_received(self) -> float:
-        """The peak of the waveform when nothing cuts the beam."""
-        return float(self.peak_received[-1])
+        peak_r, peak_s = _peak(r, waveform[-1:])
+        reach = float(peak_r[0]) + 4.0 * length
+        return cls(kind, beta, object_index, stream, r, src, waveform, float(peak_r[0]),
+                   float(peak_s[0]), reach)  # fmt: skip
 
     def echoes(
         self, sub_range_m: NDArray[np.float64], weights: NDArray[np.float64]
@@ -262,16 +263,26 @@ class SoftTarget:
         -------
         range_m, received : (P,) float64
         """
-        cut = np.searchsorted(self.range_m, sub_range_m, side="left")
-        range_m = self.peak_range_m[cut[:, 0]]
-        received = self.peak_received[cut[:, 0]]
-        mixed = np.flatnonzero((cut != cut[:, :1]).any(axis=1))
+        n_pulses = len(sub_range_m)
+        range_m = np.full(n_pulses, self.peak_range_m)
+        received = np.full(n_pulses, self.peak_received)
+        rows = np.flatnonzero((sub_range_m < self.reach_m).any(axis=1))
+        if len(rows) == 0:
+            return range_m, received
+        g = len(self.range_m)
+        step = self.range_m[1] - self.range_m[0]
         share = weights / weights.sum()
-        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * len(self.range_m)))
-        for lo in range(0, len(mixed), block):
-            rows = mixed[lo : lo + block]
-            wave = np.einsum("s,psg->pg", share, self.waveform[cut[rows]])
-            range_m[rows], received[rows] = _peak(self.range_m, wave)
+        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * g))
+        for lo in range(0, len(rows), block):
+            part = rows[lo : lo + block]
+            # Cell j spans r_j -+ step / 2; the beam lights the cells before the cut, and
+            # the cut cell in part.
+            x = np.clip((sub_range_m[part] - self.range_m[0]) / step + 0.5, 0.0, float(g))
+            full = np.minimum(np.floor(x).astype(np.int64), g - 1)
+            frac = (x - full)[:, :, None]
+            below, above = self.waveform[full], self.waveform[full + 1]
+            wave = np.einsum("s,psg->pg", share, below + frac * (above - below))
+            range_m[part], received[part] = _peak(self.range_m, wave)
         return range_m, received
 
 
@@ -485,7 +496,7 @@ class Medium:
         """(P,) bool: pulses the weather may change beyond the extinction: every pulse
         when a soft target's peak can be detected, else those with a particle."""
         n = len(pulse_id)
-        if any(s.uncut_peak_received >= threshold for s in self.soft):
+        if any(s.peak_received >= threshold for s in self.soft):
             return np.ones(n, dtype=bool)
         out = np.zeros(n, dtype=bool)
         for population in self.populations:
@@ -554,7 +565,8 @@ def medium_returns(
             np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
         ))  # fmt: skip
     weight = np.maximum(weight - shadow[pulse, sub], 0.0)
-    columns = [pulse, weight, *inputs]
+    reached = weight > 0.0  # a sub-ray whose light the particles took entirely is dark
+    columns = [a[reached] for a in (pulse, weight, *inputs)]
     for part in extra:
         columns = [np.concatenate([a, b]) for a, b in zip(columns, part, strict=True)]
     echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
@@ -562,9 +574,27 @@ def medium_returns(
     tables = [echoes]
     for soft in medium.soft:
         fog, fog_key = _soft_echoes(soft, sub_range, beam, pulse_id, model)
+        _resolve(echoes, fog, model)
         tables.append(fog)
         keys.append(fog_key)
     return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model)
+
+
+def _resolve(echoes: Echoes, soft: Echoes, model: ReturnModel) -> None:
+    """Where a soft target's peak and another echo of the pulse are closer than the
+    separation, the receiver sees one peak: the weaker of the two is dropped (its energy
+    set to 0), in place."""
+    p = echoes.pulse
+    near = np.abs(echoes.range_true_m - soft.range_true_m[p]) <= model.separation_m
+    if not near.any():
+        return
+    mine = received_peak(echoes.energy, echoes.peak_factor, echoes.range_true_m, model)
+    theirs = received_peak(soft.energy, soft.peak_factor, soft.range_true_m, model)
+    beaten = near & (mine < theirs[p])
+    echoes.energy[beaten] = 0.0
+    wins = np.zeros(len(soft), dtype=bool)
+    wins[p[near & ~beaten]] = True
+    soft.energy[wins] = 0.0
 
 
 def _soft_echoes(
