@@ -559,9 +559,10 @@ def medium_returns(
         )
         np.add.at(shadow, (p_pulse, k), share)
         energy = population.reflectance * overlap(p_range, medium.scanner)
-        m = len(p_pulse)
+        seen = energy > 0.0  # the receiver sees none of those short of the overlap
+        m = int(seen.sum())
         extra.append((
-            p_pulse, share, p_range, np.zeros(m), energy, np.zeros(m),
+            p_pulse[seen], share[seen], p_range[seen], np.zeros(m), energy[seen], np.zeros(m),
             np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
         ))  # fmt: skip
     weight = np.maximum(weight - shadow[pulse, sub], 0.0)
