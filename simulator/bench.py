@@ -32,7 +32,7 @@ import numpy as np
 import trimesh
 
 from .backend import NumpyBackend, select_backend
-from .config import Pose, Survey, TrajectorySpec, load_scanner
+from .config import Pose, Survey, TrajectorySpec, Weather, load_scanner
 from .generators import build_bench_scene, rolling_ground
 from .pipeline import Simulation, Window
 from .scene import Scene
@@ -130,6 +130,7 @@ def run_bench(
     beam_sampling: str = "full",
     moving: bool = False,
     bare_script: bool = False,
+    weather: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Run the benchmark; see the module docstring for what is measured.
 
@@ -162,6 +163,8 @@ def run_bench(
         Also run ``benchmarks/bare_cast.py`` (a plain cast-keep-save script on the same
         rays, in a process of its own) when the source tree has it, and compare per
         revolution.
+    weather : dict, optional
+        A ``weather:`` section (e.g. ``{"fog": {"visibility_m": 50}}``); default clear.
     """
     import open3d as o3d
 
@@ -181,6 +184,7 @@ def run_bench(
         revolutions=None if duration_s else revolutions,
         duration_s=duration_s,
         chunk_pulses=chunk_pulses,
+        weather=Weather.model_validate(weather or {}),
     )
     scanner = load_scanner(
         "rs-helios-5515", {"beam_samples": beam_samples, "beam_sampling": beam_sampling}
@@ -236,6 +240,7 @@ def run_bench(
         "beam_samples": beam_samples,
         "beam_sampling": beam_sampling,
         "moving": moving,
+        "weather": survey.weather.describe(),
         "sensor_pulses_per_s": sim.pattern.pulses_per_second,
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
@@ -303,7 +308,8 @@ def format_result(result: BenchResult) -> str:
         f"BVH {f['bvh_build_s']:.2f} s, warm-up {f['warm_up_s']:.2f} s)",
         f"survey             {f['scanner']} ({f['beam_samples']} ray(s) a pulse"
         f"{', sampled adaptively' if f.get('beam_sampling') == 'adaptive' else ''}"
-        f"{', moving at 5 m/s' if f['moving'] else ''}), "
+        f"{', moving at 5 m/s' if f['moving'] else ''}"
+        f"{', ' + f['weather'] if f.get('weather', 'clear air') != 'clear air' else ''}), "
         f"{f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "
         f"chunks of {f['chunk_pulses']:,}, "

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .constants import OUTPUT_SUFFIXES
-from .errors import SimulatorError
+from .errors import ConfigError, SimulatorError
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help answers at once
     from .pipeline import ScanSummary, Simulation
@@ -454,6 +454,10 @@ def bench(
         Path | None,
         typer.Option(help="Instead: run this dataset spec with 1 and 2 workers (scaling)."),
     ] = None,
+    weather: Annotated[
+        list[str] | None,
+        typer.Option(help="Weather: fog=MOR_M, dust=MOR_M, rain=MM_H or snow=MM_H (repeatable)."),
+    ] = None,
 ) -> None:
     """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
     import json
@@ -505,8 +509,26 @@ def bench(
         beam_sampling=beam_sampling,
         moving=moving,
         bare_script=bare_script,
+        weather=_weather_option(weather or []),
     )
     typer.echo(result.to_json() if as_json else format_result(result))
+
+
+def _weather_option(items: list[str]) -> dict[str, dict[str, float]]:
+    """``["fog=50", "rain=25"]`` as a ``weather:`` section."""
+    keys = {"fog": "visibility_m", "dust": "visibility_m", "rain": "rate_mm_h",
+            "snow": "rate_mm_h"}  # fmt: skip
+    out: dict[str, dict[str, float]] = {}
+    for item in items:
+        kind, _, value = item.partition("=")
+        kind = kind.strip()
+        if kind not in keys:
+            raise ConfigError("--weather", kind, f"expected one of {', '.join(keys)}")
+        try:
+            out[kind] = {keys[kind]: float(value)}
+        except ValueError:
+            raise ConfigError("--weather", item, "expected KIND=NUMBER, e.g. fog=50") from None
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

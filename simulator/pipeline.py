@@ -347,13 +347,14 @@ class Simulation:
         carries the weather's extinction."""
         assert self.medium is not None
         ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
-        touched = self.medium.touched(ids, self.model.threshold)
+        particles = self.medium.draw(ids)
+        touched = self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(touched)
         samples = self.beam.samples  # (adaptive sampling's footprints are handled there)
         rays = (pulses[:, None] * samples + np.arange(samples)).ravel()
         weathered = medium_returns(
             results.take_rays(rays), chunk.hits.take(rays), ids[pulses], self.beam,
-            self.model, self.streams, self.medium,
+            self.model, self.streams, self.medium, [p.of_pulses(pulses) for p in particles],
         )  # fmt: skip
         kept = ~touched[returns.pulse]
         return merge_returns(returns, kept, weathered, pulses, diagnostics=self.diagnostics)
@@ -388,9 +389,11 @@ class Simulation:
         full sampling."""
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
+        particles = []
         if self.medium is not None:  # the weather's pulses get their footprints too
             ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
-            smooth &= ~self.medium.touched(ids, self.model.threshold)
+            particles = self.medium.draw(ids)
+            smooth &= ~self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(~smooth)
         probe = witnesses.probes
         rest = np.setdiff1d(np.arange(self.beam.samples), probe)
@@ -413,8 +416,9 @@ class Simulation:
             )
         else:
             echoes = medium_returns(
-                results, sub.hits, ids, self.beam, self.model, self.streams, self.medium
-            )
+                results, sub.hits, ids, self.beam, self.model, self.streams, self.medium,
+                [p.of_pulses(pulses) for p in particles],
+            )  # fmt: skip
         kept = smooth[single.pulse]
         return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
 

@@ -195,13 +195,14 @@ class SoftTarget:
     stream : np.uint64
         Hash seed of its points' range jitter.
     range_m : (G,) float64
-        Where the waveform is sampled (sources and receiving ranges alike), from the
-        overlap's start to 12 pulse lengths beyond its end.
+        Where the medium is sampled, from the overlap's start to 12 pulse lengths beyond
+        its end; the waveform is received at the first ``W`` of them.
     source : (G,) float64
         ``pi beta zeta(r) exp(-2 alpha r) / r^2 dr`` of each sample.
-    waveform : (G + 1, G) float64
-        Row ``c``: the waveform at ``range_m`` of a beam cut after its first ``c``
+    waveform : (G + 1, W) float64
+        Row ``c``: the waveform at ``range_m[:W]`` of a beam cut after its first ``c``
         samples (the sum of their sources times the pulse shape); row ``G`` is uncut.
+        ``W`` ends just beyond the uncut peak, beyond which no cut beam peaks.
     peak_range_m, peak_received : float
         The waveform's peak when nothing cuts the beam.
     reach_m : float
@@ -240,10 +241,14 @@ class SoftTarget:
         src = np.pi * beta * overlap(r, scanner) * np.exp(-2.0 * model.extinction_per_m * r)
         src = src / r**2 * step
         shape = np.exp(-4.0 * np.log(2.0) * ((r[:, None] - r[None, :]) / length) ** 2)
-        waveform = np.zeros((len(r) + 1, len(r)))
-        np.cumsum(shape.T * src[:, None], axis=0, out=waveform[1:])
-        peak_r, peak_s = _peak(r, waveform[-1:])
+        uncut = shape @ src
+        peak_r, peak_s = _peak(r, uncut[None, :])
         reach = float(peak_r[0]) + 4.0 * length
+        # A cut beam's waveform peaks no farther than the uncut one (what the cut removes
+        # grows towards the cut), so the receiving ranges stop just beyond that peak.
+        receiving = int(np.searchsorted(r, peak_r[0])) + 4
+        waveform = np.zeros((len(r) + 1, receiving))
+        np.cumsum(shape[:receiving].T * src[:, None], axis=0, out=waveform[1:])
         return cls(kind, beta, object_index, stream, r, src, waveform, float(peak_r[0]),
                    float(peak_s[0]), reach)  # fmt: skip
 
@@ -269,10 +274,10 @@ class SoftTarget:
         rows = np.flatnonzero((sub_range_m < self.reach_m).any(axis=1))
         if len(rows) == 0:
             return range_m, received
-        g = len(self.range_m)
+        g, receiving = self.waveform.shape[0] - 1, self.waveform.shape[1]
         step = self.range_m[1] - self.range_m[0]
         share = weights / weights.sum()
-        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * g))
+        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * receiving))
         for lo in range(0, len(rows), block):
             part = rows[lo : lo + block]
             # Cell j spans r_j -+ step / 2; the beam lights the cells before the cut, and
@@ -282,7 +287,7 @@ class SoftTarget:
             frac = (x - full)[:, :, None]
             below, above = self.waveform[full], self.waveform[full + 1]
             wave = np.einsum("s,psg->pg", share, below + frac * (above - below))
-            range_m[part], received[part] = _peak(self.range_m, wave)
+            range_m[part], received[part] = _peak(self.range_m[:receiving], wave)
         return range_m, received
 
 
@@ -431,6 +436,13 @@ class Particles:
     diameter_m: NDArray[np.float64]
     place: NDArray[np.float64]
 
+    def of_pulses(self, pulses: NDArray[np.intp]) -> Particles:
+        """The particles of some pulses (increasing indices), ``pulse`` counting in them."""
+        pos = np.searchsorted(pulses, self.pulse)
+        keep = pos < len(pulses)
+        keep[keep] = pulses[pos[keep]] == self.pulse[keep]
+        return Particles(pos[keep], self.range_m[keep], self.diameter_m[keep], self.place[keep])
+
 
 @dataclass(frozen=True)
 class Medium:
@@ -492,15 +504,22 @@ class Medium:
         """The label of each medium object, in :data:`MEDIUM_KINDS` order."""
         return np.array([label_id(MEDIUM_LABELS[k]) for k in MEDIUM_KINDS], dtype=np.uint16)
 
-    def touched(self, pulse_id: NDArray[np.uint64], threshold: float) -> NDArray[np.bool_]:
+    def draw(self, pulse_id: NDArray[np.uint64]) -> list[Particles]:
+        """The particles of each population in the beams of pulses ``pulse_id``."""
+        return [population.draw(pulse_id) for population in self.populations]
+
+    def touched(
+        self, pulse_id: NDArray[np.uint64], threshold: float, particles: list[Particles]
+    ) -> NDArray[np.bool_]:
         """(P,) bool: pulses the weather may change beyond the extinction: every pulse
-        when a soft target's peak can be detected, else those with a particle."""
+        when a soft target's peak can be detected, else those with a particle (of
+        ``particles``, drawn for ``pulse_id``)."""
         n = len(pulse_id)
         if any(s.peak_received >= threshold for s in self.soft):
             return np.ones(n, dtype=bool)
         out = np.zeros(n, dtype=bool)
-        for population in self.populations:
-            out[population.draw(pulse_id).pulse] = True
+        for drawn in particles:
+            out[drawn.pulse] = True
         return out
 
 
@@ -512,6 +531,7 @@ def medium_returns(
     model: ReturnModel,
     streams: Streams,
     medium: Medium,
+    particles: list[Particles] | None = None,
 ) -> Returns:
     """The returns of pulses through the weather: the scene's sub-ray hits shadowed by the
     particles in front of them, the particles' own echoes, grouped with them as in
@@ -533,6 +553,9 @@ def medium_returns(
         With the weather's extinction.
     streams : Streams
     medium : Medium
+    particles : list of Particles, optional
+        Each population's particles in these pulses, if drawn already
+        (:meth:`Medium.draw`).
 
     Returns
     -------
@@ -540,6 +563,8 @@ def medium_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    if particles is None:
+        particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
     sub_range = hits.range_m.astype(np.float64).reshape(n_pulses, samples)
     idx = results.idx
@@ -549,8 +574,7 @@ def medium_returns(
     extra: list[tuple[NDArray, ...]] = []
     cumulative = np.cumsum(beam.weights)
     shadow = np.zeros((n_pulses, samples))
-    for population in medium.populations:
-        p = population.draw(pulse_id)
+    for population, p in zip(medium.populations, particles, strict=True):
         k = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
         lit = (p.range_m < sub_range[p.pulse, k]) & (p.range_m < model.range_max_m)
         p_pulse, p_range, k = p.pulse[lit], p.range_m[lit], k[lit]

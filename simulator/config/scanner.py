@@ -212,9 +212,7 @@ class ScannerConfig(Model):
     @model_validator(mode="after")
     def _overlap(self) -> ScannerConfig:
         if self.overlap_m is not None and self.overlap_m[0] > self.overlap_m[1]:
-            raise ValueError(
-                f"overlap_m [start, full] needs start <= full; got {self.overlap_m}"
-            )
+            raise ValueError(f"overlap_m [start, full] needs start <= full; got {self.overlap_m}")
         return self
 
     @property

@@ -20,6 +20,8 @@ _BGR: dict[int, tuple[int, int, int]] = {
     81: (0, 0, 255), 99: (255, 255, 50), 252: (245, 150, 100), 253: (200, 40, 255),
     254: (30, 30, 255), 255: (90, 30, 150), 256: (255, 0, 0), 257: (250, 80, 100),
     258: (180, 30, 80), 259: (255, 0, 0),
+    # WADS' winter classes: falling snow in cyan, accumulated snow in white.
+    110: (255, 255, 0), 111: (255, 255, 255),
 }  # fmt: skip
 
 #: SemanticKITTI's colour map as RGB, by id.

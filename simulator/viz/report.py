@@ -276,3 +276,86 @@ def write_report(
     )
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
+
+
+def weather_panel(
+    simulation: Any,
+    conditions: list[tuple[str, Any]],
+    path: str | Path,
+    *,
+    range_max_m: float | None = None,
+) -> dict[str, Any]:
+    """Detected fraction against range under each weather condition, and where the
+    weather's own points lie: one PNG.
+
+    Every condition scans the same survey (its ``weather`` replaced). For each pulse the
+    ray engine gives the range of the surface its central ray meets; the left panel is the
+    fraction of those pulses that report the surface (a return of a scene object), the
+    right one the weather points per pulse by range.
+
+    Parameters
+    ----------
+    simulation : Simulation
+        The survey to scan (its scanner, scene and pose).
+    conditions : list of (str, Weather)
+        A name and the weather of each condition.
+    path : str or Path
+        The PNG to write.
+    range_max_m : float, optional
+        Right edge of the plots (default: the 99.5th percentile of the hit ranges).
+
+    Returns
+    -------
+    dict
+        Per condition: scene points, weather points, and the range at which the detected
+        fraction first falls below one half.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..pipeline import Simulation
+
+    base = simulation
+    hit_range = []
+    for start, stop in base.chunk_spans():
+        chunk = base.cast(base.aim(start, stop, footprints=False))
+        hit_range.append(chunk.hits.range_m.astype(np.float64))
+    r_hit = np.concatenate(hit_range)
+    hit = np.isfinite(r_hit)
+    top = range_max_m or float(np.percentile(r_hit[hit], 99.5)) * 1.05
+    edges = np.linspace(0.0, top, 60)
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    counts, _ = np.histogram(r_hit[hit], edges)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    out: dict[str, Any] = {}
+    objects = len(base.scene.objects)
+    for name, weather in conditions:
+        output = base.survey.output.model_copy(update={"diagnostics": True})
+        survey = base.survey.model_copy(update={"weather": weather, "output": output})
+        sim = Simulation(survey=survey, scanner=base.scanner, scene=base.scene,
+                         base_dir=base.base_dir, backend=base.backend)  # fmt: skip
+        cloud = sim.run()
+        scene_pts = cloud["object_id"] < objects
+        seen = np.zeros(len(r_hit), dtype=bool)
+        seen[cloud["pulse_id"][scene_pts]] = True
+        kept, _ = np.histogram(r_hit[hit & seen], edges)
+        frac = np.where(counts > 0, kept / np.maximum(counts, 1), np.nan)
+        left.plot(centres, frac, "-", lw=1.5, label=name)
+        wx, _ = np.histogram(cloud["range_m"][~scene_pts], edges)
+        right.plot(centres, wx / len(r_hit), "-", lw=1.5, label=name)
+        below = np.flatnonzero(np.nan_to_num(frac, nan=1.0) < 0.5)
+        out[name] = {
+            "scene_points": int(scene_pts.sum()),
+            "weather_points": int((~scene_pts).sum()),
+            "half_detected_m": float(centres[below[0]]) if len(below) else None,
+        }
+    left.set(xlabel="range of the surface the beam meets (m)", ylim=(0, 1.05), xlim=(0, top),
+             ylabel="fraction of pulses that report it")  # fmt: skip
+    right.set(xlabel="range (m)", ylabel="weather points per pulse", xlim=(0, top), yscale="log")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    fig.suptitle(f"{base.scanner.name}: detection under each condition", fontsize=10)
+    _save(fig, Path(path))
+    return out
