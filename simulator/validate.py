@@ -34,7 +34,8 @@ def validate_file(path: str | Path) -> str:
         scene = load_scene(referenced_file(base, survey.scene, path, "scene"))
         return (
             f"survey: scanner {scanner.name} ({pattern_for(scanner).channels} channels), "
-            f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles"
+            f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles, "
+            f"{survey.weather.describe()}"
         )
     if "pattern" in data or "channels" in data:
         scanner = load_scanner(path)

@@ -222,7 +222,8 @@ def _expected_particle_pulses(
         n0, lam = 3800.0 * rate_mm_h**-0.87, 2.55 * rate_mm_h**-0.48
         k, rho = 10 ** (1 / 3), 0.6
         alpha = np.pi * n0 * k**2 / lam**3 * 1e-6
-    th = scanner["detection"]["reference_reflectance"] / scanner["detection"]["reference_range_m"] ** 2
+    det = scanner["detection"]
+    th = det["reference_reflectance"] / det["reference_range_m"] ** 2
     d0 = 0.010
     bh = scanner["divergence_mrad"]["horizontal"] * 1e-3
     bv = scanner["divergence_mrad"]["vertical"] * 1e-3

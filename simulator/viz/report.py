@@ -234,6 +234,16 @@ def write_report(
                 ax.set_yscale("log")
             ax.legend(fontsize=7, title="lines: rough-surface law + sensor noise", title_fontsize=7)
             images.append(("Range error against incidence", _save(fig, out / "range_error.png")))
+    # 3b. the weather against clear air
+    if simulation is not None and not simulation.survey.weather.clear:
+        from ..config import Weather
+
+        weather = simulation.survey.weather
+        summary["weather"] = weather_panel(
+            simulation, [("clear air", Weather()), (weather.describe(), weather)],
+            out / "weather.png",
+        )  # fmt: skip
+        images.append(("Detection in this weather and in clear air", "weather.png"))
     # 4. points per ring, 5. ranges
     if "ring" in cloud and len(cloud):
         fig, ax = plt.subplots(figsize=(7, 3.5))
