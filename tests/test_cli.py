@@ -242,3 +242,24 @@ def test_commands_that_do_not_scan_do_not_import_the_heavy_parts() -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_weather_from_the_command_line(tmp_path: Path) -> None:
+    """``--set weather.fog.visibility_m=50`` scans in fog; a bad value or an unknown
+    condition is one message naming the key, exit code 2, no traceback."""
+    survey = REPO / "scenes" / "farm" / "survey.yaml"
+    out = tmp_path / "fog.npz"
+    res = run("scan", survey, "-o", out, "--set", "revolutions=0.05",
+              "--set", "weather.fog.visibility_m=50")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "outlier" in res.stdout
+    with np.load(out) as data:
+        assert np.count_nonzero(data["label"] == 1) > 1000
+    for bad, key in (("weather.fog.visibility_m=-3", "weather.fog.visibility_m"),
+                     ("weather.hail.rate_mm_h=3", "weather.hail")):  # fmt: skip
+        res = run("scan", survey, "-o", tmp_path / "x.npz", "--set", bad)
+        assert res.returncode == 2
+        assert key in res.stderr and "Traceback" not in res.stderr
+        assert not (tmp_path / "x.npz").exists()
+    res = run("bench", "--weather", "hail=3")
+    assert res.returncode == 2 and "--weather" in res.stderr and "Traceback" not in res.stderr

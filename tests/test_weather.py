@@ -334,19 +334,23 @@ def test_footprints_let_the_rest_of_the_beam_reach_the_wall(ws: Workspace) -> No
 # --------------------------------------------------------------------------- invariants
 
 
-def test_weather_scans_are_identical_for_any_chunk_size_and_backend() -> None:
-    """Fog, rain and snow together on the farm: bit for bit across chunk sizes and the
-    numpy specification."""
+def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend() -> None:
+    """Fog, rain and snow together on the farm: bit for bit across chunk sizes, threads
+    and the numpy specification."""
     sets = ["revolutions=0.1", "weather.fog.visibility_m=150", "weather.rain.rate_mm_h=10",
+            "weather.dust.visibility_m=300",
             "weather.snow.rate_mm_h=1", "output.diagnostics=true"]  # fmt: skip
     ref = Simulation.from_file(FARM, sets).run()
     small = Simulation.from_file(FARM, [*sets, "chunk_pulses=3001"]).run()
+    one = Simulation.from_file(FARM, sets)
+    one.limit_threads(1)
+    single_thread = one.run()
     sim = Simulation.from_file(FARM, [*sets, "chunk_pulses=20000"])
     sim.backend = NumpyBackend()
     spec = sim.run()
     labels = set(np.unique(ref["label"]).tolist())
     assert {label_id("outlier"), label_id("falling-snow")} <= labels
-    for other in (small, spec):
+    for other in (small, single_thread, spec):
         assert other.fields.keys() == ref.fields.keys()
         for name in ref.fields:
             if other is spec and name == "range_true_m":
