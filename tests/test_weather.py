@@ -412,3 +412,23 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
         labels[seq] = raw & 0xFFFF
     assert not np.any(labels["00"] == 1)  # the farm: clear air
     assert np.sum(labels["01"] == 1) > 100  # the street: rain drops and fog
+
+
+def test_the_report_compares_the_weather_with_clear_air(tmp_path: Path) -> None:
+    """``write_report`` of a scan in snow adds the detection panel, counts the weather
+    points apart, and keeps them out of the materials' plots."""
+    from simulator.viz.report import write_report
+
+    sim = Simulation.from_file(
+        FARM, ["revolutions=0.1", "weather.snow.rate_mm_h=2", "output.diagnostics=true"]
+    )
+    cloud = sim.run()
+    summary = write_report(cloud, tmp_path, simulation=sim)
+    assert (tmp_path / "weather.png").stat().st_size > 10_000
+    weather = summary["weather"]
+    assert weather["clear air"]["weather_points"] == 0
+    snowy = weather["snow 2 mm/h"]
+    flakes = int(np.sum(cloud["label"] == label_id("falling-snow")))
+    assert snowy["weather_points"] == flakes > 100
+    assert snowy["scene_points"] == len(cloud) - flakes
+    assert sum(m["points"] for m in summary["materials"].values()) <= len(cloud) - flakes

@@ -151,9 +151,12 @@ def write_report(
         mat_of_obj = sim.tables.material_of_object
         names = sim.tables.materials.names
         mats = sim.scene.materials
-        material = mat_of_obj[cloud["object_id"]]
+        # Weather points (object ids past the scene's) belong to no material.
+        scene_point = cloud["object_id"] < len(sim.scene.objects)
+        material = np.where(scene_point, mat_of_obj[cloud["object_id"]], -1)
         scanner, model = sim.scanner, sim.model
-        present = [m for m in np.unique(material) if np.count_nonzero(material == m) >= 20]
+        present = [m for m in np.unique(material[scene_point])
+                   if np.count_nonzero(material == m) >= 20]  # fmt: skip
         # 1. intensity against incidence, fitted from what a user's scan would hold
         fig, ax = plt.subplots(figsize=(10, 4.8))
         c = np.linspace(0.02, 1.0, 200)
