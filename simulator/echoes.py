@@ -37,6 +37,7 @@ The sensor jitter of the nearest echo of a pulse is the single ray's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -57,6 +58,7 @@ from .hits import (
 )
 
 __all__ = [
+    "Behind",
     "Echoes",
     "Returns",
     "echo_returns",
@@ -66,6 +68,7 @@ __all__ = [
     "report_echoes",
     "select_returns",
     "single_returns",
+    "surface_returns",
 ]
 
 
@@ -509,3 +512,110 @@ def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -
         peak_factor=echoes.peak_factor[e],
         energy_fraction=echoes.energy_fraction[e],
     )
+
+
+@dataclass(frozen=True)
+class Behind:
+    """The surfaces one layer further behind see-through surfaces, for every cast ray.
+
+    Attributes
+    ----------
+    results : HitResults
+        The per-hit model of the rays that met a surface there (every field).
+    hits : Hits
+        Aligned with the cast rays: a miss where the ray had ended, or passed nothing;
+        ranges from the ray's origin.
+    two_way : (N,) float64
+        The share of each ray's light that reaches that surface and comes back: the
+        product of ``transmittance^2`` of the surfaces in front.
+    """
+
+    results: HitResults
+    hits: Hits
+    two_way: NDArray[np.float64]
+
+
+def surface_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    *,
+    behind: Sequence[Behind] = (),
+    shadow: NDArray[np.float64] | None = None,
+    extra: Sequence[tuple[NDArray, ...]] = (),
+    broad: Sequence[tuple[Echoes, NDArray[np.uint64]]] = (),
+) -> Returns:
+    """The returns of pulses whose light meets more than one surface a sub-ray (the
+    specification; :func:`echo_returns` is the case of one).
+
+    Every surface a sub-ray meets is an entry of its pulse: the first surface with the
+    sub-ray's share ``w`` (less ``shadow``), each surface behind see-through ones with
+    ``w`` times the two-way transmittance in front. Entries and ``extra`` ones (e.g.
+    particles of the weather) are grouped into echoes as sub-ray hits are; ``broad``
+    echoes (e.g. a fog's waveform peak) join them, the weaker of a broad echo and another
+    closer than the separation dropped (the receiver sees one peak). All are then
+    measured, detected and selected by the return mode.
+
+    Parameters
+    ----------
+    results, hits, pulse_id, beam, model, streams
+        As :func:`echo_returns` (``results`` with every field).
+    behind : sequence of Behind
+        The surfaces behind see-through ones, one layer each.
+    shadow : (P, S) float64, optional
+        The share of each sub-ray's light taken before its first surface.
+    extra : sequence of tuples
+        More entries, as the columns :func:`form_echoes` takes (pulse, weight, range,
+        relief, backscatter, spread, object, cos incidence, cos effective).
+    broad : sequence of (Echoes, (P,) uint64)
+        One echo a pulse each, and the hash keys of their jitter.
+
+    Returns
+    -------
+    Returns
+        With every diagnostic field.
+    """
+    pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    samples = beam.samples
+    layers = [(results, hits, None), *((b.results, b.hits, b.two_way) for b in behind)]
+    parts = []
+    for res, layer_hits, two_way in layers:
+        idx = res.idx
+        pulse, sub = idx // samples, idx % samples
+        weight = beam.weights[sub].astype(np.float64)
+        if shadow is not None:
+            weight = np.maximum(weight - shadow[pulse, sub], 0.0)
+        if two_way is not None:
+            weight = weight * two_way[idx]
+        reached = weight > 0.0  # light taken entirely on the way: the surface stays dark
+        columns = (pulse, weight, *echo_inputs(res, layer_hits))
+        parts.append(tuple(a[reached] for a in columns))
+    parts.extend(extra)
+    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
+    tables, keys = [echoes], [jitter_keys(echoes, pulse_id, streams)]
+    for wide, key in broad:
+        _resolve(echoes, wide, model)
+        tables.append(wide)
+        keys.append(key)
+    return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model)
+
+
+def _resolve(echoes: Echoes, broad: Echoes, model: ReturnModel) -> None:
+    """Where a broad echo (one a pulse) and another echo of the pulse are closer than the
+    separation, the receiver sees one peak: the weaker of the two is dropped (its energy
+    set to 0), in place."""
+    p = echoes.pulse
+    near = np.abs(echoes.range_true_m - broad.range_true_m[p]) <= model.separation_m
+    if not near.any():
+        return
+    mine = received_peak(echoes.energy, echoes.peak_factor, echoes.range_true_m, model)
+    theirs = received_peak(broad.energy, broad.peak_factor, broad.range_true_m, model)
+    beaten = near & (mine < theirs[p])
+    echoes.energy[beaten] = 0.0
+    wins = np.zeros(len(broad), dtype=bool)
+    wins[p[near & ~beaten]] = True
+    broad.energy[wins] = 0.0

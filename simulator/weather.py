@@ -60,6 +60,7 @@ results, with the extinction in the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,8 +89,8 @@ from .constants import (
     STREAM_SNOW,
     stream_seed,
 )
-from .echoes import Echoes, Returns, echo_inputs, form_echoes, jitter_keys, report_echoes
-from .hits import HitResults, ReturnModel, Streams, received_peak
+from .echoes import Behind, Echoes, Returns, surface_returns
+from .hits import HitResults, ReturnModel, Streams
 from .labels import label_id
 
 __all__ = [
@@ -532,6 +533,7 @@ def medium_returns(
     streams: Streams,
     medium: Medium,
     particles: list[Particles] | None = None,
+    behind: Sequence[Behind] = (),
 ) -> Returns:
     """The returns of pulses through the weather: the scene's sub-ray hits shadowed by the
     particles in front of them, the particles' own echoes, grouped with them as in
@@ -556,6 +558,8 @@ def medium_returns(
     particles : list of Particles, optional
         Each population's particles in these pulses, if drawn already
         (:meth:`Medium.draw`).
+    behind : sequence of Behind
+        The surfaces behind see-through ones (:func:`simulator.echoes.surface_returns`).
 
     Returns
     -------
@@ -567,10 +571,6 @@ def medium_returns(
         particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
     sub_range = hits.range_m.astype(np.float64).reshape(n_pulses, samples)
-    idx = results.idx
-    pulse, sub = idx // samples, idx % samples
-    weight = beam.weights[sub].astype(np.float64)
-    inputs = list(echo_inputs(results, hits))
     extra: list[tuple[NDArray, ...]] = []
     cumulative = np.cumsum(beam.weights)
     shadow = np.zeros((n_pulses, samples))
@@ -589,37 +589,11 @@ def medium_returns(
             p_pulse[seen], share[seen], p_range[seen], np.zeros(m), energy[seen], np.zeros(m),
             np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
         ))  # fmt: skip
-    weight = np.maximum(weight - shadow[pulse, sub], 0.0)
-    reached = weight > 0.0  # a sub-ray whose light the particles took entirely is dark
-    columns = [a[reached] for a in (pulse, weight, *inputs)]
-    for part in extra:
-        columns = [np.concatenate([a, b]) for a, b in zip(columns, part, strict=True)]
-    echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
-    keys = [jitter_keys(echoes, pulse_id, streams)]
-    tables = [echoes]
-    for soft in medium.soft:
-        fog, fog_key = _soft_echoes(soft, sub_range, beam, pulse_id, model)
-        _resolve(echoes, fog, model)
-        tables.append(fog)
-        keys.append(fog_key)
-    return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model)
-
-
-def _resolve(echoes: Echoes, soft: Echoes, model: ReturnModel) -> None:
-    """Where a soft target's peak and another echo of the pulse are closer than the
-    separation, the receiver sees one peak: the weaker of the two is dropped (its energy
-    set to 0), in place."""
-    p = echoes.pulse
-    near = np.abs(echoes.range_true_m - soft.range_true_m[p]) <= model.separation_m
-    if not near.any():
-        return
-    mine = received_peak(echoes.energy, echoes.peak_factor, echoes.range_true_m, model)
-    theirs = received_peak(soft.energy, soft.peak_factor, soft.range_true_m, model)
-    beaten = near & (mine < theirs[p])
-    echoes.energy[beaten] = 0.0
-    wins = np.zeros(len(soft), dtype=bool)
-    wins[p[near & ~beaten]] = True
-    soft.energy[wins] = 0.0
+    broad = [_soft_echoes(soft, sub_range, beam, pulse_id, model) for soft in medium.soft]
+    return surface_returns(
+        results, hits, pulse_id, beam, model, streams,
+        behind=behind, shadow=shadow, extra=extra, broad=broad,
+    )  # fmt: skip
 
 
 def _soft_echoes(
