@@ -159,6 +159,9 @@ class Rays:
 
 @dataclass
 class CastChunk(Rays):
-    """The chunk's :class:`Rays` and ``hits``, the hits of ``cast``."""
+    """The chunk's :class:`Rays` and ``hits``, the hits of ``cast``; and ``behind``, the
+    surfaces the rays met behind see-through ones, one :class:`Hits` a layer (aligned
+    with ``cast``; ranges from the rays' origins)."""
 
     hits: Hits
+    behind: tuple[Hits, ...] = ()

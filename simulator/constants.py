@@ -63,6 +63,12 @@ ROUGH_COS_FLOOR = 0.05
 #: The largest float64 below pi / 2: a tilted incidence angle is held under it.
 HALF_PI_BELOW = math.nextafter(math.pi / 2.0, 0.0)
 
+# --------------------------------------------------------------------------- surfaces
+
+#: A ray cast on behind a see-through surface starts this far past it (clear of the
+#: surface it passed, closer than anything it could meet next).
+PASS_THROUGH_M = 1e-4
+
 # --------------------------------------------------------------------------- weather
 
 #: Koschmieder: the extinction of a medium of meteorological optical range MOR is

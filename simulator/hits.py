@@ -216,6 +216,9 @@ class HitResults:
     peak_factor: NDArray[np.float64]
     backscatter: NDArray[np.float64]
     relief_m: NDArray[np.float64]
+    #: The per-hit model of the surfaces behind see-through ones, a layer each (aligned
+    #: with the chunk's ``behind``).
+    behind: tuple[HitResults, ...] = ()
 
     def take_rays(self, rays: NDArray[np.intp]) -> HitResults:
         """The results of the hits among the cast rays ``rays`` (increasing), with
@@ -231,10 +234,11 @@ class HitResults:
         out = {
             f.name: (v[mask] if len(v) == n else v)
             for f in fields(self)
+            if f.name != "behind"
             for v in [getattr(self, f.name)]
         }
         out["idx"] = pos[mask]
-        return HitResults(**out)
+        return HitResults(**out, behind=tuple(b.take_rays(rays) for b in self.behind))
 
 
 def _rowdot(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +26,8 @@ from .backend import Backend, select_backend
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
-from .echoes import Returns, merge_returns, single_returns
+from .constants import PASS_THROUGH_M
+from .echoes import Behind, Returns, merge_returns, single_returns, surface_returns
 from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
@@ -177,6 +178,10 @@ class Simulation:
     adaptive: bool = field(init=False)
     #: The survey's weather made ready for the scanner (None: clear air).
     medium: Medium | None = field(init=False)
+    #: The share of the beam each object lets through (its material's transmittance),
+    #: and a 0 after the last for a miss; and whether any is not 0.
+    transmittance_of_object: NDArray[np.float64] = field(init=False)
+    see_through: bool = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -187,6 +192,11 @@ class Simulation:
             s.pose, s.trajectory, s.mount, self.base_dir, self.source
         )
         self.tables = SceneTables.from_scene(self.scene)
+        t = self.tables
+        self.transmittance_of_object = np.append(
+            t.materials.transmittance[t.material_of_object], 0.0
+        )  # the last entry: a miss (object -1)
+        self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
         self.model = ReturnModel.from_scanner(scanner, weather_extinction_per_m(s.weather))
         self.medium = None
         if not s.weather.clear:
@@ -304,8 +314,37 @@ class Simulation:
         return rays.fanned(cast, beam.samples)
 
     def cast(self, rays: Rays) -> CastChunk:
-        """The ray engine's first hit of every cast ray."""
-        return CastChunk(**vars(rays), hits=self._cast(rays.cast, rays.cast_time_s))
+        """The ray engine's first hit of every cast ray, and the surfaces behind the
+        see-through ones it meets."""
+        hits = self._cast(rays.cast, rays.cast_time_s)
+        return CastChunk(**vars(rays), hits=hits, behind=self.surfaces_behind(rays, hits))
+
+    def surfaces_behind(self, rays: Rays, hits: Hits) -> tuple[Hits, ...]:
+        """Cast on behind every see-through surface (a material's ``transmittance``), up
+        to ``max_surfaces`` surfaces a ray: one :class:`Hits` a further layer, aligned
+        with the rays (a miss where the ray had ended), ranges from the rays' origins."""
+        if not self.see_through:
+            return ()
+        layers: list[Hits] = []
+        front, n = hits, len(rays.cast)
+        for _ in range(self.survey.max_surfaces - 1):
+            passes = front.hit & (self.transmittance_of_object[front.object_index] > 0.0)
+            rows = np.flatnonzero(passes)
+            if len(rows) == 0:
+                break
+            start_m = front.range_m[rows].astype(np.float64) + PASS_THROUGH_M
+            cast = rays.cast[rows].copy()
+            cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
+            times = None if rays.cast_time_s is None else rays.cast_time_s[rows]
+            met = self._cast(cast, times)
+            layer = Hits(np.full(n, np.inf, np.float32), np.full(n, -1, np.int32),
+                         np.zeros((n, 3), np.float32))  # fmt: skip
+            layer.range_m[rows] = (met.range_m + start_m).astype(np.float32)
+            layer.object_index[rows] = met.object_index
+            layer.normal[rows] = met.normal
+            layers.append(layer)
+            front = layer
+        return tuple(layers)
 
     def _cast(self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None) -> Hits:
         t0 = time.perf_counter()
@@ -321,10 +360,19 @@ class Simulation:
         """The per-hit model of every hit (with what echo formation and the diagnostics
         need; footprint sub-rays without the sensor jitter, added to their echoes)."""
         single = chunk.as_beams
-        full = self.diagnostics or not single or self.medium is not None
-        return self.backend.evaluate_hits(
+        full = self.diagnostics or not single or self.medium is not None or self.see_through
+        results = self.backend.evaluate_hits(
             chunk, self.tables, self.model, self.streams, full=full, jitter=single
         )
+        if chunk.behind:
+            results.behind = tuple(
+                self.backend.evaluate_hits(
+                    replace(chunk, hits=layer, behind=()), self.tables, self.model,
+                    self.streams, full=True, jitter=False,
+                )
+                for layer in chunk.behind
+            )  # fmt: skip
+        return results
 
     def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
@@ -338,26 +386,58 @@ class Simulation:
             returns = self.backend.echo_returns(
                 results, chunk.hits, ids, self.beam, self.model, self.streams
             )
-        return returns if self.medium is None else self.weather_returns(chunk, results, returns)
+        if self.medium is None and not chunk.behind:
+            return returns
+        return self.layered_returns(chunk, results, returns)
 
-    def weather_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
-        """The chunk's returns through the weather (:mod:`simulator.weather`): the pulses
-        it touches (a particle in the beam, or a detectable soft target) recomputed
-        with the medium's echoes; the others keep ``returns``, whose model already
-        carries the weather's extinction."""
-        assert self.medium is not None
+    def _several_surfaces(self, chunk: CastChunk) -> NDArray[np.bool_]:
+        """(P,) bool: pulses with a ray that passed a see-through surface."""
+        if not chunk.behind:
+            return np.zeros(chunk.pulses, dtype=bool)
+        samples = len(chunk.cast) // chunk.pulses
+        return chunk.behind[0].hit.reshape(-1, samples).any(axis=1)
+
+    def layered_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
+        """The chunk's returns where a pulse's light meets more than its first surfaces:
+        the pulses the weather touches (a particle in the beam, or a detectable soft
+        target; :mod:`simulator.weather`) and those that pass a see-through surface,
+        recomputed with every surface and the medium's echoes
+        (:func:`simulator.echoes.surface_returns`). The others keep ``returns``, whose
+        model already carries the weather's extinction."""
         ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
-        particles = self.medium.draw(ids)
-        touched = self.medium.touched(ids, self.model.threshold, particles)
+        touched = self._several_surfaces(chunk)
+        particles = [] if self.medium is None else self.medium.draw(ids)
+        if self.medium is not None:
+            touched |= self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(touched)
         samples = self.beam.samples  # (adaptive sampling's footprints are handled there)
         rays = (pulses[:, None] * samples + np.arange(samples)).ravel()
-        weathered = medium_returns(
-            results.take_rays(rays), chunk.hits.take(rays), ids[pulses], self.beam,
-            self.model, self.streams, self.medium, [p.of_pulses(pulses) for p in particles],
-        )  # fmt: skip
+        sub = replace(chunk, hits=chunk.hits.take(rays),
+                      behind=tuple(h.take(rays) for h in chunk.behind))  # fmt: skip
+        recomputed = self._surface_returns(
+            sub, results.take_rays(rays), ids[pulses], [p.of_pulses(pulses) for p in particles]
+        )
         kept = ~touched[returns.pulse]
-        return merge_returns(returns, kept, weathered, pulses, diagnostics=self.diagnostics)
+        return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
+
+    def _surface_returns(
+        self, chunk: CastChunk, results: HitResults, ids: NDArray[np.uint64], particles: list
+    ) -> Returns:
+        """Returns of pulses (``chunk.hits`` and ``results`` are theirs, sub-ray-major)
+        with every surface behind see-through ones, and through the weather."""
+        behind = []
+        two_way = np.ones(len(chunk.hits.range_m))
+        front = chunk.hits
+        for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
+            t = np.where(front.hit, self.transmittance_of_object[front.object_index], 0.0)
+            two_way = two_way * t * t
+            behind.append(Behind(layer_results, layer, two_way))
+            front = layer
+        if self.medium is not None:
+            return medium_returns(results, chunk.hits, ids, self.beam, self.model,
+                                  self.streams, self.medium, particles, behind)  # fmt: skip
+        return surface_returns(results, chunk.hits, ids, self.beam, self.model, self.streams,
+                               behind=behind)  # fmt: skip
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast
@@ -390,7 +470,12 @@ class Simulation:
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
         particles = []
-        if self.medium is not None:  # the weather's pulses get their footprints too
+        # The weather's pulses and those that pass see-through surfaces get their
+        # footprints too.
+        smooth &= ~self._several_surfaces(chunk)
+        if self.see_through:
+            smooth &= self.transmittance_of_object[chunk.hits.object_index] == 0.0
+        if self.medium is not None:
             ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
             particles = self.medium.draw(ids)
             smooth &= ~self.medium.touched(ids, self.model.threshold, particles)
@@ -405,20 +490,18 @@ class Simulation:
              (rest, others.cast, self._cast(others.cast, others.cast_time_s))],
             self.beam.samples,
         )  # fmt: skip
-        sub = CastChunk(**vars(fans.fanned(cast, self.beam.samples)), hits=hits)
-        results = self.backend.evaluate_hits(
-            sub, self.tables, self.model, self.streams, full=True, jitter=False
-        )
+        fanned = fans.fanned(cast, self.beam.samples)
+        sub = CastChunk(**vars(fanned), hits=hits, behind=self.surfaces_behind(fanned, hits))
+        results = self.evaluate(sub)
         ids = np.uint64(chunk.start) + pulses.astype(np.uint64)
-        if self.medium is None:
+        if self.medium is None and not sub.behind:
             echoes = self.backend.echo_returns(
                 results, sub.hits, ids, self.beam, self.model, self.streams
             )
         else:
-            echoes = medium_returns(
-                results, sub.hits, ids, self.beam, self.model, self.streams, self.medium,
-                [p.of_pulses(pulses) for p in particles],
-            )  # fmt: skip
+            echoes = self._surface_returns(
+                sub, results, ids, [p.of_pulses(pulses) for p in particles]
+            )
         kept = smooth[single.pulse]
         return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
 

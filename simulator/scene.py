@@ -88,6 +88,8 @@ class MaterialTable:
     ----------
     names : list of str
     reflectance, minnaert_k, roughness_m, micro_slope_rad, micro_slope_cell_m : (M,) float64
+    transmittance : (M,) float64
+        The share of the beam that passes (0: opaque).
     """
 
     names: list[str]
@@ -96,6 +98,7 @@ class MaterialTable:
     roughness_m: NDArray[np.float64]
     micro_slope_rad: NDArray[np.float64]
     micro_slope_cell_m: NDArray[np.float64]
+    transmittance: NDArray[np.float64]
 
     @classmethod
     def from_materials(cls, materials: dict[str, Material]) -> MaterialTable:
@@ -112,6 +115,7 @@ class MaterialTable:
             roughness_m=col("roughness_m"),
             micro_slope_rad=np.radians(col("micro_slope_deg")),
             micro_slope_cell_m=col("micro_slope_cell_m"),
+            transmittance=col("transmittance"),
         )
 
 

@@ -29,6 +29,9 @@ class Material(Model):
     roughness_m: NonNegFloat = 0.0
     micro_slope_deg: Annotated[float, Field(ge=0, lt=90, allow_inf_nan=False)] = 0.0
     micro_slope_cell_m: PositiveFloat = 0.1
+    #: The share of the beam that passes the surface (clear glass 0.8-0.9, foliage as a
+    #: porous layer); the pulse continues behind it with that share, each way.
+    transmittance: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
     label: str = "unlabeled"
     description: str = ""
 

@@ -37,6 +37,9 @@ class Survey(Model):
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
     chunk_pulses: Annotated[int, Field(ge=1, le=2**26)] = 2**18
     output: OutputSpec = Field(default_factory=OutputSpec)
+    #: Most surfaces one ray meets: behind a see-through one (a material's
+    #: ``transmittance``) the ray is cast on, up to this many surfaces in all.
+    max_surfaces: Annotated[int, Field(ge=1, le=16)] = 4
     #: Fog, rain, snow or dust along the beams; absent or empty is clear air.
     weather: Weather = Field(default_factory=Weather)
 

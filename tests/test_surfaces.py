@@ -1,0 +1,158 @@
+"""See-through and porous surfaces: a material's ``transmittance`` lets the pulse on.
+
+The expected values come from the law (the two-way transmittance ``T^2`` of every surface in
+front) applied to the ray engine's own hits of the scene without the pane, not from the code
+under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.backend import NumpyBackend
+from simulator.labels import label_id
+from simulator.pipeline import Simulation
+
+from .conftest import PLAIN, Workspace, single_channel_scanner
+
+THRESHOLD = 0.1 / 110.0**2
+GLASS = {**PLAIN, "reflectance": 0.05, "minnaert_k": 0.0, "transmittance": 0.8,
+         "label": "building"}  # fmt: skip
+BACK = {**PLAIN, "label": "vegetation"}
+
+
+def _wall(name: str, distance_m: float, material: dict, size_m: float = 4000.0) -> dict:
+    """A vertical plane facing the sensor across x = distance_m."""
+    return {"name": name, "plane": {"size_m": [size_m, size_m]},
+            "position_m": [distance_m, 0.0, 0.0], "rotation_deg": [0.0, 90.0, 0.0],
+            "material": material}  # fmt: skip
+
+
+def _sim(ws: Workspace, objects: list[dict], scanner: dict, **keys) -> Simulation:
+    return Simulation.from_file(ws.survey(objects, scanner, **keys))
+
+
+def test_a_window_gives_a_weak_echo_and_the_wall_behind_a_stronger_one(ws: Workspace) -> None:
+    """A pane (reflectance 0.05, transmittance 0.8) 5 m away before a wall at 10 m, multi
+    returns: every pulse through the pane reports the pane and the wall; the wall at its
+    own range, with the pane-less intensity times T^2 = 0.64; strongest return picks the
+    wall (0.5 x 0.64 / 100 beats 0.05 / 25)."""
+    scanner = single_channel_scanner(return_mode="multi", max_returns=3)
+    pane = _wall("pane", 5.0, GLASS, size_m=4.0)
+    back = _wall("back", 10.0, BACK, size_m=40.0)
+    alone = _sim(ws, [back], scanner).run()
+    both = _sim(ws, [pane, back], scanner).run()
+    glass, wall = label_id("building"), label_id("vegetation")
+    through = np.unique(both["pulse_id"][both["label"] == glass])
+    assert len(through) > 100
+    seen = np.isin(both["pulse_id"], through)
+    assert np.all(both["num_returns"][seen] == 2)
+    behind = seen & (both["label"] == wall)
+    np.testing.assert_array_equal(both["pulse_id"][behind], through)
+    ref = np.searchsorted(alone["pulse_id"], through)
+    np.testing.assert_array_equal(alone["pulse_id"][ref], through)
+    np.testing.assert_allclose(both["range_m"][behind], alone["range_m"][ref], rtol=1e-7)
+    np.testing.assert_allclose(both["intensity"][behind], 0.64 * alone["intensity"][ref],
+                               rtol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(both["intensity"][seen & (both["label"] == glass)], 5.0, rtol=1e-6)
+    # Pulses that miss the pane are the pane-less scan's.
+    for name in ("xyz", "range_m", "intensity", "label"):
+        np.testing.assert_array_equal(both[name][~seen], alone[name][~np.isin(alone["pulse_id"],
+                                      through)], err_msg=name)  # fmt: skip
+    strongest = _sim(ws, [pane, back], single_channel_scanner()).run()
+    assert np.all(strongest["label"][np.isin(strongest["pulse_id"], through)] == wall)
+
+
+@pytest.mark.parametrize("transmittance", [0.9, 0.5])
+def test_what_lies_behind_glass_is_detected_by_the_threshold_law(
+    ws: Workspace, transmittance: float
+) -> None:
+    """A pane 5 m away across the whole view, a Lambertian wall at 20 m: the wall is
+    detected on exactly the pulses where ``0.5 cos T^2 / R^2 >= threshold`` (R and cos
+    from the ray engine's hits of the wall alone)."""
+    scanner = single_channel_scanner(pulse_length_ns=0.0, return_mode="last")
+    pane = _wall("pane", 5.0, {**GLASS, "transmittance": transmittance})
+    back = _wall("back", 20.0, BACK)
+    sim = _sim(ws, [pane, back], scanner)
+    cloud = sim.run()
+    geometry = _sim(ws, [back], scanner)
+    chunk = geometry.cast_pulses(0, geometry.total_pulses)
+    r = chunk.hits.range_m.astype(np.float64)
+    cos = np.abs(np.einsum("ij,ij->i", chunk.hits.normal.astype(np.float64),
+                           chunk.cast[:, 3:].astype(np.float64)))  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        law = np.where(chunk.hits.hit, 0.5 * cos * transmittance**2 / r**2, 0.0) / THRESHOLD
+    detected = np.zeros(sim.total_pulses, dtype=bool)
+    detected[cloud["pulse_id"][cloud["label"] == label_id("vegetation")]] = True
+    clear_cut = np.abs(law - 1.0) > 1e-6
+    np.testing.assert_array_equal(detected[clear_cut], law[clear_cut] >= 1.0)
+    assert 100 < detected.sum() < np.count_nonzero(chunk.hits.hit)
+
+
+def test_the_number_of_surfaces_a_ray_meets_is_bounded(ws: Workspace) -> None:
+    """Three panes before a wall: with ``max_surfaces: 4`` the wall is seen through all
+    three (at T^6 of its light); with 3 it is not, and the third pane is the last."""
+    scanner = single_channel_scanner(return_mode="multi", max_returns=8)
+    objects = [_wall(f"pane{k}", 3.0 + 2.0 * k, GLASS, size_m=4.0) for k in range(3)]
+    objects.append(_wall("back", 12.0, BACK, size_m=40.0))
+    counts = {}
+    for bound in (4, 3):
+        cloud = _sim(ws, objects, scanner, max_surfaces=bound).run()
+        straight = cloud["pulse_id"] == 0
+        counts[bound] = list(cloud["label"][straight])
+        if bound == 4:
+            wall = cloud["intensity"][straight][-1]
+            assert wall == pytest.approx(50.0 * 0.8**6, rel=1e-6)
+    glass, wall_label = label_id("building"), label_id("vegetation")
+    assert counts[4] == [glass, glass, glass, wall_label]
+    assert counts[3] == [glass, glass, glass]
+
+
+def test_see_through_scans_are_identical_for_any_chunk_size_backend_and_sampling(
+    ws: Workspace,
+) -> None:
+    """A pane, a wall and a porous crown (transmittance 0.5) with 7 sub-rays: bit for bit
+    across chunk sizes and the numpy specification; adaptive sampling casts every
+    footprint that meets a see-through surface in full, so there it equals full."""
+    leaves = {**PLAIN, "reflectance": 0.4, "transmittance": 0.5, "label": "vegetation"}
+    objects = [
+        _wall("pane", 4.0, GLASS, size_m=3.0),
+        {"name": "crown", "sphere": {"radius_m": 1.5}, "position_m": [-6.0, 2.0, 0.0],
+         "material": leaves},
+        _wall("back", 12.0, {**BACK, "label": "building"}, size_m=60.0),
+    ]  # fmt: skip
+    scanner = single_channel_scanner(
+        beam_samples=7, return_mode="dual", divergence_mrad={"horizontal": 4, "vertical": 4},
+        channels={"elevation_deg": [-2.0, 0.0, 2.0]},
+    )  # fmt: skip
+    keys = {"output": {"path": "out/scan.npz", "frame": "sensor", "diagnostics": True}}
+    ref = _sim(ws, objects, scanner, **keys).run()
+    small = _sim(ws, objects, scanner, chunk_pulses=3001, **keys).run()
+    spec_sim = _sim(ws, objects, scanner, **keys)
+    spec_sim.backend = NumpyBackend()
+    spec = spec_sim.run()
+    for other in (small, spec):
+        for name in ref.fields:
+            if other is spec and name == "range_true_m":
+                np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=4)
+                continue
+            np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
+    adaptive = _sim(ws, objects, {**scanner, "beam_sampling": "adaptive"}, **keys).run()
+    sim = _sim(ws, objects, scanner, **keys)
+    beams = sim.cast(sim.aim(0, sim.total_pulses, footprints=False))
+    passed = sim.transmittance_of_object[beams.hits.object_index] > 0
+    for name in ("xyz", "range_m", "intensity", "label", "num_returns"):
+        a = adaptive[name][passed[adaptive["pulse_id"]]]
+        b = ref[name][passed[ref["pulse_id"]]]
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert np.sum(ref["num_returns"][passed[ref["pulse_id"]]] == 2) > 100
+
+
+def test_transmittance_is_checked(ws: Workspace) -> None:
+    import simulator
+
+    path = ws.survey([_wall("pane", 5.0, {**GLASS, "transmittance": 1.5})],
+                     single_channel_scanner())  # fmt: skip
+    with pytest.raises(simulator.errors.ConfigError, match="transmittance"):
+        Simulation.from_file(path)
