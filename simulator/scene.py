@@ -14,6 +14,8 @@ gets 0, as SemanticKITTI does for "stuff".
 
 from __future__ import annotations
 
+import fnmatch
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,17 @@ import numpy as np
 import trimesh
 from numpy.typing import NDArray
 
-from .config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
+from .config import (
+    Material,
+    ObjectSpec,
+    PartMapping,
+    PartRule,
+    SceneSpec,
+    load_materials,
+    load_scene_spec,
+    load_yaml,
+    raise_validation,
+)
 from .errors import ConfigError, SceneError
 from .labels import THING_LABELS, label_id
 from .trajectory import Trajectory, trajectory_from_spec
@@ -241,6 +253,36 @@ def _mesh_parts(path: Path, source: str | Path, key: str) -> list[_Part]:
     return parts
 
 
+def _part_rules(spec: ObjectSpec, base_dir: Path, source: str | Path, key: str) -> list[PartRule]:
+    """An object's part rules: inline, or read from its mapping file."""
+    if spec.parts is None:
+        return []
+    if isinstance(spec.parts, list):
+        return spec.parts
+    from pydantic import ValidationError
+
+    path = base_dir / spec.parts
+    if not path.is_file():
+        raise ConfigError(source, f"{key}.parts", f"mapping file not found: {path}")
+    try:
+        return PartMapping.model_validate(load_yaml(path)).parts
+    except ValidationError as err:
+        raise_validation(path, err)
+
+
+def _rule_for(rules: list[PartRule], part: _Part) -> PartRule | None:
+    """The first rule that matches a part (its node name, its mesh material name)."""
+    for rule in rules:
+        if rule.match is not None and not fnmatch.fnmatchcase(part.name, rule.match):
+            continue
+        if rule.match_material is not None and not (
+            part.material is not None and fnmatch.fnmatchcase(part.material, rule.match_material)
+        ):
+            continue
+        return rule
+    return None
+
+
 def _check_finite(vertices: NDArray[np.float64], where: str) -> None:
     if not np.isfinite(vertices).all():
         raise SceneError(f"{where}: mesh has NaN or infinite vertex coordinates")
@@ -309,11 +351,14 @@ def build_scene(
                     source, f"{key}.mesh", f"expected a local file path, not a URL: {obj.mesh}"
                 )
             parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
+            rules = _part_rules(obj, base_dir, source, key)
         else:
+            rules = []
             with np.errstate(all="ignore"):  # absurd sizes become inf, rejected just below
                 mesh = primitive_mesh(obj)
             parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
         object_instance: int | None = obj.instance  # all parts of one object share it
+        groups: dict[str, int] = {}  # group key -> instance
         moving = (
             trajectory_from_spec(obj.trajectory, base_dir, source, f"{key}.trajectory")
             if obj.trajectory is not None
@@ -328,7 +373,11 @@ def build_scene(
             part_material = part.material
             name = obj.name if len(parts) == 1 else f"{obj.name}/{part.name}"
             _check_finite(part.vertices, f"{source}: {key} ({name})")
-            if obj.material is not None:
+            rule = _rule_for(rules, part)
+            if rule is not None and rule.material is not None:
+                r = rules.index(rule)
+                mat = material_key(rule.material, f"{key}.parts[{r}].material", name)
+            elif obj.material is not None:
                 mat = material_key(obj.material, f"{key}.material", obj.name)
             elif part_material is not None and part_material in library:
                 mat = material_key(part_material, f"{key}.mesh", obj.name)
@@ -344,7 +393,26 @@ def build_scene(
                 mat = material_key(default_name, f"{key}.mesh", obj.name)
             material = used[mat]
             label = label_id(obj.label) if obj.label is not None else label_id(material.label)
-            if obj.instance is not None:
+            if rule is not None and rule.label is not None:
+                label = label_id(rule.label)
+            if rule is not None and isinstance(rule.instance, int):
+                instance = rule.instance
+            elif rule is not None and (rule.instance == "part" or rule.group is not None):
+                found = re.search(rule.group, part.name) if rule.group is not None else None
+                group = part.name if found is None else (found.groups() or (found[0],))[0]
+                if rule.instance == "part":
+                    group = part.name
+                slot = group  # parts of one group share an id, whichever rule they met
+                if slot not in groups:
+                    groups[slot] = next_instance
+                    next_instance += 1
+                instance = groups[slot]
+            elif rule is not None and rule.instance == "object":
+                if object_instance is None:
+                    object_instance = next_instance
+                    next_instance += 1
+                instance = object_instance
+            elif obj.instance is not None:
                 instance = obj.instance
             elif label in THING_LABELS:
                 if object_instance is None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,6 +16,8 @@ __all__ = [
     "CylinderSpec",
     "Material",
     "ObjectSpec",
+    "PartMapping",
+    "PartRule",
     "PlaneSpec",
     "SceneSpec",
     "SphereSpec",
@@ -67,6 +70,49 @@ class SphereSpec(Model):
 _GEOMETRY_KEYS = ("mesh", "plane", "box", "cylinder", "sphere")
 
 
+class PartRule(Model):
+    """Which label, material and instance the parts of a mesh file get, by name.
+
+    A part (a geometry node of a glTF, OBJ or PLY file) is matched by ``match``, a glob on
+    its node name (``car_*/window*``), and/or ``match_material``, a glob on the mesh's own
+    material name; the first rule that matches decides. ``instance``: ``part`` gives each
+    matching part an id of its own, ``object`` the object's one id, a number that id;
+    ``group``, a regular expression, gives the parts whose first group (or whole match)
+    is the same one id (``^(car_\\d+)/`` makes every part of ``car_3`` one car).
+    """
+
+    match: str | None = None
+    match_material: str | None = None
+    label: str | None = None
+    material: str | Material | None = None
+    instance: Literal["part", "object"] | Annotated[int, Field(ge=0, le=65535)] | None = None
+    group: str | None = None
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> PartRule:
+        if self.match is None and self.match_material is None:
+            raise ValueError("a rule needs match (node name) or match_material (a glob)")
+        if self.group is not None:
+            try:
+                re.compile(self.group)
+            except re.error as exc:
+                raise ValueError(f"group is not a regular expression: {exc}") from None
+        return self
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, v: str | None) -> str | None:
+        if v is not None and v not in SEMANTIC_KITTI:
+            raise ValueError(f"unknown SemanticKITTI class {v!r}")
+        return v
+
+
+class PartMapping(Model):
+    """A mapping file: the rules for the parts of a mesh, first match first."""
+
+    parts: Annotated[list[PartRule], Field(min_length=1)]
+
+
 class ObjectSpec(Model):
     """One object of a scene: a mesh file or a primitive, placed and given a material."""
 
@@ -85,6 +131,9 @@ class ObjectSpec(Model):
     #: A moving object: its pose over time (world from object); the placement above is
     #: then within the object's own frame.
     trajectory: TrajectorySpec | None = None
+    #: For a mesh file: rules that give its parts labels, materials and instances by
+    #: name, inline or in a mapping YAML file (``{parts: [...]}``, relative to the scene).
+    parts: list[PartRule] | str | None = None
 
     @model_validator(mode="after")
     def _one_geometry(self) -> ObjectSpec:
@@ -96,6 +145,8 @@ class ObjectSpec(Model):
             )
         if self.mesh is None and self.material is None:
             raise ValueError("a primitive needs a material (a library name or a mapping)")
+        if self.mesh is None and self.parts is not None:
+            raise ValueError("parts (rules for a mesh file's parts) needs mesh")
         return self
 
     @field_validator("label")
