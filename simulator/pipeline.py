@@ -462,6 +462,18 @@ class Simulation:
                          stride, beams, beam_hits, beams_start, start, total,
                          self.model.separation_m)  # fmt: skip
 
+    def cast_in_full(self, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:
+        """(P,) bool: the pulses of a chunk cast as beams that adaptive sampling casts in
+        full whatever their witnesses say: those whose beam meets a see-through surface,
+        and those the weather touches (``particles``: the chunk's, :meth:`Medium.draw`)."""
+        out = self._several_surfaces(chunk)
+        if self.see_through:
+            out |= self.transmittance_of_object[chunk.hits.object_index] > 0.0
+        if self.medium is not None:
+            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+            out |= self.medium.touched(ids, self.model.threshold, particles)
+        return out
+
     def adaptive_returns(self, chunk: CastChunk, single: Returns) -> Returns:
         """Adaptive footprint sampling of a chunk cast as beams: the single-ray
         ``single`` returns where the footprint lies on one smooth surface, and elsewhere
@@ -469,16 +481,9 @@ class Simulation:
         full sampling."""
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
-        particles = []
-        # The weather's pulses and those that pass see-through surfaces get their
-        # footprints too.
-        smooth &= ~self._several_surfaces(chunk)
-        if self.see_through:
-            smooth &= self.transmittance_of_object[chunk.hits.object_index] == 0.0
-        if self.medium is not None:
-            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
-            particles = self.medium.draw(ids)
-            smooth &= ~self.medium.touched(ids, self.model.threshold, particles)
+        ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+        particles = [] if self.medium is None else self.medium.draw(ids)
+        smooth &= ~self.cast_in_full(chunk, particles)
         pulses = np.flatnonzero(~smooth)
         probe = witnesses.probes
         rest = np.setdiff1d(np.arange(self.beam.samples), probe)

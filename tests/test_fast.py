@@ -204,8 +204,13 @@ def test_fast_and_numpy_pipelines_give_the_same_cloud(
     exact = ["ring", "time_s", "label", "instance"]
     close = ["xyz", "intensity", "range_m"]
     if diagnostics:
-        exact += ["pulse_id", "object_id", "range_true_m", "cos_incidence"]
+        exact += ["pulse_id", "object_id", "cos_incidence"]
         close += ["cos_effective", "footprint_spread_m", "peak_factor"]
+        # Exact but where an echo's range is an energy-weighted mean (the pickup's glass
+        # windows: the surface behind joins the echo), which carries the last bit in
+        # which Minnaert's power differs between numba and numpy.
+        np.testing.assert_array_max_ulp(fast_cloud["range_true_m"], ref_cloud["range_true_m"],
+                                        maxulp=4)  # fmt: skip
     for name in exact:
         np.testing.assert_array_equal(fast_cloud[name], ref_cloud[name], err_msg=name)
     # The kernel's rays differ from the spec's by about 1e-10 rad. Every float32 field

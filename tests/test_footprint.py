@@ -62,7 +62,9 @@ def _split(survey: Path, overrides: list[str]) -> np.ndarray:
     parts = []
     for a, b in sim.chunk_spans():
         chunk = sim.cast(sim.aim(a, b, footprints=False))
-        parts.append(single_surface(chunk.beams, chunk.hits, sim.witnesses(chunk)))
+        smooth = single_surface(chunk.beams, chunk.hits, sim.witnesses(chunk))
+        # (the farm pickup's glass windows are cast in full whatever the witnesses say)
+        parts.append(smooth & ~sim.cast_in_full(chunk, []))
     return np.concatenate(parts)
 
 
