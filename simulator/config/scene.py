@@ -70,6 +70,13 @@ class SphereSpec(Model):
 _GEOMETRY_KEYS = ("mesh", "plane", "box", "cylinder", "sphere")
 
 
+def _optional_label(v: str | None) -> str | None:
+    """A SemanticKITTI class name, or None (a label override left out)."""
+    if v is not None and v not in SEMANTIC_KITTI:
+        raise ValueError(f"unknown SemanticKITTI class {v!r}")
+    return v
+
+
 class PartRule(Model):
     """Which label, material and instance the parts of a mesh file get, by name.
 
@@ -102,9 +109,7 @@ class PartRule(Model):
     @field_validator("label")
     @classmethod
     def _known_label(cls, v: str | None) -> str | None:
-        if v is not None and v not in SEMANTIC_KITTI:
-            raise ValueError(f"unknown SemanticKITTI class {v!r}")
-        return v
+        return _optional_label(v)
 
 
 class PartMapping(Model):
@@ -152,9 +157,7 @@ class ObjectSpec(Model):
     @field_validator("label")
     @classmethod
     def _known_label(cls, v: str | None) -> str | None:
-        if v is not None and v not in SEMANTIC_KITTI:
-            raise ValueError(f"unknown SemanticKITTI class {v!r}")
-        return v
+        return _optional_label(v)
 
     @property
     def geometry_kind(self) -> str:
