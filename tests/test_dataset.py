@@ -133,8 +133,11 @@ def test_resume_after_a_killed_run_completes_identically(one_process: Path, tmp_
 
 
 def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> None:
+    """A sequence that fails while it runs (its trajectory file is missing) is reported
+    with its sequence, frame and seed; the others finish."""
     spec = yaml.safe_load(DEMO.read_text())
-    spec["groups"].append({"name": "broken", "scene": "no-such-scene.yaml", "frames": 2})
+    spec["groups"].append({"name": "broken", "generator": "farm_yard", "frames": 2,
+                           "trajectory": {"file": "no-such-poses.txt"}})  # fmt: skip
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(spec))
     res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
@@ -143,8 +146,39 @@ def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> N
     assert res.returncode == 1
     seed = sequence_seed(0, 2)
     assert f"sequence 2 frame 0 (seed {seed})" in res.stderr
-    assert "no-such-scene.yaml" in res.stderr and "Traceback" not in res.stderr
+    assert "no-such-poses.txt" in res.stderr and "Traceback" not in res.stderr
     assert len(list((tmp_path / "out").rglob("*.bin"))) == 6
+
+
+@pytest.mark.parametrize(
+    ("group", "key", "words"),
+    [({"scanner": "rs-helios-9999"}, "groups[2].scanner", "unknown scanner preset"),
+     ({"scanner_overrides": {"range_max_m": -1}}, "groups[2].scanner_overrides.range_max_m",
+      "greater than 0"),
+     ({"scene": "no-such-scene.yaml", "generator": None}, "groups[2].scene", "no-such-scene"),
+     ({"scene": "scene.yaml", "generator": None}, "groups[2].scene", "unknown material")],
+)  # fmt: skip
+def test_a_spec_is_checked_whole_before_any_sample_runs(
+    tmp_path: Path, group: dict, key: str, words: str
+) -> None:
+    """A bad third group is one error line naming the spec and the group's key, exit 2,
+    and nothing is written: not even the good groups' samples."""
+    (tmp_path / "scene.yaml").write_text(yaml.safe_dump(
+        {"objects": [{"name": "x", "box": {"size_m": [1, 1, 1]}, "material": "unobtainium"}]}
+    ))  # fmt: skip
+    spec = yaml.safe_load(DEMO.read_text())
+    bad = {"name": "bad", "generator": "farm_yard", "frames": 1, **group}
+    spec["groups"].append({k: v for k, v in bad.items() if v is not None})
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
+                          str(out), "--workers", "1"], capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert f"{path}: {key}" in res.stderr.replace("\n", "") and words in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists() or not list(out.rglob("*.bin"))
 
 
 def test_bad_spec_is_a_clear_error(tmp_path: Path) -> None:

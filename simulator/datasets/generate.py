@@ -37,6 +37,7 @@ from ..config import (
     load_scanner,
 )
 from ..constants import sequence_seed
+from ..errors import ConfigError, SceneError
 from ..generators import GENERATORS
 from ..io.atomic import remove_stale_temps
 from ..io.layouts import DatasetLayout, write_manifest
@@ -159,6 +160,33 @@ def _tasks(spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool) -> li
     return tasks
 
 
+def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
+    """Check every group of a dataset spec whole, before any sample runs: its scanner
+    (preset or file, with the overrides), its scene file (materials, labels, meshes) and
+    that each generator builds. The first problem is one :class:`ConfigError` naming the
+    spec file and the group's key, e.g. ``groups[1].scanner``."""
+    from ..scene import build_scene, load_scene
+
+    base = spec_path.resolve().parent
+    for i, group in enumerate(spec.groups):
+        key = f"groups[{i}]"
+        try:
+            load_scanner(group.scanner, group.scanner_overrides, base_dir=base, source=spec_path)
+        except ConfigError as exc:
+            if exc.source != str(spec_path):  # the group's own scanner file is bad
+                raise ConfigError(spec_path, f"{key}.scanner", str(exc)) from None
+            where = "scanner" if exc.key in ("", "scanner") else exc.key
+            raise ConfigError(spec_path, f"{key}.{where}", exc.problem) from None
+        try:
+            if group.scene is not None:
+                load_scene(base / str(group.scene))
+            elif group.generator is not None:
+                generated = SceneSpec.model_validate(GENERATORS[group.generator](0))
+                build_scene(generated, base, load_materials(), source=group.generator)
+        except (ConfigError, SceneError) as exc:
+            raise ConfigError(spec_path, f"{key}.scene", str(exc)) from None
+
+
 def run_dataset(
     spec_path: str | Path,
     out_dir: str | Path,
@@ -183,6 +211,7 @@ def run_dataset(
 
     spec_path = Path(spec_path)
     spec = load_dataset_spec(spec_path)
+    check_dataset(spec, spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)  # a killed run's half-written files
