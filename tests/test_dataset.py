@@ -41,7 +41,23 @@ def test_dask_two_workers_equal_one_process_bit_for_bit(one_process: Path, tmp_p
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert _files(out) == _files(one_process)
-    assert len(_files(out)) == 2 * (3 + 3 + 3)  # bins, labels, poses/times/calib
+    assert len(_files(out)) == 2 * (3 + 3 + 4)  # bins, labels, poses/times/calib, poses/NN
+
+
+def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:
+    """poses/NN.txt at the root: one 3x4 row-major pose (12 numbers) a frame, the same
+    bytes as the sequence's poses.txt, the first frame's sensor at the trajectory start."""
+    for seq in ("00", "01"):
+        odometry = one_process / "poses" / f"{seq}.txt"
+        assert odometry.read_bytes() == (one_process / "sequences" / seq / "poses.txt").read_bytes()
+        poses = np.loadtxt(odometry).reshape(-1, 3, 4)
+        assert poses.shape == (3, 3, 4)
+        np.testing.assert_allclose(poses[:, :, :3] @ poses[:, :, :3].transpose(0, 2, 1),
+                                   np.broadcast_to(np.eye(3), (3, 3, 3)), atol=1e-9)  # fmt: skip
+    spec = yaml.safe_load(DEMO.read_text())
+    start = spec["groups"][0]["trajectory"]["start"]["position_m"]
+    first = np.loadtxt(one_process / "poses" / "00.txt").reshape(-1, 3, 4)[0]
+    np.testing.assert_allclose(first[:, 3], np.add(start, [0, 0, 1.8]), atol=1e-9)
 
 
 def test_semantickitti_files_read_back_by_the_layouts_rules(

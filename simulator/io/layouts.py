@@ -5,7 +5,8 @@ written and read back.
     ``sequences/NN/velodyne/FFFFFF.bin`` (float32 x, y, z, reflectance 0-1),
     ``sequences/NN/labels/FFFFFF.label`` (:mod:`simulator.io.labels`), and per sequence
     ``poses.txt`` (world from sensor, 3x4 row-major, in the sensor's own frame, not
-    KITTI's camera frame), ``times.txt`` and ``calib.txt`` with identity ``Tr``.
+    KITTI's camera frame), ``times.txt`` and ``calib.txt`` with identity ``Tr``; and the
+    same poses as ``poses/NN.txt`` at the root, where KITTI odometry tools look.
 ``nuscenes``
     ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring); no
     per-sequence files.
@@ -170,8 +171,12 @@ class DatasetLayout:
         if self.name == "nuscenes":
             return []
         seq = self.sequence_dir(sequence)
+        # KITTI odometry tools (pykitti, the devkit's evaluation) read poses/NN.txt.
+        odometry = self.root / "poses" / f"{sequence:02d}.txt"
+        odometry.parent.mkdir(parents=True, exist_ok=True)
         return [
             write_kitti_poses(seq / "poses.txt", rotations, positions_m),
+            write_kitti_poses(odometry, rotations, positions_m),
             write_times(seq / "times.txt", times_s, ".9e"),
             write_identity_calib(seq / "calib.txt"),
         ]
