@@ -102,3 +102,23 @@ def test_a_bad_mapping_names_its_file_and_key(town: Path) -> None:
     (town.parent / "town_parts.yaml").unlink()
     with pytest.raises(simulator.errors.ConfigError, match="mapping file not found"):
         load_scene(town)
+
+
+def test_the_bundled_town_example() -> None:
+    """scenes/town: every pulse through the shop window also returns from the room's back
+    wall, the porous crown lets pulses on, and the two cars are two instances."""
+    from .conftest import REPO
+
+    sim = Simulation.from_file(REPO / "scenes" / "town" / "survey.yaml",
+                               ["output.diagnostics=true"])  # fmt: skip
+    cloud = sim.run()
+    names = [o.name for o in sim.scene.objects]
+    for part, behind in (("town/shop/window", "town/shop/back_wall"),
+                         ("town/tree/crown", "town/shop/front_left")):  # fmt: skip
+        pulses = np.unique(cloud["pulse_id"][cloud["object_id"] == names.index(part)])
+        others = np.isin(cloud["pulse_id"], pulses) & (cloud["object_id"] == names.index(behind))
+        assert len(pulses) > 100 and np.count_nonzero(others) > 50
+    window = np.unique(cloud["pulse_id"][cloud["object_id"] == names.index("town/shop/window")])
+    wall = cloud["pulse_id"][cloud["object_id"] == names.index("town/shop/back_wall")]
+    assert np.isin(window, wall).all()
+    assert len(np.unique(cloud["instance"][cloud["label"] == label_id("car")])) == 2
