@@ -13,7 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays"]
+__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays", "positions_in"]
+
+
+def positions_in(
+    keys: NDArray[np.integer], values: NDArray[np.integer]
+) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+    """Where each of ``values`` stands in the increasing ``keys``, and whether it is there
+    at all: (V,) intp positions (meaningful where found) and (V,) bool found."""
+    pos = np.searchsorted(keys, values)
+    if len(keys) == 0:
+        return pos, np.zeros(len(pos), dtype=bool)
+    return pos, keys[np.minimum(pos, len(keys) - 1)] == values
 
 
 @dataclass
@@ -125,6 +136,11 @@ class Rays:
     def pulses(self) -> int:
         """Pulses in the chunk."""
         return len(self.beams)
+
+    @property
+    def pulse_ids(self) -> NDArray[np.uint64]:
+        """(P,) uint64: the global ids of the chunk's pulses (``start`` onwards)."""
+        return np.arange(self.start, self.start + self.pulses, dtype=np.uint64)
 
     @property
     def as_beams(self) -> bool:

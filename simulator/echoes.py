@@ -444,13 +444,7 @@ def echo_returns(
     Returns
         With every diagnostic field.
     """
-    idx = results.idx
-    samples = beam.samples
-    echoes = form_echoes(
-        idx // samples, beam.weights[idx % samples], *echo_inputs(results, hits),
-        model.separation_m, model.pulse_length_m,
-    )  # fmt: skip
-    return report_echoes(echoes, jitter_keys(echoes, pulse_id, streams), model)
+    return surface_returns(results, hits, pulse_id, beam, model, streams)
 
 
 def jitter_keys(

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import physics
-from .chunk import CastChunk
+from .chunk import CastChunk, positions_in
 from .config import ScannerConfig
 from .constants import (
     RETURN_MODES,
@@ -223,13 +223,7 @@ class HitResults:
     def take_rays(self, rays: NDArray[np.intp]) -> HitResults:
         """The results of the hits among the cast rays ``rays`` (increasing), with
         ``idx`` counting positions in ``rays``."""
-        rays = np.asarray(rays, dtype=np.int64)
-        if len(rays) == 0:
-            mask = np.zeros(len(self.idx), dtype=bool)
-            pos = np.zeros(len(self.idx), dtype=np.int64)
-        else:
-            pos = np.searchsorted(rays, self.idx)
-            mask = rays[np.minimum(pos, len(rays) - 1)] == self.idx
+        pos, mask = positions_in(np.asarray(rays, dtype=np.int64), self.idx)
         n = len(self.idx)
         out = {
             f.name: (v[mask] if len(v) == n else v)

@@ -382,7 +382,7 @@ class Simulation:
             if self.adaptive:
                 return self.adaptive_returns(chunk, returns)
         else:
-            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+            ids = chunk.pulse_ids
             returns = self.backend.echo_returns(
                 results, chunk.hits, ids, self.beam, self.model, self.streams
             )
@@ -404,7 +404,7 @@ class Simulation:
         recomputed with every surface and the medium's echoes
         (:func:`simulator.echoes.surface_returns`). The others keep ``returns``, whose
         model already carries the weather's extinction."""
-        ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+        ids = chunk.pulse_ids
         touched = self._several_surfaces(chunk)
         particles = [] if self.medium is None else self.medium.draw(ids)
         if self.medium is not None:
@@ -470,7 +470,7 @@ class Simulation:
         if self.see_through:
             out |= self.transmittance_of_object[chunk.hits.object_index] > 0.0
         if self.medium is not None:
-            ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+            ids = chunk.pulse_ids
             out |= self.medium.touched(ids, self.model.threshold, particles)
         return out
 
@@ -481,7 +481,7 @@ class Simulation:
         full sampling."""
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
-        ids = np.arange(chunk.start, chunk.start + chunk.pulses, dtype=np.uint64)
+        ids = chunk.pulse_ids
         particles = [] if self.medium is None else self.medium.draw(ids)
         smooth &= ~self.cast_in_full(chunk, particles)
         pulses = np.flatnonzero(~smooth)
@@ -498,7 +498,7 @@ class Simulation:
         fanned = fans.fanned(cast, self.beam.samples)
         sub = CastChunk(**vars(fanned), hits=hits, behind=self.surfaces_behind(fanned, hits))
         results = self.evaluate(sub)
-        ids = np.uint64(chunk.start) + pulses.astype(np.uint64)
+        ids = chunk.pulse_ids[pulses]
         if self.medium is None and not sub.behind:
             echoes = self.backend.echo_returns(
                 results, sub.hits, ids, self.beam, self.model, self.streams

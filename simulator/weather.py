@@ -68,7 +68,7 @@ from numpy.typing import NDArray
 
 from . import physics
 from .beam import BeamPattern
-from .chunk import Hits
+from .chunk import Hits, positions_in
 from .config import ScannerConfig, Weather
 from .constants import (
     DUST_LIDAR_RATIO_SR,
@@ -439,9 +439,7 @@ class Particles:
 
     def of_pulses(self, pulses: NDArray[np.intp]) -> Particles:
         """The particles of some pulses (increasing indices), ``pulse`` counting in them."""
-        pos = np.searchsorted(pulses, self.pulse)
-        keep = pos < len(pulses)
-        keep[keep] = pulses[pos[keep]] == self.pulse[keep]
+        pos, keep = positions_in(pulses, self.pulse)
         return Particles(pos[keep], self.range_m[keep], self.diameter_m[keep], self.place[keep])
 
 
