@@ -8,11 +8,14 @@ change under that shift.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
 from .chunk import Hits
 from .scene import Scene
+from .trajectory import Trajectory
 
 __all__ = ["Hits", "RayEngine"]
 
@@ -47,12 +50,21 @@ class RayEngine:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
         self._static_index = np.asarray(static, dtype=np.int32)
         self._identity = static == list(range(len(scene.objects)))
-        self._moving = []
+        # Moving objects that share one trajectory (the parts of a car) share one scene.
+        groups: dict[int, list[int]] = {}
         for i, obj in enumerate(scene.objects):
             if obj.moving:
-                local = obj.vertices_m.mean(axis=0)
-                rc, _ = self._build([obj], local)
-                self._moving.append((i, rc, local, obj.trajectory))
+                groups.setdefault(id(obj.trajectory), []).append(i)
+        self._moving: list[_MovingGroup] = []
+        for members in groups.values():
+            objs = [scene.objects[i] for i in members]
+            vertices = np.concatenate([o.vertices_m for o in objs])
+            local = vertices.mean(axis=0)
+            rc, _ = self._build(objs, local)
+            radius = float(np.sqrt(((vertices - local) ** 2).sum(axis=1).max()))
+            self._moving.append(
+                _MovingGroup(np.asarray(members, np.int32), rc, local, radius, objs[0].trajectory)
+            )
 
     @property
     def has_moving(self) -> bool:
@@ -148,23 +160,88 @@ class RayEngine:
         self._scene.cast_rays(tensor, nthreads=self.threads)
 
     def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
-        """Intersect each moving object in its own frame at each ray's time; keep the nearest."""
+        """Intersect each moving group in its own frame at each ray's time; keep the nearest.
+
+        Only the rays that enter the box swept by the group's bounding sphere over the rays'
+        times, nearer than their hit so far, are moved and cast (the others cannot hit it).
+        """
         origins = rays[:, :3].astype(np.float64) + self.origin_shift_m
         directions = rays[:, 3:].astype(np.float64)
         hits.range_m = np.array(hits.range_m)
         hits.object_index = np.array(hits.object_index)
         hits.normal = np.array(hits.normal)
-        for index, rc, local, trajectory in self._moving:
-            rot, pos = trajectory.poses(time_s)
-            o = np.einsum("nji,nj->ni", rot, origins - pos) - local
-            d = np.einsum("nji,nj->ni", rot, directions)
+        if len(rays) == 0:
+            return
+        t0, t1 = float(time_s.min()), float(time_s.max())
+        samples = np.linspace(t0, t1, max(2, int(np.ceil((t1 - t0) / SWEEP_STEP_S)) + 1))
+        for group in self._moving:
+            rot_k, pos_k = group.trajectory.poses(samples)
+            centres = pos_k + np.einsum("kij,j->ki", rot_k, group.local_m)
+            step = np.sqrt((np.diff(centres, axis=0) ** 2).sum(axis=1)).max(initial=0.0)
+            pad = group.radius_m + step + SWEEP_MARGIN_M
+            near = _enters_box(
+                origins, directions, centres.min(axis=0) - pad, centres.max(axis=0) + pad,
+                hits.range_m,
+            )  # fmt: skip
+            rows = np.flatnonzero(near)
+            if len(rows) == 0:
+                continue
+            rot, pos = group.trajectory.poses(time_s[rows])
+            o = np.einsum("nji,nj->ni", rot, origins[rows] - pos) - group.local_m
+            d = np.einsum("nji,nj->ni", rot, directions[rows])
             local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
-            res = rc.cast_rays(self._o3d.core.Tensor(local_rays), nthreads=self.threads)
+            res = group.scene.cast_rays(self._o3d.core.Tensor(local_rays), nthreads=self.threads)
             t = res["t_hit"].numpy()
-            nearer = t < hits.range_m
+            nearer = t < hits.range_m[rows]
             if not nearer.any():
                 continue
-            hits.range_m[nearer] = t[nearer]
-            hits.object_index[nearer] = index
+            at = rows[nearer]
+            geometry = res["geometry_ids"].numpy().view(np.int32)[nearer]
+            hits.range_m[at] = t[nearer]
+            hits.object_index[at] = group.members[geometry]
             n_local = res["primitive_normals"].numpy()[nearer].astype(np.float64)
-            hits.normal[nearer] = np.einsum("nij,nj->ni", rot[nearer], n_local)
+            hits.normal[at] = np.einsum("nij,nj->ni", rot[nearer], n_local)
+
+
+#: Time step (s) at which a moving group's path is sampled to bound where it can be.
+SWEEP_STEP_S = 0.005
+#: Extra margin (m) around a moving group's swept box.
+SWEEP_MARGIN_M = 0.05
+
+
+@dataclass
+class _MovingGroup:
+    """Moving objects that share one trajectory, in one scene of their own frame."""
+
+    members: NDArray[np.int32]  # scene object index of each geometry id
+    scene: object  # their RaycastingScene, in the frame shifted by local_m
+    local_m: NDArray[np.float64]  # the shift: the mean of their vertices, own frame
+    radius_m: float  # the bounding sphere about local_m
+    trajectory: Trajectory
+
+
+def _enters_box(
+    origins_m: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    lo_m: NDArray[np.float64],
+    hi_m: NDArray[np.float64],
+    range_max_m: NDArray,
+) -> NDArray[np.bool_]:
+    """Whether each ray (N,) meets the axis-aligned box ``[lo_m, hi_m]`` before
+    ``range_max_m`` (slab test)."""
+    enter = np.zeros(len(origins_m))
+    leave = np.asarray(range_max_m, dtype=np.float64).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(3):
+            inv = 1.0 / directions[:, k]
+            a = (lo_m[k] - origins_m[:, k]) * inv
+            b = (hi_m[k] - origins_m[:, k]) * inv
+            lo, hi = np.minimum(a, b), np.maximum(a, b)
+            # a ray parallel to the slab: inside it for all t or never
+            parallel = directions[:, k] == 0
+            inside = (origins_m[:, k] >= lo_m[k]) & (origins_m[:, k] <= hi_m[k])
+            lo = np.where(parallel, np.where(inside, -np.inf, np.inf), lo)
+            hi = np.where(parallel, np.where(inside, np.inf, -np.inf), hi)
+            enter = np.maximum(enter, lo)
+            leave = np.minimum(leave, hi)
+    return enter <= leave

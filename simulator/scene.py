@@ -328,6 +328,7 @@ def build_scene(
     notes: list[str] = []
     # Automatic ids start above every explicit one, so the two never clash.
     next_instance = 1 + max((o.instance or 0 for o in spec.objects), default=0)
+    trajectories: dict[str, Trajectory] = {}  # by the spec's JSON
 
     def material_key(ref: str | Material | None, key: str, object_name: str) -> str:
         if isinstance(ref, Material):
@@ -359,11 +360,14 @@ def build_scene(
             parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
         object_instance: int | None = obj.instance  # all parts of one object share it
         groups: dict[str, int] = {}  # group key -> instance
-        moving = (
-            trajectory_from_spec(obj.trajectory, base_dir, source, f"{key}.trajectory")
-            if obj.trajectory is not None
-            else None
-        )
+        moving = None
+        if obj.trajectory is not None:  # objects with the same motion share one trajectory
+            motion = obj.trajectory.model_dump_json()
+            if motion not in trajectories:
+                trajectories[motion] = trajectory_from_spec(
+                    obj.trajectory, base_dir, source, f"{key}.trajectory"
+                )
+            moving = trajectories[motion]
         if moving is not None and moving.is_static:  # a trajectory that never moves: a placement
             fixed = np.eye(4)
             fixed[:3, :3], fixed[:3, 3] = moving.pose_at(0.0)

@@ -27,6 +27,7 @@ from .transforms import rotation_from_rpy_deg
 
 __all__ = [
     "StaticTrajectory",
+    "Swinging",
     "Trajectory",
     "WaypointTrajectory",
     "matrix_from_quaternion",
@@ -256,6 +257,29 @@ class ConstantMotion(Trajectory):
 
 
 @dataclass
+class Swinging(Trajectory):
+    """A trajectory with an oscillating rotation in its own frame:
+    ``world_from_body(t) = motion(t) . R_axis(A sin(2 pi t / T + phase))``."""
+
+    motion: Trajectory
+    axis: int  # 0 roll (x), 1 pitch (y), 2 yaw (z)
+    amplitude_rad: float
+    period_s: float
+    phase_rad: float
+
+    def poses(self, time_s: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+        t = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
+        rot, pos = self.motion.poses(t)
+        angle = self.amplitude_rad * np.sin(2.0 * np.pi * t / self.period_s + self.phase_rad)
+        c, s = np.cos(angle), np.sin(angle)
+        i, j = [(1, 2), (2, 0), (0, 1)][self.axis]  # the plane the rotation turns
+        local = np.zeros((len(t), 3, 3))
+        local[:, self.axis, self.axis] = 1.0
+        local[:, i, i], local[:, i, j], local[:, j, i], local[:, j, j] = c, -s, s, c
+        return np.matmul(rot, local), pos
+
+
+@dataclass
 class Mounted(Trajectory):
     """A sensor mounted on a moving platform: world_from_sensor = platform(t) . mount."""
 
@@ -312,6 +336,8 @@ def _read_pose_file(
 def _motionless_pose(spec: TrajectorySpec) -> Pose | None:
     """The pose of a trajectory spec that never moves (it then takes the static path and
     gives the static scan bit for bit), else None."""
+    if spec.swing is not None and spec.swing.amplitude_deg > 0:
+        return None
     if spec.waypoints is not None:
         first = spec.waypoints[0]
         if all(
@@ -367,6 +393,15 @@ def trajectory_from_survey(
             np.asarray(start.position_m, dtype=np.float64),
             np.asarray(spec.velocity_mps or [0.0, 0.0, 0.0], dtype=np.float64),
             float(np.radians(spec.yaw_rate_deg_s)),
+        )
+    if spec is not None and spec.swing is not None and spec.swing.amplitude_deg > 0:
+        sw = spec.swing
+        platform = Swinging(
+            platform,
+            ("roll", "pitch", "yaw").index(sw.axis),
+            float(np.radians(sw.amplitude_deg)),
+            sw.period_s,
+            float(np.radians(sw.phase_deg)),
         )
     if mount is None:
         return platform

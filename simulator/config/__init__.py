@@ -31,7 +31,7 @@ from .load import (
     referenced_file,
     scanner_presets,
 )
-from .pose import Pose, TrajectorySpec, Waypoint
+from .pose import Pose, Swing, TrajectorySpec, Waypoint
 from .scanner import (
     Channels,
     Detection,
@@ -88,6 +88,7 @@ __all__ = [
     "SphereSpec",
     "Survey",
     "TableSpec",
+    "Swing",
     "TrajectorySpec",
     "Vec2Pos",
     "Vec3",

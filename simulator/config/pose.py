@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from .base import FiniteFloat, Model, PositiveFloat, Vec3
 
-__all__ = ["Pose", "TrajectorySpec", "Waypoint"]
+__all__ = ["Pose", "Swing", "TrajectorySpec", "Waypoint"]
 
 
 class Pose(Model):
@@ -27,6 +27,17 @@ class Waypoint(Model):
     rotation_deg: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
 
 
+class Swing(Model):
+    """An oscillating rotation about one axis of the moving frame, on top of its motion:
+    ``angle(t) = amplitude_deg sin(2 pi t / period_s + phase_deg)`` about the frame's own
+    origin (a walker's leg about the hip, a pendulum, a nodding sensor)."""
+
+    axis: Literal["roll", "pitch", "yaw"] = "pitch"
+    amplitude_deg: Annotated[float, Field(ge=0, le=180, allow_inf_nan=False)]
+    period_s: PositiveFloat
+    phase_deg: FiniteFloat = 0.0
+
+
 class TrajectorySpec(Model):
     """A moving platform: waypoints, constant motion, or a pose file (exactly one).
 
@@ -37,6 +48,8 @@ class TrajectorySpec(Model):
     - ``file``: TUM (``t x y z qx qy qz qw``) or KITTI (12 numbers, 3x4 row-major, one line
       per pose at ``period_s`` intervals from ``start_time_s``); ``format`` says which, or
       it is told by the number of columns.
+
+    ``swing`` adds an oscillating rotation in the moving frame to any of the three.
     """
 
     waypoints: Annotated[list[Waypoint], Field(min_length=1)] | None = None
@@ -48,6 +61,7 @@ class TrajectorySpec(Model):
     format: Literal["tum", "kitti"] | None = None
     period_s: PositiveFloat | None = None
     start_time_s: FiniteFloat = 0.0
+    swing: Swing | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> TrajectorySpec:
