@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 
+from simulator.bench_scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
-from simulator.generators import build_bench_scene
 from simulator.pipeline import Simulation
 
 

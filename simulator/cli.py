@@ -458,6 +458,10 @@ def bench(
         list[str] | None,
         typer.Option(help="Weather: fog=MOR_M, dust=MOR_M, rain=MM_H or snow=MM_H (repeatable)."),
     ] = None,
+    scene: Annotated[
+        str, typer.Option(help="bench (~1 M triangles) or a generated street or farm_yard.")
+    ] = "bench",
+    seed: Annotated[int, typer.Option(help="Scene seed.")] = 0,
 ) -> None:
     """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
     import json
@@ -510,6 +514,8 @@ def bench(
         moving=moving,
         bare_script=bare_script,
         weather=_weather_option(weather or []),
+        scene_name=scene,
+        seed=seed,
     )
     typer.echo(result.to_json() if as_json else format_result(result))
 

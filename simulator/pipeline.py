@@ -336,7 +336,7 @@ class Simulation:
             cast = rays.cast[rows].copy()
             cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
             times = None if rays.cast_time_s is None else rays.cast_time_s[rows]
-            met = self._cast(cast, times)
+            met = self._cast(cast, times, rays.cast[rows, :3])
             layer = Hits(np.full(n, np.inf, np.float32), np.full(n, -1, np.int32),
                          np.zeros((n, 3), np.float32))  # fmt: skip
             layer.range_m[rows] = (met.range_m + start_m).astype(np.float32)
@@ -346,9 +346,14 @@ class Simulation:
             front = layer
         return tuple(layers)
 
-    def _cast(self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None) -> Hits:
+    def _cast(
+        self,
+        rays: NDArray[np.float32],
+        time_s: NDArray[np.float64] | None,
+        line_start: NDArray[np.float32] | None = None,
+    ) -> Hits:
         t0 = time.perf_counter()
-        hits = self.engine.cast_rays(rays, time_s)
+        hits = self.engine.cast_rays(rays, time_s, line_start)
         self.timings_s["cast"] += time.perf_counter() - t0
         return hits
 

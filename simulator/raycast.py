@@ -128,9 +128,18 @@ class RayEngine:
         return self.cast_rays(self.rays(origins_m, directions), time_s)
 
     def cast_rays(
-        self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None = None
+        self,
+        rays: NDArray[np.float32],
+        time_s: NDArray[np.float64] | None = None,
+        line_start: NDArray[np.float32] | None = None,
     ) -> Hits:
-        """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
+        """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``.
+
+        ``line_start`` (N, 3), in the same layout as the rays' origins, optionally gives a
+        point on each ray's line at or before its origin (the pulse's own origin, for a ray
+        cast on behind a surface it passed): moving objects are culled from there, which
+        works best when those points lie close together.
+        """
         # from_numpy shares the array with Open3D (no copy; it only reads it).
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))
         result = self._scene.cast_rays(tensor, nthreads=self.threads)
@@ -150,7 +159,7 @@ class RayEngine:
         if self._moving:
             if time_s is None:
                 raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
-            self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits)
+            self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits, line_start)
         return hits
 
     def cast_bare(self, rays: NDArray[np.float32]) -> None:
@@ -159,7 +168,13 @@ class RayEngine:
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))  # no copy
         self._scene.cast_rays(tensor, nthreads=self.threads)
 
-    def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
+    def _cast_moving(
+        self,
+        rays: NDArray[np.float32],
+        time_s: NDArray,
+        hits: Hits,
+        line_start: NDArray[np.float32] | None = None,
+    ) -> None:
         """Intersect each moving group in its own frame at each ray's time; keep the nearest.
 
         Only the rays that enter the box swept by the group's bounding sphere over the rays'
@@ -174,16 +189,19 @@ class RayEngine:
             return
         t0, t1 = float(time_s.min()), float(time_s.max())
         samples = np.linspace(t0, t1, max(2, int(np.ceil((t1 - t0) / SWEEP_STEP_S)) + 1))
+        starts = origins if line_start is None else line_start + self.origin_shift_m
+        fan = _AzimuthFan(starts, directions)
         for group in self._moving:
             rot_k, pos_k = group.trajectory.poses(samples)
             centres = pos_k + np.einsum("kij,j->ki", rot_k, group.local_m)
             step = np.sqrt((np.diff(centres, axis=0) ** 2).sum(axis=1)).max(initial=0.0)
             pad = group.radius_m + step + SWEEP_MARGIN_M
-            near = _enters_box(
-                origins, directions, centres.min(axis=0) - pad, centres.max(axis=0) + pad,
-                hits.range_m,
-            )  # fmt: skip
-            rows = np.flatnonzero(near)
+            lo, hi = centres.min(axis=0) - pad, centres.max(axis=0) + pad
+            rows = fan.towards(lo, hi)
+            if len(rows) == 0:
+                continue
+            near = _enters_box(origins[rows], directions[rows], lo, hi, hits.range_m[rows])
+            rows = rows[near]
             if len(rows) == 0:
                 continue
             rot, pos = group.trajectory.poses(time_s[rows])
@@ -218,6 +236,56 @@ class _MovingGroup:
     local_m: NDArray[np.float64]  # the shift: the mean of their vertices, own frame
     radius_m: float  # the bounding sphere about local_m
     trajectory: Trajectory
+
+
+class _AzimuthFan:
+    """The rays of a chunk sorted by azimuth, to find those that can point at a box.
+
+    A ray from ``o`` meets a box ``B`` only if its direction points into ``B - O``, ``O``
+    being the box of all the rays' origins: that difference of two boxes is a box, whose
+    azimuth span its ground-plane corners give (unless it holds the origin in the ground
+    plane, when any direction may hit), and whose elevation lies between its lowest and
+    highest face seen over its nearest and farthest ground reach.
+    """
+
+    def __init__(self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]) -> None:
+        self.azimuth = np.arctan2(directions[:, 1], directions[:, 0])
+        self.order = np.argsort(self.azimuth, kind="stable")
+        self.sorted = self.azimuth[self.order]
+        self.dz = directions[:, 2]
+        self.lo_m = origins_m.min(axis=0)
+        self.hi_m = origins_m.max(axis=0)
+
+    def towards(self, lo_m: NDArray[np.float64], hi_m: NDArray[np.float64]) -> NDArray[np.intp]:
+        """Indices (sorted) of the rays whose azimuth can reach the box ``[lo_m, hi_m]``."""
+        dlo = lo_m - self.hi_m  # the box B - O
+        dhi = hi_m - self.lo_m
+        if dlo[0] <= 0 <= dhi[0] and dlo[1] <= 0 <= dhi[1]:
+            return np.arange(len(self.azimuth))
+        # Elevation bounds of B - O: its height over its nearest and farthest ground reach.
+        near = np.hypot(max(dlo[0], 0.0, -dhi[0]), max(dlo[1], 0.0, -dhi[1]))
+        far = np.hypot(max(abs(dlo[0]), abs(dhi[0])), max(abs(dlo[1]), abs(dhi[1])))
+        top = np.arctan2(dhi[2], near if dhi[2] > 0 else far) + AZIMUTH_MARGIN_RAD
+        bottom = np.arctan2(dlo[2], far if dlo[2] > 0 else near) - AZIMUTH_MARGIN_RAD
+        dz_lo, dz_hi = np.sin(max(bottom, -np.pi / 2)), np.sin(min(top, np.pi / 2))
+        corners = np.array([[dlo[0], dlo[1]], [dlo[0], dhi[1]], [dhi[0], dlo[1]], [dhi[0], dhi[1]]])
+        mid = np.arctan2(corners[:, 1].mean(), corners[:, 0].mean())
+        delta = np.angle(np.exp(1j * (np.arctan2(corners[:, 1], corners[:, 0]) - mid)))
+        a, b = mid + delta.min() - AZIMUTH_MARGIN_RAD, mid + delta.max() + AZIMUTH_MARGIN_RAD
+        pieces = []
+        for lo, hi in ((a, b), (a + 2 * np.pi, b + 2 * np.pi), (a - 2 * np.pi, b - 2 * np.pi)):
+            i, j = np.searchsorted(self.sorted, [lo, hi])
+            if j > i:
+                pieces.append(self.order[i:j])
+        if not pieces:
+            return np.zeros(0, dtype=np.intp)
+        rows = np.sort(np.concatenate(pieces))
+        dz = self.dz[rows]
+        return rows[(dz >= dz_lo) & (dz <= dz_hi)]
+
+
+#: Angular margin (rad) of the azimuth test.
+AZIMUTH_MARGIN_RAD = 1e-6
 
 
 def _enters_box(

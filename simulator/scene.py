@@ -36,6 +36,7 @@ from .config import (
     raise_validation,
 )
 from .errors import ConfigError, SceneError
+from .generators import GENERATORS
 from .labels import THING_LABELS, label_id
 from .trajectory import Trajectory, trajectory_from_spec
 from .transforms import compose
@@ -317,10 +318,35 @@ def load_scene(
     return build_scene(spec, path.parent, library, source=path)
 
 
+def _with_generated(spec: SceneSpec, source: str | Path) -> SceneSpec:
+    """The spec with its generator's scene put in front of its own objects."""
+    assert spec.generator is not None
+    name = spec.generator.name
+    if name not in GENERATORS:
+        raise ConfigError(
+            source, "generator.name", f"unknown generator {name!r}; expected one of "
+            f"{', '.join(GENERATORS)}"
+        )  # fmt: skip
+    generated = SceneSpec.model_validate(GENERATORS[name](spec.generator.seed))
+    return spec.model_copy(
+        update={
+            "generator": None,
+            "materials": {**generated.materials, **spec.materials},
+            "objects": generated.objects + spec.objects,
+        }
+    )
+
+
 def build_scene(
     spec: SceneSpec, base_dir: Path, library: dict[str, Material], *, source: str | Path = ""
 ) -> Scene:
-    """Build a :class:`Scene` from a validated spec (mesh paths relative to ``base_dir``)."""
+    """Build a :class:`Scene` from a validated spec (mesh paths relative to ``base_dir``).
+
+    A spec with a ``generator`` gets the generated scene's materials and objects first, then
+    its own (its materials override the generated ones of the same name).
+    """
+    if spec.generator is not None:
+        spec = _with_generated(spec, source)
     library = {**library, **spec.materials}
     default_name = spec.default_material or "default"
     used: dict[str, Material] = {}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from simulator.bench import run_bench
+from simulator.bench_scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
-from simulator.generators import build_bench_scene
 from simulator.pipeline import Simulation
 
 from .conftest import REPO

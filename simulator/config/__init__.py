@@ -46,6 +46,7 @@ from .scanner import (
 from .scene import (
     BoxSpec,
     CylinderSpec,
+    GeneratorRef,
     Material,
     ObjectSpec,
     PartMapping,
@@ -67,6 +68,7 @@ __all__ = [
     "Dust",
     "FiniteFloat",
     "Fog",
+    "GeneratorRef",
     "Material",
     "Model",
     "NonNegFloat",

@@ -14,6 +14,7 @@ from .pose import TrajectorySpec
 __all__ = [
     "BoxSpec",
     "CylinderSpec",
+    "GeneratorRef",
     "Material",
     "ObjectSpec",
     "PartMapping",
@@ -165,9 +166,24 @@ class ObjectSpec(Model):
         return next(k for k in _GEOMETRY_KEYS if getattr(self, k) is not None)
 
 
+class GeneratorRef(Model):
+    """A procedural scene (``street``, ``farm_yard``) and its seed."""
+
+    name: Annotated[str, Field(min_length=1)]
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 0
+
+
 class SceneSpec(Model):
-    """A scene file: an optional material library and a list of objects."""
+    """A scene file: an optional material library, an optional generated scene, and a list
+    of objects (added to the generated ones)."""
 
     materials: dict[str, Material] = Field(default_factory=dict)
     default_material: str | None = None
-    objects: Annotated[list[ObjectSpec], Field(min_length=1)]
+    generator: GeneratorRef | None = None
+    objects: list[ObjectSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something(self) -> SceneSpec:
+        if not self.objects and self.generator is None:
+            raise ValueError("a scene needs objects (a list of at least one) or a generator")
+        return self
