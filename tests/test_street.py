@@ -152,3 +152,17 @@ def test_an_unknown_generator_is_named() -> None:
     spec = SceneSpec(generator=GeneratorRef(name="moon_base"))
     with pytest.raises(ConfigError, match=r"generator\.name: unknown generator 'moon_base'"):
         build_scene(spec, Path("."), load_materials(), source="s.yaml")
+
+
+def test_a_porous_crown_gives_multiple_returns() -> None:
+    """scenes/tree: the leaves, the inner crown and the wall behind return from one pulse."""
+    import simulator
+
+    root = Path(__file__).resolve().parents[1]
+    cloud = simulator.scan(root / "scenes" / "tree" / "survey.yaml")
+    veg, wall = cloud["label"] == label_id("vegetation"), cloud["label"] == label_id("building")
+    n = cloud["return_number"]
+    assert (veg & (n == 1)).sum() > 500 and (veg & (n == 2)).sum() > 500
+    assert (wall & (n == 3)).sum() > 200  # the wall through two crown surfaces
+    # the third returns are the farthest of their pulses
+    assert (cloud["num_returns"][n == 3] == 3).all()
