@@ -41,7 +41,7 @@ def test_dask_two_workers_equal_one_process_bit_for_bit(one_process: Path, tmp_p
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert _files(out) == _files(one_process)
-    assert len(_files(out)) == 2 * (3 + 3 + 4)  # bins, labels, poses/times/calib, poses/NN
+    assert len(_files(out)) == 2 * (3 + 3 + 3 + 4)  # bins, labels, boxes, poses/times/calib, NN
 
 
 def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:

@@ -30,12 +30,16 @@ class SequenceGroup(Model):
     start_jitter_m: NonNegFloat = 0.0
     #: The group's conditions (groups may differ, so one dataset mixes them).
     weather: Weather = Field(default_factory=Weather)
+    #: Points in the sensor frame at each frame's reference time (motion-compensated, as
+    #: KITTI's and nuScenes' are) instead of at each pulse's own time; None: the layout's
+    #: convention (``openpcdet`` compensates, the others do not).
+    motion_compensated: bool | None = None
 
 
 class DatasetSpec(Model):
     """A dataset: a root seed, a layout, and groups of sequences."""
 
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
-    layout: Literal["semantickitti", "nuscenes", "npz"] = "semantickitti"
+    layout: Literal["semantickitti", "nuscenes", "npz", "openpcdet"] = "semantickitti"
     range_images: bool = False
     groups: Annotated[list[SequenceGroup], Field(min_length=1)]

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..boxes import object_boxes
 from ..config import (
     DatasetSpec,
     SceneSpec,
@@ -82,11 +83,17 @@ class SequenceResult:
     points: int = 0
     label_counts: dict[int, int] = field(default_factory=dict)
     errors: list[SampleError] = field(default_factory=list)
+    #: (sequence, frame) of every sample on disk (written or kept).
+    samples: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _layout(task: SequenceTask) -> DatasetLayout:
     """The files of the task's dataset."""
     return DatasetLayout(task.layout, Path(task.out_dir), task.range_images)
+
+
+def _layout_of(spec: DatasetSpec, out: Path) -> DatasetLayout:
+    return DatasetLayout(spec.layout, out, spec.range_images)
 
 
 def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -128,19 +135,26 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             result.errors.append(SampleError(task.index, k, task.seed, message))
         return result
     layout = _layout(task)
+    compensated = (
+        layout.compensates if group.motion_compensated is None else group.motion_compensated
+    )
     frames = sim.frames()
     for f in frames:
         if task.resume and layout.has_sample(task.index, f.index):
             result.frames_skipped += 1
+            result.samples.append((task.index, f.index))
             continue
         try:
-            cloud = sim.frame_cloud(f)
-            layout.write_sample(task.index, f.index, cloud, scanner.intensity_max)
+            cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
+            boxes = object_boxes(scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
+                                 engine=sim.engine, range_max_m=scanner.range_max_m)  # fmt: skip
+            layout.write_sample(task.index, f.index, cloud, scanner.intensity_max, boxes)
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result.errors.append(SampleError(task.index, f.index, task.seed, detail))
             continue
         result.frames_written += 1
+        result.samples.append((task.index, f.index))
         result.points += len(cloud)
         count_labels(cloud["label"], into=result.label_counts)
     layout.write_sequence_files(task.index, [f.time_s for f in frames],
@@ -285,5 +299,6 @@ def run_dataset(
         "label_counts_written": labels,
         "seconds": time.perf_counter() - started,
     }
+    _layout_of(spec, out).write_dataset_files([p for r in results for p in r.samples])
     write_manifest(out, manifest)
     return manifest

@@ -13,16 +13,35 @@ from typing import Any
 
 import numpy as np
 
+from ..boxes import Boxes
 from ..io.layouts import read_semantickitti_frame, semantickitti_frames
 
-__all__ = ["SemanticKittiDataset", "torch_dataset"]
+__all__ = ["SemanticKittiDataset", "boxes_7", "read_boxes", "torch_dataset"]
+
+
+def read_boxes(path: str | Path) -> Boxes:
+    """A frame's ``boxes/*.npz`` file (an empty :class:`Boxes` if there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return Boxes()
+    with np.load(path) as data:
+        return Boxes.from_arrays(dict(data))
+
+
+def boxes_7(boxes: Boxes) -> np.ndarray:
+    """(B, 7) float32 ``x y z dx dy dz yaw``: centre and size (m), heading (rad)."""
+    out = np.zeros((len(boxes), 7), dtype=np.float32)
+    out[:, :3], out[:, 3:6], out[:, 6] = boxes.centre_m, boxes.size_m, boxes.yaw_rad
+    return out
 
 
 class SemanticKittiDataset:
     """Frames of a SemanticKITTI-layout folder, in sequence then frame order.
 
     Item ``i`` is a dict: ``points`` (N, 4) float32, ``label`` (N,) uint16, ``instance``
-    (N,) uint16, ``pose`` (4, 4) float64 world from sensor, ``sequence`` and ``frame``.
+    (N,) uint16, ``pose`` (4, 4) float64 world from sensor, ``sequence``, ``frame`` and
+    ``boxes``, the frame's :class:`~simulator.boxes.Boxes` (empty when the dataset has no
+    ``boxes/`` files).
     """
 
     def __init__(self, root: str | Path, sequences: list[str] | None = None) -> None:
@@ -42,6 +61,7 @@ class SemanticKittiDataset:
             "pose": pose,
             "sequence": scan.parent.parent.name,
             "frame": int(scan.stem),
+            "boxes": read_boxes(scan.parent.parent / "boxes" / f"{scan.stem}.npz"),
         }
 
 
@@ -65,6 +85,10 @@ def torch_dataset(root: str | Path, sequences: list[str] | None = None) -> Any:
                 "label": torch.from_numpy(item["label"].astype(np.int64)),
                 "instance": torch.from_numpy(item["instance"].astype(np.int64)),
                 "pose": torch.from_numpy(item["pose"]),
+                # (B, 7): x, y, z, dx, dy, dz, yaw, as detectors take them
+                "boxes": torch.from_numpy(boxes_7(item["boxes"])),
+                "box_label": torch.from_numpy(item["boxes"].label.astype(np.int64)),
+                "box_instance": torch.from_numpy(item["boxes"].instance.astype(np.int64)),
             }
 
     return _TorchDataset()

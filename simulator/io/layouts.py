@@ -13,6 +13,16 @@ written and read back.
 ``npz``
     ``sequences/NN/frames/FFFFFF.npz`` (every field, :mod:`simulator.io.npz`), and the
     per-sequence files of ``semantickitti``.
+``openpcdet``
+    OpenPCDet's custom-dataset format for lidar-only detection: ``points/NN_FFFFFF.npy``
+    ((N, 4) float32 x, y, z, intensity), ``labels/NN_FFFFFF.txt`` (one box a line:
+    ``x y z dx dy dz heading class``, the box centre and size in m, the heading in rad,
+    the class from :data:`OPENPCDET_CLASSES`), ``ImageSets/train.txt`` and ``val.txt``
+    (the last sequence is the validation split when there are several; otherwise every
+    fifth frame), and the per-sequence files of ``semantickitti``.
+
+In ``semantickitti`` and ``npz``, ``sequences/NN/boxes/FFFFFF.npz`` holds the frame's boxes
+(:class:`simulator.boxes.Boxes`: every field by name).
 
 With range images, ``sequences/NN/range_images/FFFFFF.npy`` holds the (6, rings, 1024)
 float32 stack of :data:`simulator.rangeimage.CHANNELS`. Every file is written to a
@@ -31,7 +41,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..boxes import Boxes
 from ..errors import ConfigError, OutputError
+from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..rangeimage import CHANNELS, range_image
 from .atomic import write_atomic
@@ -41,6 +53,7 @@ from .poses import read_kitti_poses, write_identity_calib, write_kitti_poses, wr
 
 __all__ = [
     "LAYOUTS",
+    "OPENPCDET_CLASSES",
     "RANGE_IMAGE_WIDTH",
     "DatasetLayout",
     "read_semantickitti_frame",
@@ -49,7 +62,16 @@ __all__ = [
 ]
 
 #: The layout names.
-LAYOUTS = ("semantickitti", "nuscenes", "npz")
+LAYOUTS = ("semantickitti", "nuscenes", "npz", "openpcdet")
+#: OpenPCDet class of each countable SemanticKITTI class (moving ones as their static one).
+OPENPCDET_CLASSES: dict[str, str] = {
+    "car": "Car", "moving-car": "Car", "truck": "Truck", "moving-truck": "Truck",
+    "bus": "Bus", "moving-bus": "Bus", "other-vehicle": "Other_Vehicle",
+    "moving-other-vehicle": "Other_Vehicle", "on-rails": "Tram", "moving-on-rails": "Tram",
+    "person": "Pedestrian", "moving-person": "Pedestrian", "bicyclist": "Cyclist",
+    "moving-bicyclist": "Cyclist", "motorcyclist": "Motorcyclist",
+    "moving-motorcyclist": "Motorcyclist", "bicycle": "Bicycle", "motorcycle": "Motorcycle",
+}  # fmt: skip
 #: Columns of a dataset's range images.
 RANGE_IMAGE_WIDTH = 1024
 
@@ -90,8 +112,13 @@ class DatasetLayout:
             paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
         elif self.name == "nuscenes":
             paths = [self.root / "samples" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin"]
+        elif self.name == "openpcdet":
+            stem = f"{sequence:02d}_{name}"
+            paths = [self.root / "points" / f"{stem}.npy", self.root / "labels" / f"{stem}.txt"]
         else:
             paths = [seq / "frames" / f"{name}.npz"]
+        if self.name in ("semantickitti", "npz"):
+            paths.append(seq / "boxes" / f"{name}.npz")
         if self.range_images:
             paths.append(seq / "range_images" / f"{name}.npy")
         return paths
@@ -100,8 +127,18 @@ class DatasetLayout:
         """Whether every file of the sample exists (so it is complete)."""
         return all(p.exists() for p in self.sample_paths(sequence, frame))
 
+    @property
+    def compensates(self) -> bool:
+        """Whether the layout's convention is motion-compensated points."""
+        return self.name == "openpcdet"
+
     def write_sample(
-        self, sequence: int, frame: int, cloud: PointCloud, intensity_max: float
+        self,
+        sequence: int,
+        frame: int,
+        cloud: PointCloud,
+        intensity_max: float,
+        boxes: Boxes | None = None,
     ) -> list[Path]:
         """Write one sample.
 
@@ -114,6 +151,8 @@ class DatasetLayout:
         intensity_max : float
             The scanner's full-scale intensity: SemanticKITTI's reflectance is
             ``intensity / intensity_max``.
+        boxes : Boxes, optional
+            The frame's boxes (none: an empty set).
 
         Returns
         -------
@@ -131,6 +170,13 @@ class DatasetLayout:
             data = np.zeros((len(cloud), 5), dtype="<f4")
             data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
             write_atomic(paths[0], data.tobytes())
+        elif self.name == "openpcdet":
+            data = np.zeros((len(cloud), 4), dtype="<f4")
+            data[:, :3], data[:, 3] = xyz, cloud["intensity"]
+            buf = io.BytesIO()
+            np.save(buf, data)
+            write_atomic(paths[0], buf.getvalue())
+            write_atomic(paths[1], openpcdet_labels(boxes or Boxes()))
         else:
             paths[0].parent.mkdir(parents=True, exist_ok=True)
             writer = NpzWriter(paths[0], cloud.spec, {"max_points": len(cloud)})
@@ -140,6 +186,10 @@ class DatasetLayout:
                 writer.abort()
                 raise
             writer.close()
+        if self.name in ("semantickitti", "npz"):
+            buf = io.BytesIO()
+            np.savez(buf, **(boxes or Boxes()).arrays())
+            write_atomic(paths[-2 if self.range_images else -1], buf.getvalue())
         if self.range_images:
             images = range_image(cloud, width=RANGE_IMAGE_WIDTH)
             buf = io.BytesIO()
@@ -180,6 +230,38 @@ class DatasetLayout:
             write_times(seq / "times.txt", times_s, ".9e"),
             write_identity_calib(seq / "calib.txt"),
         ]
+
+    def write_dataset_files(self, samples: list[tuple[int, int]]) -> list[Path]:
+        """Files of the whole dataset: OpenPCDet's ``ImageSets`` splits (of ``samples``,
+        (sequence, frame) pairs); nothing in the other layouts."""
+        if self.name != "openpcdet":
+            return []
+        sequences = sorted({s for s, _ in samples})
+        if len(sequences) > 1:
+            val = {p for p in samples if p[0] == sequences[-1]}
+        else:
+            val = {p for k, p in enumerate(sorted(samples)) if k % 5 == 4}
+        names = {p: f"{p[0]:02d}_{p[1]:06d}" for p in samples}
+        train = [names[p] for p in sorted(samples) if p not in val]
+        return [
+            write_atomic(self.root / "ImageSets" / "train.txt", "".join(f"{n}\n" for n in train)),
+            write_atomic(self.root / "ImageSets" / "val.txt",
+                         "".join(f"{names[p]}\n" for p in sorted(val))),
+        ]  # fmt: skip
+
+
+def openpcdet_labels(boxes: Boxes) -> str:
+    """OpenPCDet custom-dataset label lines, ``x y z dx dy dz heading class``, of the
+    boxes of countable classes it names (:data:`OPENPCDET_CLASSES`) that hold at least
+    one point of the frame."""
+    lines = []
+    for b in range(len(boxes)):
+        name = OPENPCDET_CLASSES.get(label_name(int(boxes.label[b])))
+        if name is None or boxes.num_points[b] < 1:
+            continue
+        values = [*boxes.centre_m[b], *boxes.size_m[b], boxes.yaw_rad[b]]
+        lines.append(" ".join(f"{v:.6f}" for v in values) + f" {name}\n")
+    return "".join(lines)
 
 
 def write_manifest(root: str | Path, manifest: dict[str, Any]) -> Path:
