@@ -41,8 +41,10 @@ from ..constants import sequence_seed
 from ..errors import ConfigError, SceneError
 from ..generators import GENERATORS
 from ..io.atomic import remove_stale_temps
-from ..io.layouts import DatasetLayout, write_manifest
+from ..io.layouts import DatasetLayout, Sample, write_manifest
+from ..io.nuscenes import SamplePose
 from ..labels import count_labels, label_name
+from ..transforms import rotation_from_rpy_deg
 
 __all__ = ["SampleError", "SequenceResult", "SequenceTask", "run_dataset", "run_sequence"]
 
@@ -138,6 +140,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     compensated = (
         layout.compensates if group.motion_compensated is None else group.motion_compensated
     )
+    mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)
+    mount_m = np.asarray(group.mount.position_m, dtype=np.float64)
     frames = sim.frames()
     for f in frames:
         if task.resume and layout.has_sample(task.index, f.index):
@@ -148,7 +152,9 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
             boxes = object_boxes(scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
                                  engine=sim.engine, range_max_m=scanner.range_max_m)  # fmt: skip
-            layout.write_sample(task.index, f.index, cloud, scanner.intensity_max, boxes)
+            pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
+            layout.write_sample(Sample(task.index, f.index, cloud, scanner.intensity_max,
+                                       boxes, pose))  # fmt: skip
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result.errors.append(SampleError(task.index, f.index, task.seed, detail))

@@ -8,8 +8,10 @@ written and read back.
     KITTI's camera frame), ``times.txt`` and ``calib.txt`` with identity ``Tr``; and the
     same poses as ``poses/NN.txt`` at the root, where KITTI odometry tools look.
 ``nuscenes``
-    ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring); no
-    per-sequence files.
+    ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring),
+    ``lidarseg/v1.0-trainval/*_lidarseg.bin`` and the v1.0 tables in ``v1.0-trainval/``
+    (:mod:`simulator.io.nuscenes`): ``NuScenes(version="v1.0-trainval", dataroot=...)``
+    opens it.
 ``npz``
     ``sequences/NN/frames/FFFFFF.npz`` (every field, :mod:`simulator.io.npz`), and the
     per-sequence files of ``semantickitti``.
@@ -46,6 +48,7 @@ from ..errors import ConfigError, OutputError
 from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..rangeimage import CHANNELS, range_image
+from . import nuscenes
 from .atomic import write_atomic
 from .labels import pack_labels, unpack_labels
 from .npz import NpzWriter
@@ -56,6 +59,7 @@ __all__ = [
     "OPENPCDET_CLASSES",
     "RANGE_IMAGE_WIDTH",
     "DatasetLayout",
+    "Sample",
     "read_semantickitti_frame",
     "semantickitti_frames",
     "write_manifest",
@@ -74,6 +78,33 @@ OPENPCDET_CLASSES: dict[str, str] = {
 }  # fmt: skip
 #: Columns of a dataset's range images.
 RANGE_IMAGE_WIDTH = 1024
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample to write.
+
+    Attributes
+    ----------
+    sequence, frame : int
+        Its indices.
+    cloud : PointCloud
+        Its points (``xyz`` (N, 3) m, ``intensity``, ``ring``, ``label``, ``instance``).
+    intensity_max : float
+        The scanner's full-scale intensity: SemanticKITTI's reflectance is
+        ``intensity / intensity_max``.
+    boxes : Boxes, optional
+        The frame's boxes (None: an empty set).
+    pose : SamplePose, optional
+        The sensor's pose and mount at the reference time (the nuScenes layout needs it).
+    """
+
+    sequence: int
+    frame: int
+    cloud: PointCloud
+    intensity_max: float
+    boxes: Boxes | None = None
+    pose: nuscenes.SamplePose | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +142,9 @@ class DatasetLayout:
         if self.name == "semantickitti":
             paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
         elif self.name == "nuscenes":
-            paths = [self.root / "samples" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin"]
+            paths = [self.root / "samples" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin",
+                     nuscenes.lidarseg_path(self.root, sequence, frame),
+                     nuscenes.record_path(self.root, sequence, frame)]  # fmt: skip
         elif self.name == "openpcdet":
             stem = f"{sequence:02d}_{name}"
             paths = [self.root / "points" / f"{stem}.npy", self.root / "labels" / f"{stem}.txt"]
@@ -129,36 +162,14 @@ class DatasetLayout:
 
     @property
     def compensates(self) -> bool:
-        """Whether the layout's convention is motion-compensated points."""
-        return self.name == "openpcdet"
+        """Whether the layout's convention is motion-compensated points (OpenPCDet's and
+        nuScenes')."""
+        return self.name in ("openpcdet", "nuscenes")
 
-    def write_sample(
-        self,
-        sequence: int,
-        frame: int,
-        cloud: PointCloud,
-        intensity_max: float,
-        boxes: Boxes | None = None,
-    ) -> list[Path]:
-        """Write one sample.
-
-        Parameters
-        ----------
-        sequence, frame : int
-            Its indices.
-        cloud : PointCloud
-            Its points (``xyz`` (N, 3) m, ``intensity``, ``ring``, ``label``, ``instance``).
-        intensity_max : float
-            The scanner's full-scale intensity: SemanticKITTI's reflectance is
-            ``intensity / intensity_max``.
-        boxes : Boxes, optional
-            The frame's boxes (none: an empty set).
-
-        Returns
-        -------
-        list of Path
-            The files written (:meth:`sample_paths`).
-        """
+    def write_sample(self, sample: Sample) -> list[Path]:
+        """Write one sample; return the files written (:meth:`sample_paths`)."""
+        sequence, frame, cloud = sample.sequence, sample.frame, sample.cloud
+        intensity_max, boxes = sample.intensity_max, sample.boxes
         paths = self.sample_paths(sequence, frame)
         xyz = cloud["xyz"]
         if self.name == "semantickitti":
@@ -167,9 +178,14 @@ class DatasetLayout:
             write_atomic(paths[0], data.tobytes())
             write_atomic(paths[1], pack_labels(cloud["label"], cloud["instance"]).tobytes())
         elif self.name == "nuscenes":
+            if sample.pose is None:
+                raise ValueError("a nuScenes sample needs its pose")
             data = np.zeros((len(cloud), 5), dtype="<f4")
             data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
             write_atomic(paths[0], data.tobytes())
+            write_atomic(paths[1], nuscenes.lidarseg_indices(cloud["label"]).tobytes())
+            record = nuscenes.sample_record(sequence, frame, sample.pose, boxes or Boxes())
+            write_atomic(paths[2], json.dumps(record))
         elif self.name == "openpcdet":
             data = np.zeros((len(cloud), 4), dtype="<f4")
             data[:, :3], data[:, 3] = xyz, cloud["intensity"]
@@ -232,8 +248,10 @@ class DatasetLayout:
         ]
 
     def write_dataset_files(self, samples: list[tuple[int, int]]) -> list[Path]:
-        """Files of the whole dataset: OpenPCDet's ``ImageSets`` splits (of ``samples``,
-        (sequence, frame) pairs); nothing in the other layouts."""
+        """Files of the whole dataset, of its ``samples`` ((sequence, frame) pairs):
+        OpenPCDet's ``ImageSets`` splits, nuScenes' tables; nothing in the other layouts."""
+        if self.name == "nuscenes":
+            return nuscenes.write_tables(self.root, samples)
         if self.name != "openpcdet":
             return []
         sequences = sorted({s for s, _ in samples})
