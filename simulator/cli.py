@@ -264,13 +264,28 @@ def render(
     width: Annotated[int, typer.Option(help="Image width, px.")] = 1280,
     height: Annotated[int, typer.Option(help="Image height, px.")] = 720,
     point_size: Annotated[float, typer.Option(help="Point size, px.")] = 2.0,
+    boxes: Annotated[
+        Path | None,
+        typer.Option(help="Draw these boxes (a dataset's boxes/FFFFFF.npz) over the cloud."),
+    ] = None,
     set_: SetOption = None,
 ) -> None:
     """Render a cloud headless (Open3D offscreen) to a PNG."""
+    from .datasets.read import read_boxes
     from .viz.render import render as render_png
 
     cloud, _ = _cloud_of(source, set_ or [])
-    path = render_png(cloud, output, color, view_, width, height, point_size, title=source.name)
+    fields = {"label": "label", "ring": "ring", "intensity": "intensity", "return": "return_number"}
+    if color in fields and fields[color] not in cloud.names:
+        raise ConfigError(source, "--color", f"{color}: the cloud has no {fields[color]} "
+                          f"field (it has {', '.join(cloud.names)})")  # fmt: skip
+    shown = None
+    if boxes is not None:
+        if not boxes.is_file():
+            raise ConfigError("--boxes", "boxes", f"{boxes}: no such file")
+        shown = read_boxes(boxes)
+    path = render_png(cloud, output, color, view_, width, height, point_size,
+                      title=source.name, boxes=shown)  # fmt: skip
     _out.print(f"wrote {path}")
 
 

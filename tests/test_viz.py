@@ -219,3 +219,52 @@ def test_viewer_opens_a_window_under_xvfb(display: str, tmp_path: Path) -> None:
     assert ink.sum() > 3000
     terrain = np.array(SEMANTIC_KITTI_RGB[72])
     assert np.mean(np.abs(picture[ink] - terrain).sum(axis=1) < 40) > 0.3  # mostly terrain
+
+
+def test_render_draws_a_dataset_boxes_over_the_cloud(tmp_path: Path) -> None:
+    """``lidar-sim render --boxes``: a 4 m x 2 m box at the centre of a 10 m ring of points
+    adds ink inside the ring only, in the box class's colour (darkened)."""
+    from simulator.boxes import Boxes
+
+    cloud = _ring_cloud()
+    np.savez(tmp_path / "ring.npz", **cloud.fields)
+    boxes = Boxes(
+        centre_m=np.zeros((1, 3)), size_m=np.array([[4.0, 2.0, 1.5]]),
+        rotation=np.eye(3)[None], yaw_rad=np.zeros(1), label=np.array([10], np.uint16),
+        instance=np.array([1], np.uint16), velocity_mps=np.zeros((1, 3)),
+        num_points=np.zeros(1, np.int64), visibility=np.zeros(1),
+    )  # fmt: skip
+    np.savez(tmp_path / "boxes.npz", **boxes.arrays())
+    images = {}
+    for name, extra in (("plain", []), ("boxes", ["--boxes", str(tmp_path / "boxes.npz")])):
+        out = tmp_path / f"{name}.png"
+        res = subprocess.run([sys.executable, "-m", "simulator.cli", "render",
+                              str(tmp_path / "ring.npz"), "-o", str(out), "--view", "bev",
+                              "--width", "400", "--height", "400", *extra],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        from PIL import Image
+
+        images[name] = np.asarray(Image.open(out).convert("RGB"))[:, :400].astype(int)
+    changed = np.any(np.abs(images["boxes"] - images["plain"]) > 40, axis=2)
+    rows, cols = np.nonzero(changed)
+    assert changed.sum() > 50
+    ring = np.nonzero(_ink(images["plain"].astype(np.uint8)))
+    centre = np.array([np.mean(ring[0]), np.mean(ring[1])])
+    radius = np.hypot(ring[0] - centre[0], ring[1] - centre[1]).mean()
+    # the box's 4 m side is well inside the 10 m ring
+    assert np.hypot(rows - centre[0], cols - centre[1]).max() < 0.35 * radius
+    ink = images["boxes"][changed]
+    car = np.array(SEMANTIC_KITTI_RGB[10]) * 0.8
+    assert np.median(np.abs(ink - car).sum(axis=1)) < 60
+
+
+def test_render_by_a_field_the_cloud_lacks_is_a_clear_error(tmp_path: Path) -> None:
+    xyz = np.zeros((10, 4), dtype="<f4")
+    xyz.tofile(tmp_path / "scan.bin")  # a KITTI scan with no .label beside it
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "render",
+                          str(tmp_path / "scan.bin"), "-o", str(tmp_path / "x.png"),
+                          "--color", "label"], capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2
+    assert "--color: label: the cloud has no label field" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -55,9 +55,12 @@ class KittiWriter:
 
 
 def read_kitti(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """Read a KITTI ``.bin`` as (N, 4) float32 and its ``.label`` as (N,) uint32 if present."""
+    """Read a KITTI ``.bin`` as (N, 4) float32 and its ``.label`` as (N,) uint32 if present
+    (beside it, or in ``../labels/`` for a ``velodyne/`` folder of the SemanticKITTI layout)."""
     path = Path(path)
     points = np.fromfile(path, dtype="<f4").reshape(-1, 4)
     label_path = path.with_suffix(".label")
+    if not label_path.exists() and path.parent.name == "velodyne":  # SemanticKITTI's layout
+        label_path = path.parent.parent / "labels" / f"{path.stem}.label"
     labels = np.fromfile(label_path, dtype="<u4") if label_path.exists() else None
     return points, labels

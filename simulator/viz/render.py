@@ -13,11 +13,25 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from ..boxes import Boxes
 from ..labels import label_name
 from ..pointcloud import PointCloud
 from .colors import SEMANTIC_KITTI_RGB, colors_for
 
-__all__ = ["render", "render_array"]
+__all__ = ["box_corners", "render", "render_array"]
+
+
+#: The 12 edges of a box by corner index (corner k has signs (x, y, z) from its bits).
+_EDGES = [(0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (1, 3), (4, 6), (5, 7),
+          (0, 4), (1, 5), (2, 6), (3, 7)]  # fmt: skip
+
+
+def box_corners(boxes: Boxes) -> NDArray[np.float64]:
+    """(B, 8, 3) corners of the boxes; corner ``k`` is at ``+-size/2`` by the bits of k
+    (bit 2: x, bit 1: y, bit 0: z)."""
+    signs = np.array([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)]) * 2.0 - 1.0
+    local = signs[None] * boxes.size_m[:, None] / 2  # (B, 8, 3)
+    return np.einsum("bij,bkj->bki", boxes.rotation, local) + boxes.centre_m[:, None]
 
 
 def render_array(
@@ -27,8 +41,10 @@ def render_array(
     width: int = 1280,
     height: int = 720,
     point_size: float = 2.0,
+    boxes: Boxes | None = None,
 ) -> NDArray[np.uint8]:
-    """Render a cloud to an (height, width, 3) uint8 image (white background)."""
+    """Render a cloud to an (height, width, 3) uint8 image (white background), with the
+    edges of ``boxes`` (in the cloud's frame) in their class colours."""
     import open3d as o3d
     import open3d.visualization.rendering as rendering
 
@@ -41,6 +57,18 @@ def render_array(
     material.shader = "defaultUnlit"
     material.point_size = float(point_size)
     renderer.scene.add_geometry("cloud", pcd, material)
+    if boxes is not None and len(boxes):
+        corners = box_corners(boxes).reshape(-1, 3)
+        lines = np.array([(8 * b + i, 8 * b + j) for b in range(len(boxes)) for i, j in _EDGES])
+        rgb = np.array([SEMANTIC_KITTI_RGB.get(int(v), (0, 0, 0)) for v in boxes.label]) / 255.0
+        lineset = o3d.geometry.LineSet(
+            o3d.utility.Vector3dVector(corners), o3d.utility.Vector2iVector(lines)
+        )
+        lineset.colors = o3d.utility.Vector3dVector(np.repeat(rgb * 0.8, len(_EDGES), axis=0))
+        line_material = rendering.MaterialRecord()
+        line_material.shader = "unlitLine"
+        line_material.line_width = 2.0
+        renderer.scene.add_geometry("boxes", lineset, line_material)
     renderer.scene.set_background([1.0, 1.0, 1.0, 1.0])
     renderer.scene.view.set_post_processing(False)  # exact colours, no tone mapping
     if view == "bev":
@@ -65,15 +93,17 @@ def render(
     height: int = 720,
     point_size: float = 2.0,
     title: str = "",
+    boxes: Boxes | None = None,
 ) -> Path:
-    """Render a cloud to a PNG with a legend; returns the path."""
+    """Render a cloud (and ``boxes``, see :func:`render_array`) to a PNG with a legend;
+    returns the path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    image = render_array(cloud, color_by, view, width, height, point_size)
+    image = render_array(cloud, color_by, view, width, height, point_size, boxes)
     dpi = 100
     fig = plt.figure(figsize=(width / dpi + 2.4, height / dpi), dpi=dpi)
     ax = fig.add_axes((0.0, 0.0, width / (width + 240.0), 1.0))
@@ -81,7 +111,8 @@ def render(
     ax.set_axis_off()
     legend_ax = fig.add_axes((width / (width + 240.0), 0.02, 240.0 / (width + 240.0), 0.82))
     legend_ax.set_axis_off()
-    legend_ax.set_title(f"{title}\n{len(cloud):,} points\ncolour: {color_by}", fontsize=9)
+    shown = f"\n{len(boxes)} boxes" if boxes is not None else ""
+    legend_ax.set_title(f"{title}\n{len(cloud):,} points{shown}\ncolour: {color_by}", fontsize=9)
     if color_by == "label" and len(cloud):
         ids, counts = np.unique(cloud["label"], return_counts=True)
         order = np.argsort(-counts)
