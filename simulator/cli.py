@@ -433,6 +433,60 @@ def validate(
 
 
 @app.command()
+def calibrate(
+    scan: Annotated[Path, typer.Argument(help="A real scan: .las .laz .pcd .ply .bin .npz.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The material library YAML to write.")
+    ],
+    scanner: Annotated[
+        str, typer.Option(help="The scanner that took it: a preset name or a YAML.")
+    ] = "rs-helios-5515",
+    report: Annotated[
+        Path | None, typer.Option(help="Write the report (index.html and plots) here.")
+    ] = None,
+    labels: Annotated[
+        bool, typer.Option("--labels", help="Group points by the file's labels, not planes.")
+    ] = False,
+    scene: Annotated[
+        Path | None, typer.Option(help="A scene YAML aligned with the scan, for its surfaces.")
+    ] = None,
+    origin: Annotated[str, typer.Option(help="Sensor origin in the scan's frame, x,y,z m.")] = (
+        "0,0,0"
+    ),
+    max_planes: Annotated[int, typer.Option(help="Planes to look for.")] = 8,
+) -> None:
+    """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) to
+    a real scan; write a material library a survey uses as it is."""
+    from .calibrate import calibrate as fit
+    from .calibrate.report import write_report
+
+    try:
+        xyz = [float(v) for v in origin.split(",")]
+        if len(xyz) != 3:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            "--origin", "origin", f"expected x,y,z in metres, got {origin!r}"
+        ) from None
+    result = fit(scan, scanner, origin_m=(xyz[0], xyz[1], xyz[2]), labels=labels, scene=scene,
+                 max_planes=max_planes)  # fmt: skip
+    if not result.surfaces:
+        raise ConfigError(scan, "points", "no surface with enough points was found")
+    for path in result.write(output):
+        _out.print(f"wrote {path}")
+    for s in result.surfaces:
+        vals = {**s.intensity_fit.values, **s.range_fit.values, **s.slope_fit.values,
+                **s.detection_fit.values}  # fmt: skip
+        text = ", ".join(f"{k} {v:.4g} +- {e:.2g}" for k, (v, e) in vals.items())
+        _out.print(f"{s.surface.name} ({len(s.cos):,} points): {text}")
+        for verdict in s.verdicts:
+            _out.print(f"  note: {verdict}")
+    if report is not None:
+        for path in write_report(result, report):
+            _out.print(f"wrote {path}")
+
+
+@app.command()
 def bench(
     revolutions: Annotated[float, typer.Option(help="Survey length in revolutions.")] = 50.0,
     duration: Annotated[

@@ -1,0 +1,366 @@
+"""The fits of the per-hit model's laws to a surface's points, each with an uncertainty
+and a verdict where the data cannot constrain a parameter.
+
+- Intensity (the calibrated reflectivity ``scale rho cos^k``): a robust straight line in
+  ``log I`` against ``log cos`` (Huber weights by iterated reweighting), saturated and
+  zero readings left out; the intercept gives ``rho``, the slope ``k``.
+- Range scatter: the variance of the residuals to the plane in bins of incidence is
+  ``roughness^2 cos^-3 + noise^2 + q^2 / 12`` (relief grows as ``cos^-1.5``, sensor jitter
+  does not, ``q`` the range resolution); a non-negative least-squares line in ``cos^-3``.
+- Micro-slope: a tilt ``delta`` of the surface moves ``log I`` by ``-k tan(theta) delta``,
+  so the spread of ``log I`` about the law at fixed incidence is ``k tan(theta) sigma``.
+
+Spreads are robust (1.4826 times the median absolute deviation); uncertainties are one
+standard error from the fits' covariances (the bins' scatter for the spreads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "Fit",
+    "RingCounts",
+    "detected_share",
+    "fit_detection",
+    "fit_intensity",
+    "fit_micro_slope",
+    "fit_range_scatter",
+    "ring_counts",
+    "robust_sigma",
+]
+
+#: Fewest points in an incidence bin.
+BIN_POINTS = 60
+#: The micro-slope is fitted where the incidence cosine is above this (tan theta < 4).
+MICRO_SLOPE_MIN_COS = 0.25
+#: The span of ``log cos`` below which the Minnaert exponent is not constrained.
+MIN_LOG_COS_SPAN = 0.25
+
+
+@dataclass
+class Fit:
+    """Fitted values (name -> (value, standard error)) and verdicts on what is weak."""
+
+    values: dict[str, tuple[float, float]] = field(default_factory=dict)
+    verdicts: list[str] = field(default_factory=list)
+    curve: dict[str, NDArray[np.float64]] = field(default_factory=dict)  # for the report
+
+    def value(self, name: str) -> float:
+        return self.values[name][0]
+
+
+def robust_sigma(x: NDArray) -> float:
+    """1.4826 times the median absolute deviation: the standard deviation of the normal
+    part of ``x``, unmoved by outliers."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(1.4826 * np.median(np.abs(x - np.median(x)))) if len(x) else float("nan")
+
+
+def _huber_line(
+    x: NDArray, y: NDArray, c: float = 1.345, rounds: int = 30
+) -> tuple[NDArray, NDArray, NDArray]:
+    """Robust ``y = a + b x``: coefficients (a, b), their covariance, and the weights."""
+    a_mat = np.stack([np.ones_like(x), x], axis=1)
+    w = np.ones_like(x)
+    coef = np.zeros(2)
+    for _ in range(rounds):
+        sw = np.sqrt(w)
+        coef_new, *_ = np.linalg.lstsq(a_mat * sw[:, None], y * sw, rcond=None)
+        r = y - a_mat @ coef_new
+        s = max(robust_sigma(r), 1e-12)
+        w = np.minimum(1.0, c * s / np.maximum(np.abs(r), 1e-300))
+        if np.allclose(coef_new, coef, rtol=0, atol=1e-12):
+            coef = coef_new
+            break
+        coef = coef_new
+    r = y - a_mat @ coef
+    s = max(robust_sigma(r), 1e-12)
+    normal = (a_mat * w[:, None]).T @ a_mat
+    cov = s**2 * np.linalg.pinv(normal)
+    return coef, cov, w
+
+
+def fit_intensity(intensity: NDArray, cos: NDArray, *, scale: float, intensity_max: float) -> Fit:
+    """``rho`` and ``k`` of ``I = scale rho cos^k``; saturated (at ``intensity_max``) and
+    zero readings are left out."""
+    fit = Fit()
+    i = np.asarray(intensity, dtype=np.float64)
+    c = np.asarray(cos, dtype=np.float64)
+    ok = (i > 0) & (i < 0.999 * intensity_max) & (c > 1e-3)
+    saturated = int(np.sum(i >= 0.999 * intensity_max))
+    if saturated:
+        fit.verdicts.append(f"{saturated} saturated readings left out")
+    if ok.sum() < 20:
+        fit.verdicts.append("too few usable intensities: reflectance and k not fitted")
+        return fit
+    x, y = np.log(c[ok]), np.log(i[ok] / scale)
+    span = float(np.percentile(x, 95) - np.percentile(x, 5))
+    if span < MIN_LOG_COS_SPAN:
+        # one incidence: only rho cos^k is seen; report it as rho with k = 1 (Lambert)
+        level = float(np.exp(np.median(y)))
+        cos_mid = float(np.exp(np.median(x)))
+        fit.values["reflectance"] = (level / cos_mid, float("nan"))
+        fit.values["minnaert_k"] = (1.0, float("nan"))
+        fit.verdicts.append(
+            f"incidence spans only cos {np.exp(np.percentile(x, 5)):.2f}-"
+            f"{np.exp(np.percentile(x, 95)):.2f}: k cannot be told from rho; k = 1 assumed"
+        )
+        return fit
+    coef, cov, _ = _huber_line(x, y)
+    rho = float(np.exp(coef[0]))
+    fit.values["reflectance"] = (rho, rho * float(np.sqrt(cov[0, 0])))
+    fit.values["minnaert_k"] = (float(coef[1]), float(np.sqrt(cov[1, 1])))
+    if coef[1] < 0:
+        fit.verdicts.append(f"k fitted below 0 ({coef[1]:.3f}): brighter at grazing incidence")
+    grid = np.linspace(c[ok].min(), 1.0, 100)
+    fit.curve = {"cos": grid, "intensity": scale * rho * grid ** coef[1]}
+    return fit
+
+
+def _bins(cos: NDArray, per_bin: int = BIN_POINTS, max_bins: int = 24) -> list[NDArray]:
+    """Indices of quantile bins of ``cos`` with at least ``per_bin`` points each."""
+    n = len(cos)
+    count = int(min(max_bins, n // per_bin))
+    if count < 2:
+        return []
+    order = np.argsort(cos, kind="stable")
+    return list(np.array_split(order, count))
+
+
+def fit_range_scatter(residual_m: NDArray, cos: NDArray, *, resolution_m: float) -> Fit:
+    """``roughness_m`` and the sensor's ``range_noise_m`` from the residuals' spread per
+    incidence bin: ``var = roughness^2 cos^-3 + noise^2 + q^2/12``."""
+    fit = Fit()
+    r = np.asarray(residual_m, dtype=np.float64)
+    c = np.clip(np.asarray(cos, dtype=np.float64), 0.05, 1.0)
+    bins = _bins(c)
+    if not bins:
+        fit.verdicts.append("too few points for the range scatter")
+        return fit
+    x = np.array([np.mean(c[b] ** -3.0) for b in bins])
+    var = np.array([robust_sigma(r[b]) ** 2 for b in bins])
+    n = np.array([len(b) for b in bins], dtype=np.float64)
+    var_q = resolution_m**2 / 12.0
+    target = var - var_q
+    # the variance of a variance estimate: 2 var^2 / n (x 1.36 for the MAD); weights 1/that
+    w = n / (2.0 * 1.36 * np.maximum(var, 1e-12) ** 2)
+    a_mat = np.stack([x, np.ones_like(x)], axis=1)
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(a_mat * sw[:, None], target * sw, rcond=None)
+    if coef[0] < 0 or coef[1] < 0:  # non-negative: refit with the other term alone
+        if coef[0] < 0:
+            coef = np.array([0.0, float(np.sum(w * target) / np.sum(w))])
+        else:
+            coef = np.array([float(np.sum(w * x * target) / np.sum(w * x * x)), 0.0])
+    cov = np.linalg.pinv((a_mat * w[:, None]).T @ a_mat)
+    chi2 = float(np.sum(w * (target - a_mat @ coef) ** 2)) / max(len(x) - 2, 1)
+    cov *= max(chi2, 1.0)
+    a, b = max(coef[0], 0.0), max(coef[1], 0.0)
+    rough = float(np.sqrt(a))
+    noise = float(np.sqrt(b))
+    fit.values["roughness_m"] = (rough, float(np.sqrt(cov[0, 0])) / (2 * max(rough, 1e-6)))
+    fit.values["range_noise_m"] = (noise, float(np.sqrt(cov[1, 1])) / (2 * max(noise, 1e-6)))
+    if x.max() / x.min() < 3.0:
+        fit.verdicts.append(
+            f"incidence spans too little (cos^-3 from {x.min():.1f} to {x.max():.1f}) to tell "
+            "roughness from sensor noise"
+        )
+    if a * x.max() < 0.25 * (b + var_q):
+        fit.verdicts.append(
+            "the relief's scatter stays below the sensor noise here: roughness is an upper "
+            f"bound ({np.sqrt(0.25 * (b + var_q) / x.max()):.4f} m)"
+        )
+    fit.curve = {"cos": np.array([np.mean(c[b]) for b in bins]), "sigma_m": np.sqrt(var),
+                 "model_m": np.sqrt(np.maximum(a_mat @ np.array([a, b]) + var_q, 0))}  # fmt: skip
+    return fit
+
+
+def fit_micro_slope(
+    intensity: NDArray, cos: NDArray, *, scale: float, rho: float, k: float,
+    intensity_max: float, intensity_step: float,
+) -> Fit:  # fmt: skip
+    """``micro_slope_deg`` from the spread of ``log I`` about the law at fixed incidence:
+    ``sigma_logI = k tan(theta) sigma_delta`` (plus the reading's quantisation)."""
+    fit = Fit()
+    i = np.asarray(intensity, dtype=np.float64)
+    c = np.asarray(cos, dtype=np.float64)
+    # Away from grazing incidence, where a tilt moves log cos linearly (tan theta < 4).
+    ok = (i > 0) & (i < 0.999 * intensity_max) & (c > MICRO_SLOPE_MIN_COS) & (c < 0.999)
+    if k < 0.2:
+        fit.verdicts.append(f"k = {k:.2f}: the intensity hardly depends on the tilt, so the "
+                            "micro-slope cannot be fitted from it (0 written)")  # fmt: skip
+        fit.values["micro_slope_deg"] = (0.0, float("nan"))
+        return fit
+    resid = np.log(i[ok] / scale) - (np.log(rho) + k * np.log(c[ok]))
+    bins = _bins(c[ok])
+    if not bins:
+        fit.verdicts.append("too few points for the micro-slope")
+        return fit
+    tan = np.array([np.mean(np.tan(np.arccos(c[ok][b]))) for b in bins])
+    level = np.array([np.mean(i[ok][b]) for b in bins])
+    quant = (intensity_step / np.maximum(level, 1e-9)) ** 2 / 12.0
+    spread2 = np.array([_clipped_sigma(resid[b]) ** 2 for b in bins]) - quant
+    x = k * tan
+    slope2 = float(np.sum(x**2 * spread2) / np.sum(x**4))  # sigma_delta^2 by least squares
+    sigma = float(np.sqrt(max(slope2, 0.0)))
+    per_bin = np.sqrt(np.maximum(spread2, 0)) / np.maximum(x, 1e-9)
+    err = float(np.std(per_bin) / np.sqrt(len(per_bin)))
+    fit.values["micro_slope_deg"] = (float(np.degrees(sigma)), float(np.degrees(err)))
+    fit.curve = {"cos": np.array([np.mean(c[ok][b]) for b in bins]),
+                 "spread": np.sqrt(np.maximum(spread2, 0)), "model": x * sigma}  # fmt: skip
+    return fit
+
+
+def _clipped_sigma(x: NDArray, clip: float = 3.0, rounds: int = 5) -> float:
+    """Standard deviation after clipping at ``clip`` sigmas (iterated): robust to outliers,
+    and unlike the MAD it works on coarsely quantised readings."""
+    x = np.asarray(x, dtype=np.float64)
+    keep = np.ones(len(x), dtype=bool)
+    for _ in range(rounds):
+        m, sd = x[keep].mean(), x[keep].std()
+        new = np.abs(x - m) <= clip * max(sd, 1e-12)
+        if (new == keep).all():
+            break
+        keep = new
+    return float(x[keep].std())
+
+
+#: Quantiles of the micro-slope tilt over which a pulse's detection is averaged.
+TILT_SAMPLES = 64
+
+
+@dataclass
+class RingCounts:
+    """Pulses and detections per ring on a surface (from :func:`ring_counts`).
+
+    Attributes
+    ----------
+    ring : (J,) int
+    pulses, detected : (J,) float
+        Pulses aimed at the surface (in azimuth bins where the ring met nothing else) and
+        points on it.
+    range_m, cos : (J,) float
+        Where the ring meets the plane (median over its bins).
+    """
+
+    ring: NDArray[np.int64]
+    pulses: NDArray[np.float64]
+    detected: NDArray[np.float64]
+    range_m: NDArray[np.float64]
+    cos: NDArray[np.float64]
+
+
+def ring_counts(
+    xyz_m: NDArray, ring: NDArray, on_surface: NDArray[np.bool_], origin_m: NDArray,
+    normal: NDArray, offset_m: float, elevation_rad: NDArray, *, bins: int = 360,
+) -> RingCounts:  # fmt: skip
+    """How many of each ring's pulses met the plane, and how many were detected.
+
+    The scan is cut into azimuth bins. A ring's pulses in a bin where it has a point off
+    the surface went elsewhere; in the other bins, where its beam meets the plane in front
+    of the sensor, every pulse went to the plane, detected or not. The pulses a bin holds
+    are the median count of the bins of the rings detected all round.
+    """
+    d = np.asarray(xyz_m, dtype=np.float64) - origin_m
+    az = np.arctan2(d[:, 1], d[:, 0])
+    b = np.clip(((az + np.pi) / (2 * np.pi) * bins).astype(np.int64), 0, bins - 1)
+    rings = np.arange(len(elevation_rad))
+    on = np.zeros((len(rings), bins))
+    off = np.zeros((len(rings), bins), dtype=bool)
+    ok = ring < len(rings)
+    np.add.at(on, (ring[ok & on_surface], b[ok & on_surface]), 1.0)
+    off[ring[ok & ~on_surface], b[ok & ~on_surface]] = True
+    centre = -np.pi + (np.arange(bins) + 0.5) * 2 * np.pi / bins
+    el = np.asarray(elevation_rad)[:, None]
+    dirs = np.stack([np.cos(el) * np.cos(centre), np.cos(el) * np.sin(centre),
+                     np.sin(el) * np.ones_like(centre)], axis=-1)  # fmt: skip
+    n_dot_d = dirs @ normal
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = -(origin_m @ normal + offset_m) / n_dot_d
+    meets = (t > 0) & np.isfinite(t) & ~off
+    full = meets.sum(axis=1) > 0
+    complete = full & ((on > 0) | ~meets).all(axis=1) & (on.sum(axis=1) > 0)
+    per_bin = float(np.median(on[complete][meets[complete]])) if complete.any() else float(
+        np.median(on[on > 0]))  # fmt: skip
+    pulses = meets.sum(axis=1) * per_bin
+    detected = np.where(meets, on, 0.0).sum(axis=1)
+    t_med = np.array([np.median(t[j][meets[j]]) if meets[j].any() else np.nan for j in rings])
+    cos = np.array([np.median(np.abs(n_dot_d[j][meets[j]])) if meets[j].any() else np.nan
+                    for j in rings])  # fmt: skip
+    keep = meets.any(axis=1)
+    return RingCounts(rings[keep], pulses[keep], detected[keep], t_med[keep], cos[keep])
+
+
+def detected_share(
+    counts: RingCounts, *, s_th: float, beta_rad: float, rho: float, k: float,
+    slope_rad: float, pulse_length_m: float,
+) -> NDArray[np.float64]:  # fmt: skip
+    """The model's detected share of each ring's pulses: the tilt of the micro-slope
+    (normal, ``slope_rad``) moves each footprint's incidence, and a pulse is detected
+    when ``rho cos_eff^k peak / R^2 >= s_th``."""
+    from statistics import NormalDist
+
+    from ..physics import (
+        footprint_range_spread_m,
+        minnaert_backscatter,
+        pulse_peak_factor,
+        tilted_cos,
+    )
+
+    q = (np.arange(TILT_SAMPLES) + 0.5) / TILT_SAMPLES
+    z = np.array([NormalDist().inv_cdf(v) for v in q])
+    c = tilted_cos(counts.cos[:, None], slope_rad * z[None, :])
+    r = counts.range_m[:, None]
+    peak = pulse_peak_factor(pulse_length_m, footprint_range_spread_m(r, c, beta_rad))
+    s = minnaert_backscatter(rho, c, k) * peak / r**2
+    return (s >= s_th).mean(axis=1)
+
+
+def fit_detection(
+    counts: RingCounts, *, rho: float, k: float, slope_rad: float, pulse_length_m: float,
+    divergence_rad: float, reference_reflectance: float,
+) -> Fit:  # fmt: skip
+    """The detection threshold (as ``reference_range_m`` at ``reference_reflectance``) and
+    the beam's in-plane divergence, from the detected share of each ring's pulses.
+
+    The shares are fitted by least squares (each ring weighted by its pulses) over a
+    grid of thresholds and divergences. Rings detected all round or not at all only
+    bound the threshold; the rings in between, where the dropout happens, fix it. The
+    divergence is fitted when the dropout spans rings at several incidences, else the
+    scanner's is kept.
+    """
+    fit = Fit()
+    share = counts.detected / np.maximum(counts.pulses, 1.0)
+    partial = (share > 0.03) & (share < 0.97)
+    if partial.sum() == 0 and not ((share < 0.03).any() and (share > 0.97).any()):
+        fit.verdicts.append("no ring drops out on this surface: the threshold is not constrained")
+        return fit
+    ref = np.geomspace(5.0, 2000.0, 241)
+    s_grid = reference_reflectance / ref**2
+    fit_beta = partial.sum() >= 3
+    betas = divergence_rad * (np.geomspace(0.33, 3.0, 25) if fit_beta else np.ones(1))
+    best = (np.inf, 0, 0)
+    for bi, beta in enumerate(betas):
+        for si, s_th in enumerate(s_grid):
+            model = detected_share(counts, s_th=s_th, beta_rad=beta, rho=rho, k=k,
+                                   slope_rad=slope_rad, pulse_length_m=pulse_length_m)  # fmt: skip
+            err = float(np.sum(counts.pulses * (model - share) ** 2))
+            if err < best[0]:
+                best = (err, bi, si)
+    _, bi, si = best
+    step = float(np.log(ref[1] / ref[0]))
+    fit.values["reference_range_m"] = (float(ref[si]), float(ref[si]) * step)
+    if fit_beta:
+        beta_mrad = 1e3 * float(betas[bi])
+        fit.values["divergence_mrad"] = (beta_mrad, beta_mrad * float(np.log(betas[1] / betas[0])))
+    else:
+        fit.verdicts.append(f"{int(partial.sum())} ring(s) in the dropout: the divergence is "
+                            "the scanner's")  # fmt: skip
+    model = detected_share(counts, s_th=float(s_grid[si]), beta_rad=float(betas[bi]), rho=rho,
+                           k=k, slope_rad=slope_rad, pulse_length_m=pulse_length_m)  # fmt: skip
+    fit.curve = {"range_m": counts.range_m, "share": share, "model": model}
+    return fit
