@@ -35,6 +35,8 @@ __all__ = [
 
 #: Fewest points in an incidence bin.
 BIN_POINTS = 60
+#: The intensity law is fitted where the incidence cosine is above this, when it can be.
+INTENSITY_MIN_COS = 0.15
 #: The micro-slope is fitted where the incidence cosine is above this (tan theta < 4).
 MICRO_SLOPE_MIN_COS = 0.25
 #: The span of ``log cos`` below which the Minnaert exponent is not constrained.
@@ -91,6 +93,12 @@ def fit_intensity(intensity: NDArray, cos: NDArray, *, scale: float, intensity_m
     i = np.asarray(intensity, dtype=np.float64)
     c = np.asarray(cos, dtype=np.float64)
     ok = (i > 0) & (i < 0.999 * intensity_max) & (c > 1e-3)
+    # Near grazing incidence the micro-slope's tilts and the dropout of the weakest echoes
+    # (only the footprints tilted towards the sensor stay) bias log I up: leave it out
+    # where enough is left.
+    steep = ok & (c >= INTENSITY_MIN_COS)
+    if steep.sum() >= 200 and np.ptp(np.log(c[steep])) >= MIN_LOG_COS_SPAN:
+        ok = steep
     saturated = int(np.sum(i >= 0.999 * intensity_max))
     if saturated:
         fit.verdicts.append(f"{saturated} saturated readings left out")

@@ -1,0 +1,170 @@
+"""``lidar-sim calibrate``, validated by round trip: scan scenes of known materials (sensor
+noise on), calibrate from the scan file alone, recover the materials and the threshold,
+and re-scan with the fitted library to compare the clouds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import simulator
+from simulator.calibrate import calibrate, infer_rings
+from simulator.config import load_scanner
+from simulator.io.npz import read_npz
+
+#: Two sets of materials: (ground, wall) each reflectance, Minnaert k, roughness, slope.
+CASES = {
+    "rough_dark_ground": ({"reflectance": 0.25, "minnaert_k": 0.6, "roughness_m": 0.02,
+                           "micro_slope_deg": 2.0},
+                          {"reflectance": 0.5, "minnaert_k": 1.0, "roughness_m": 0.004,
+                           "micro_slope_deg": 1.0}),
+    "bright_lambertian_ground": ({"reflectance": 0.45, "minnaert_k": 1.0, "roughness_m": 0.04,
+                                  "micro_slope_deg": 1.0},
+                                 {"reflectance": 0.2, "minnaert_k": 0.4, "roughness_m": 0.01,
+                                  "micro_slope_deg": 2.0}),
+}  # fmt: skip
+
+
+def _scene(folder: Path, ground: dict, wall: dict) -> Path:
+    scene = {
+        "materials": {
+            "true_ground": {**ground, "micro_slope_cell_m": 0.1, "label": "terrain"},
+            "true_wall": {**wall, "micro_slope_cell_m": 0.2, "label": "building"},
+        },
+        "objects": [
+            {"name": "ground", "plane": {"size_m": [140, 140]}, "material": "true_ground"},
+            {"name": "wall_n", "box": {"size_m": [60, 0.4, 8]}, "position_m": [0, 14, 4],
+             "material": "true_wall"},
+            {"name": "wall_w", "box": {"size_m": [0.4, 20, 8]}, "position_m": [-18, 0, 4],
+             "rotation_deg": [0, 0, 20], "material": "true_wall"},
+        ],
+    }  # fmt: skip
+    path = folder / "scene.yaml"
+    path.write_text(yaml.safe_dump(scene))
+    return path
+
+
+def _scan(folder: Path, scanner: str, out: str, seed: int = 0) -> Path:
+    survey = {"scanner": scanner, "scene": "scene.yaml", "pose": {"position_m": [0, 0, 1.8]},
+              "revolutions": 2, "seed": seed}  # fmt: skip
+    (folder / "survey.yaml").write_text(yaml.safe_dump(survey))
+    path = folder / out
+    subprocess.run([sys.executable, "-m", "simulator.cli", "scan", str(folder / "survey.yaml"),
+                    "-o", str(path), "-q"], check=True)  # fmt: skip
+    return path
+
+
+def _check(result, ground: dict, wall: dict, reference_range_m: float) -> None:  # type: ignore[no-untyped-def]
+    by = {s.surface.name: s for s in result.surfaces}
+    assert {"ground", "wall_1", "wall_2"} <= set(by)
+    for name, truth in (("ground", ground), ("wall_1", wall), ("wall_2", wall)):
+        fit = by[name].intensity_fit
+        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
+        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+    rough = by["ground"].range_fit.value("roughness_m")
+    assert rough == pytest.approx(ground["roughness_m"], rel=0.2)
+    wall_rough = by["wall_1"].range_fit.value("roughness_m")
+    assert wall_rough == pytest.approx(wall["roughness_m"], rel=0.2)
+    ref = by["ground"].detection_fit.value("reference_range_m")
+    assert ref == pytest.approx(reference_range_m, rel=0.05)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_calibration_recovers_the_materials_and_the_threshold(case: str, tmp_path: Path) -> None:
+    ground, wall = CASES[case]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.npz")
+    result = calibrate(scan, "rs-helios-5515")
+    _check(result, ground, wall, load_scanner("rs-helios-5515").detection.reference_range_m)
+
+
+def test_a_scan_with_ten_percent_outliers(tmp_path: Path) -> None:
+    """10 % of the points replaced by clutter (random places and intensities): the fits
+    hold, the threshold too (the clutter is mostly off the planes)."""
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.npz")
+    cloud = read_npz(scan)
+    rng = np.random.default_rng(1)  # the test's own clutter, not the simulator's
+    pick = rng.random(len(cloud)) < 0.1
+    fields = dict(cloud.fields)
+    xyz = fields["xyz"].copy()
+    xyz[pick] = rng.uniform([-30, -30, 0], [30, 30, 6], (pick.sum(), 3)).astype(np.float32)
+    intensity = fields["intensity"].copy()
+    intensity[pick] = rng.integers(0, 100, pick.sum()).astype(np.float32)
+    fields["xyz"], fields["intensity"] = xyz, intensity
+    np.savez(tmp_path / "noisy.npz", **fields)
+    result = calibrate(tmp_path / "noisy.npz", "rs-helios-5515")
+    by = {s.surface.name: s for s in result.surfaces}
+    for name, truth in (("ground", ground), ("wall_1", wall)):
+        fit = by[name].intensity_fit
+        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
+        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+
+
+def test_another_sensor_from_a_pcd_file_with_rings_inferred(tmp_path: Path) -> None:
+    """A VLP-32C scan as PCD, its ring field dropped: rings come from elevation."""
+    ground, wall = CASES["bright_lambertian_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "vlp-32c", "scan.npz")
+    cloud = read_npz(scan)
+    rings = infer_rings(cloud["xyz"], np.zeros(3), load_scanner("vlp-32c"))
+    assert np.mean(rings == cloud["ring"]) > 0.999
+    fields = {k: v for k, v in cloud.fields.items() if k != "ring"}
+    np.savez(tmp_path / "noring.npz", **fields)
+    result = calibrate(tmp_path / "noring.npz", "vlp-32c")
+    _check(result, ground, wall, load_scanner("vlp-32c").detection.reference_range_m)
+
+
+def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -> None:
+    """The fitted library and scanner overrides, used as they are, give a cloud whose
+    per-ring counts and intensity histogram match the original's."""
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "real.npz")
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
+                          str(tmp_path / "fitted.yaml"), "--report", str(tmp_path / "report")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "report" / "index.html").exists()
+    assert (tmp_path / "report" / "ground.png").stat().st_size > 10_000
+    fitted = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
+    overrides = yaml.safe_load((tmp_path / "fitted_scanner.yaml").read_text())
+    scene = yaml.safe_load((tmp_path / "scene.yaml").read_text())
+    scene["materials"] = {"true_ground": fitted["ground"], "true_wall": fitted["wall_1"]}
+    (tmp_path / "scene.yaml").write_text(yaml.safe_dump(scene))
+    survey = yaml.safe_load((tmp_path / "survey.yaml").read_text())
+    survey["scanner_overrides"] = overrides
+    survey["seed"] = 7  # another place-hash of the relief: a new scan, not a copy
+    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(survey))
+    synthetic = simulator.scan(tmp_path / "survey.yaml")
+    real = read_npz(scan)
+    per_ring_real = np.bincount(real["ring"], minlength=32)
+    per_ring_syn = np.bincount(synthetic["ring"], minlength=32)
+    assert abs(len(synthetic) / len(real) - 1) < 0.01
+    busy = per_ring_real > 500
+    np.testing.assert_allclose(per_ring_syn[busy], per_ring_real[busy], rtol=0.05)
+    edges = np.arange(0, 101, 5)
+    h_real = np.histogram(real["intensity"], edges)[0] / len(real)
+    h_syn = np.histogram(synthetic["intensity"], edges)[0] / len(synthetic)
+    assert np.abs(h_real - h_syn).sum() < 0.05  # total variation distance
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    np.savez(tmp_path / "bare.npz", xyz=np.zeros((10, 3), np.float32))
+    for args, message in (
+        ([str(tmp_path / "bare.npz")], "no intensity"),
+        ([str(tmp_path / "bare.npz"), "--origin", "1,2"], "expected x,y,z"),
+        ([str(tmp_path / "missing.las")], "file not found"),
+    ):
+        cmd = [sys.executable, "-m", "simulator.cli", "calibrate", *args, "-o",
+               str(tmp_path / "m.yaml")]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        assert res.returncode == 2, (args, res.stderr)
+        assert message in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "m.yaml").exists()
