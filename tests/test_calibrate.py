@@ -105,6 +105,11 @@ def test_a_scan_with_ten_percent_outliers(tmp_path: Path) -> None:
         fit = by[name].intensity_fit
         assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
         assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+        rough = by[name].range_fit.value("roughness_m")
+        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
+    ref = by["ground"].detection_fit.value("reference_range_m")
+    assert ref == pytest.approx(load_scanner("rs-helios-5515").detection.reference_range_m,
+                                rel=0.05)  # fmt: skip
 
 
 def test_another_sensor_from_a_pcd_file_with_rings_inferred(tmp_path: Path) -> None:
