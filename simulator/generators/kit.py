@@ -49,6 +49,25 @@ def _floats(v: Any) -> list[float]:
     return [float(x) for x in v]
 
 
+Frame = tuple[float, float, float, float]
+
+
+def _driving(
+    x_m: float, y_m: float, yaw_deg: float, speed_mps: float, instance: int
+) -> tuple[Frame, dict[str, Any]]:
+    """The parts' frame and extra keys of a vehicle: placed (parked), or in its own frame
+    with a trajectory driving straight along its heading."""
+    extra: dict[str, Any] = {"instance": instance}
+    if not speed_mps:
+        return (x_m, y_m, 0.0, yaw_deg), extra
+    extra["trajectory"] = {
+        "start": {"position_m": [float(x_m), float(y_m), 0.0],
+                  "rotation_deg": [0.0, 0.0, float(yaw_deg)]},
+        "velocity_mps": _floats(_rz(yaw_deg) @ [speed_mps, 0.0, 0.0]),
+    }  # fmt: skip
+    return (0.0, 0.0, 0.0, 0.0), extra
+
+
 @dataclass
 class Kit:
     """Collects the objects of a procedural scene.
@@ -137,17 +156,9 @@ class Kit:
         }[kind]  # fmt: skip
         label = "truck" if kind == "truck" else "car"
         inst = self.instance()
-        extra: dict[str, Any] = {"instance": inst}
         if speed_mps:
             label = f"moving-{label}"
-            extra["trajectory"] = {
-                "start": {"position_m": [float(x_m), float(y_m), 0.0],
-                          "rotation_deg": [0.0, 0.0, float(yaw_deg)]},
-                "velocity_mps": _floats(_rz(yaw_deg) @ [speed_mps, 0.0, 0.0]),
-            }  # fmt: skip
-            frame = (0.0, 0.0, 0.0, 0.0)
-        else:
-            frame = (x_m, y_m, 0.0, yaw_deg)
+        frame, extra = _driving(x_m, y_m, yaw_deg, speed_mps, inst)
         paint = "car_paint"
         clearance, wheel_r = 0.18, float(np.clip(0.2 * height, 0.3, 0.5))
         belt = clearance + 0.55 * (height - clearance) if kind != "truck" else 0.5 * height
@@ -178,16 +189,7 @@ class Kit:
         labelled with it (``moving-bicyclist``, one instance, as SemanticKITTI does)."""
         inst = self.instance()
         label = "moving-bicyclist" if speed_mps else "bicycle"
-        extra: dict[str, Any] = {"instance": inst}
-        if speed_mps:
-            extra["trajectory"] = {
-                "start": {"position_m": [float(x_m), float(y_m), 0.0],
-                          "rotation_deg": [0.0, 0.0, float(yaw_deg)]},
-                "velocity_mps": _floats(_rz(yaw_deg) @ [speed_mps, 0.0, 0.0]),
-            }  # fmt: skip
-            frame = (0.0, 0.0, 0.0, 0.0)
-        else:
-            frame = (x_m, y_m, 0.0, yaw_deg)
+        frame, extra = _driving(x_m, y_m, yaw_deg, speed_mps, inst)
         r = 0.34
         for k, ax in enumerate((0.52, -0.52)):
             self.part(f"{name}/wheel{k}", {"cylinder": {"radius_m": r, "height_m": 0.04,
