@@ -49,9 +49,9 @@ def _scene(folder: Path, ground: dict, wall: dict) -> Path:
     return path
 
 
-def _scan(folder: Path, scanner: str, out: str, seed: int = 0) -> Path:
+def _scan(folder: Path, scanner: str, out: str, seed: int = 0, frame: str = "sensor") -> Path:
     survey = {"scanner": scanner, "scene": "scene.yaml", "pose": {"position_m": [0, 0, 1.8]},
-              "revolutions": 2, "seed": seed}  # fmt: skip
+              "revolutions": 2, "seed": seed, "output": {"frame": frame}}  # fmt: skip
     (folder / "survey.yaml").write_text(yaml.safe_dump(survey))
     path = folder / out
     subprocess.run([sys.executable, "-m", "simulator.cli", "scan", str(folder / "survey.yaml"),
@@ -123,7 +123,29 @@ def test_another_sensor_from_a_pcd_file_with_rings_inferred(tmp_path: Path) -> N
     fields = {k: v for k, v in cloud.fields.items() if k != "ring"}
     np.savez(tmp_path / "noring.npz", **fields)
     result = calibrate(tmp_path / "noring.npz", "vlp-32c")
-    _check(result, ground, wall, load_scanner("vlp-32c").detection.reference_range_m)
+    scanner = load_scanner("vlp-32c")
+    _check(result, ground, wall, scanner.detection.reference_range_m)
+    # its rings are dense near the horizon: the dropout spans enough of them to fit the beam
+    ground_fit = next(s for s in result.surfaces if s.surface.name == "ground")
+    beta = ground_fit.detection_fit.value("divergence_mrad")
+    assert beta == pytest.approx(scanner.divergence_mrad.vertical, rel=0.15)
+
+
+def test_an_aligned_scene_names_the_surfaces_by_material(tmp_path: Path) -> None:
+    """``--scene``: each point's beam cast into the known mesh; the hit materials group the
+    points, so the two walls pool into one material."""
+    ground, wall = CASES["rough_dark_ground"]
+    scene = _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.npz", frame="world")
+    result = calibrate(scan, "rs-helios-5515", scene=scene, origin_m=(0.0, 0.0, 1.8))
+    by = {s.surface.name: s for s in result.surfaces}
+    assert set(by) == {"true_ground", "true_wall"}
+    for name, truth in (("true_ground", ground), ("true_wall", wall)):
+        fit = by[name].intensity_fit
+        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
+        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+        rough = by[name].range_fit.value("roughness_m")
+        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
 
 
 def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
-from .surfaces import Surface, find_planes, label_surfaces, surface_geometry
+from .surfaces import Surface, beam_origins, find_planes, label_surfaces, surface_geometry
 
 __all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings"]
 
@@ -166,8 +166,10 @@ def infer_rings(xyz_m: NDArray, origin_m: NDArray, scanner: ScannerConfig) -> ND
 
 
 def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> list[Surface]:
-    """Surfaces from a known, aligned mesh: each point's beam is cast into the scene; the
-    hit object's material groups the points, and its triangle's normal is used."""
+    # origin: (N, 3), each point's beam origin
+    """Surfaces from a known, aligned mesh (the scan in the scene's frame): each point's
+    beam is cast into the scene; the hit object's material groups the points, and each
+    point's incidence and range residual come from its hit triangle."""
     from ..raycast import RayEngine
     from ..scene import load_scene
 
@@ -176,7 +178,7 @@ def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> lis
     xyz = cloud["xyz"].astype(np.float64)
     d = xyz - origin
     d /= np.linalg.norm(d, axis=1, keepdims=True)
-    hits = engine.cast(np.broadcast_to(origin, d.shape).copy(), d, np.zeros(len(d)))
+    hits = engine.cast(origin, d, np.zeros(len(d)))
     out: list[Surface] = []
     material = np.array([scene.objects[i].material if i >= 0 else "" for i in hits.object_index])
     for name in sorted(set(material.tolist()) - {""}):
@@ -186,7 +188,8 @@ def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> lis
         normal = n.mean(axis=0)
         normal /= np.linalg.norm(normal)
         offset = float(-np.median(xyz[members] @ normal))
-        out.append(Surface(name, members, normal, offset))
+        out.append(Surface(name, members, normal, offset, point_normals=n,
+                           mesh_range_m=hits.range_m[members].astype(np.float64)))  # fmt: skip
     return out
 
 
@@ -224,8 +227,9 @@ def calibrate(
     config = load_scanner(scanner)
     origin = np.asarray(origin_m, dtype=np.float64)
     xyz = cloud["xyz"].astype(np.float64)
+    beams = beam_origins(xyz, origin, config.beam_origin_offset_m)
     if scene is not None:
-        surfaces = _scene_surfaces(cloud, origin, Path(scene))
+        surfaces = _scene_surfaces(cloud, beams, Path(scene))
     elif labels:
         if "label" not in cloud.names:
             raise ConfigError(scan, "label", "--labels needs a label field (or classification)")
@@ -240,10 +244,9 @@ def calibrate(
                  else infer_rings(xyz, origin, config).astype(np.int64))  # fmt: skip
     intensity = cloud["intensity"].astype(np.float64)
     for s in surfaces:
-        cos, _, residual = surface_geometry(xyz, origin, s)
+        cos, _, residual = surface_geometry(xyz, beams, s)
         i = intensity[s.index]
         fi = fit_intensity(i, cos, scale=config.intensity_scale, intensity_max=config.intensity_max)
-        fr = fit_range_scatter(residual, cos, resolution_m=config.range_resolution_m)
         if "reflectance" in fi.values:
             fs = fit_micro_slope(i, cos, scale=config.intensity_scale,
                                  rho=fi.value("reflectance"), k=fi.value("minnaert_k"),
@@ -251,6 +254,9 @@ def calibrate(
                                  intensity_step=config.intensity_step)  # fmt: skip
         else:
             fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
+        slope_rad = float(np.radians(fs.values.get("micro_slope_deg", (0.0, 0.0))[0]))
+        fr = fit_range_scatter(residual, cos, resolution_m=config.range_resolution_m,
+                               slope_rad=slope_rad)  # fmt: skip
         fd = Fit()
         if "reflectance" in fi.values and (s.name == "ground" or abs(s.normal[2]) > 0.9):
             if config.channels is None:

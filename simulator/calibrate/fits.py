@@ -5,13 +5,16 @@ and a verdict where the data cannot constrain a parameter.
   ``log I`` against ``log cos`` (Huber weights by iterated reweighting), saturated and
   zero readings left out; the intercept gives ``rho``, the slope ``k``.
 - Range scatter: the variance of the residuals to the plane in bins of incidence is
-  ``roughness^2 cos^-3 + noise^2 + q^2 / 12`` (relief grows as ``cos^-1.5``, sensor jitter
-  does not, ``q`` the range resolution); a non-negative least-squares line in ``cos^-3``.
+  ``roughness^2 E[cos_eff^-3] + noise^2 + q^2 / 12`` (relief grows as ``cos^-1.5`` of the
+  micro-slope's tilted incidence, sensor jitter does not, ``q`` the range resolution); a
+  non-negative least-squares line.
 - Micro-slope: a tilt ``delta`` of the surface moves ``log I`` by ``-k tan(theta) delta``,
   so the spread of ``log I`` about the law at fixed incidence is ``k tan(theta) sigma``.
 
-Spreads are robust (1.4826 times the median absolute deviation); uncertainties are one
-standard error from the fits' covariances (the bins' scatter for the spreads).
+Spreads are robust: clipped at 3.5 standard deviations (iterated), which keeps the
+variance of a bin that mixes scatters and works on coarsely quantised readings;
+uncertainties are one standard error from the fits' covariances (the bins' scatter for
+the spreads). The micro-slope is fitted first: the range scatter's law needs its tilts.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ __all__ = [
 BIN_POINTS = 60
 #: The intensity law is fitted where the incidence cosine is above this, when it can be.
 INTENSITY_MIN_COS = 0.15
+#: Quantiles of the micro-slope tilt over which a pulse's detection is averaged.
+TILT_SAMPLES = 64
 #: The micro-slope is fitted where the incidence cosine is above this (tan theta < 4).
 MICRO_SLOPE_MIN_COS = 0.25
 #: The span of ``log cos`` below which the Minnaert exponent is not constrained.
@@ -139,9 +144,24 @@ def _bins(cos: NDArray, per_bin: int = BIN_POINTS, max_bins: int = 24) -> list[N
     return list(np.array_split(order, count))
 
 
-def fit_range_scatter(residual_m: NDArray, cos: NDArray, *, resolution_m: float) -> Fit:
+def _tilt_quantiles() -> NDArray[np.float64]:
+    from statistics import NormalDist
+
+    q = (np.arange(TILT_SAMPLES) + 0.5) / TILT_SAMPLES
+    return np.array([NormalDist().inv_cdf(v) for v in q])
+
+
+def fit_range_scatter(
+    residual_m: NDArray, cos: NDArray, *, resolution_m: float, slope_rad: float = 0.0
+) -> Fit:
     """``roughness_m`` and the sensor's ``range_noise_m`` from the residuals' spread per
-    incidence bin: ``var = roughness^2 cos^-3 + noise^2 + q^2/12``."""
+    incidence bin: ``var = roughness^2 E[cos_eff^-3] + noise^2 + q^2/12``, the mean over
+    the micro-slope's tilts (``slope_rad``) of the tilted incidence. Each bin's variance is
+    a clipped one (3.5 sigma): the tilts make a bin a mixture of scatters, whose median
+    deviation would understate its variance.
+    """
+    from ..physics import tilted_cos
+
     fit = Fit()
     r = np.asarray(residual_m, dtype=np.float64)
     c = np.clip(np.asarray(cos, dtype=np.float64), 0.05, 1.0)
@@ -149,8 +169,12 @@ def fit_range_scatter(residual_m: NDArray, cos: NDArray, *, resolution_m: float)
     if not bins:
         fit.verdicts.append("too few points for the range scatter")
         return fit
-    x = np.array([np.mean(c[b] ** -3.0) for b in bins])
-    var = np.array([robust_sigma(r[b]) ** 2 for b in bins])
+    z = _tilt_quantiles()
+    x = np.array([
+        np.mean(np.clip(tilted_cos(c[b][:, None], slope_rad * z[None, :]), 0.05, 1.0) ** -3.0)
+        for b in bins
+    ])  # fmt: skip
+    var = np.array([_clipped_sigma(r[b], clip=3.5) ** 2 for b in bins])
     n = np.array([len(b) for b in bins], dtype=np.float64)
     var_q = resolution_m**2 / 12.0
     target = var - var_q
@@ -235,10 +259,6 @@ def _clipped_sigma(x: NDArray, clip: float = 3.0, rounds: int = 5) -> float:
             break
         keep = new
     return float(x[keep].std())
-
-
-#: Quantiles of the micro-slope tilt over which a pulse's detection is averaged.
-TILT_SAMPLES = 64
 
 
 @dataclass

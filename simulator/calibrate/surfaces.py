@@ -9,7 +9,23 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Surface", "find_planes", "label_surfaces", "surface_geometry"]
+__all__ = ["Surface", "beam_origins", "find_planes", "label_surfaces", "surface_geometry"]
+
+
+def beam_origins(xyz_m: NDArray, origin_m: NDArray, offset_m: float) -> NDArray[np.float64]:
+    """Where each point's beam left the sensor: ``offset_m`` from the spin axis (the
+    scanner's ``beam_origin_offset_m``) towards the point's azimuth, about ``origin_m``.
+
+    A spinning head's beam origin turns with the head, and the beam points along the
+    head's azimuth, so a point's own azimuth about the axis is the head's."""
+    p = np.asarray(xyz_m, dtype=np.float64)
+    o = np.asarray(origin_m, dtype=np.float64)
+    out = np.broadcast_to(o, p.shape).copy()
+    if offset_m:
+        d = p[:, :2] - o[:2]
+        length = np.maximum(np.linalg.norm(d, axis=1), 1e-12)
+        out[:, :2] += offset_m * d / length[:, None]
+    return out
 
 
 @dataclass
@@ -32,6 +48,10 @@ class Surface:
     index: NDArray[np.int64]
     normal: NDArray[np.float64]
     offset_m: float
+    #: From a known mesh: each point's own normal (M, 3) and the range (M,) at which its
+    #: beam meets the mesh (the plane's are used when None).
+    point_normals: NDArray[np.float64] | None = None
+    mesh_range_m: NDArray[np.float64] | None = None
 
 
 def _plane(xyz: NDArray[np.float64], origin: NDArray[np.float64]) -> tuple[NDArray, float]:
@@ -163,12 +183,19 @@ def surface_geometry(
     xyz_m: NDArray, origin_m: NDArray, surface: Surface
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Per point of the surface: the incidence cosine ``|n . d|``, the measured range
-    ``|p - o|`` and its residual to the plane along the beam (measured minus plane), m."""
+    ``|p - o|`` and its residual to the plane along the beam (measured minus plane), m.
+
+    ``origin_m`` is one point (3,) or each point's beam origin (N, 3), for the scan."""
     p = np.asarray(xyz_m, dtype=np.float64)[surface.index]
     o = np.asarray(origin_m, dtype=np.float64)
+    if o.ndim == 2:
+        o = o[surface.index]
     ray = p - o
     range_m = np.linalg.norm(ray, axis=1)
     d = ray / range_m[:, None]
+    if surface.point_normals is not None and surface.mesh_range_m is not None:
+        cos = np.abs(np.einsum("ij,ij->i", d, surface.point_normals))
+        return cos, range_m, range_m - surface.mesh_range_m
     n_dot_d = d @ surface.normal
     plane_m = -(o @ surface.normal + surface.offset_m) / n_dot_d
     return np.abs(n_dot_d), range_m, range_m - plane_m
