@@ -454,6 +454,9 @@ def calibrate(
         "0,0,0"
     ),
     max_planes: Annotated[int, typer.Option(help="Planes to look for.")] = 8,
+    intensity_divisor: Annotated[
+        float, typer.Option(help="Divide the file's intensities by this (256: 16-bit LAS).")
+    ] = 1.0,
 ) -> None:
     """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) to
     a real scan; write a material library a survey uses as it is."""
@@ -468,8 +471,10 @@ def calibrate(
         raise ConfigError(
             "--origin", "origin", f"expected x,y,z in metres, got {origin!r}"
         ) from None
+    if not intensity_divisor > 0:
+        raise ConfigError("--intensity-divisor", "intensity_divisor", "expected a number > 0")
     result = fit(scan, scanner, origin_m=(xyz[0], xyz[1], xyz[2]), labels=labels, scene=scene,
-                 max_planes=max_planes)  # fmt: skip
+                 max_planes=max_planes, intensity_divisor=intensity_divisor)  # fmt: skip
     if not result.surfaces:
         raise ConfigError(scan, "points", "no surface with enough points was found")
     for path in result.write(output):

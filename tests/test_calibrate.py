@@ -184,7 +184,10 @@ def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     np.savez(tmp_path / "bare.npz", xyz=np.zeros((10, 3), np.float32))
+    np.savez(tmp_path / "scaled.npz", xyz=np.zeros((10, 3), np.float32),
+             intensity=np.full(10, 60 * 256, np.float32))  # fmt: skip
     for args, message in (
+        ([str(tmp_path / "scaled.npz")], "give --intensity-divisor"),
         ([str(tmp_path / "bare.npz")], "no intensity"),
         ([str(tmp_path / "bare.npz"), "--origin", "1,2"], "expected x,y,z"),
         ([str(tmp_path / "missing.las")], "file not found"),

@@ -202,6 +202,7 @@ def calibrate(
     scene: str | Path | None = None,
     max_planes: int = 8,
     min_points: int = 300,
+    intensity_divisor: float = 1.0,
 ) -> Calibration:
     """Fit the per-hit model to a scan.
 
@@ -220,6 +221,9 @@ def calibrate(
         A scene YAML aligned with the scan: its surfaces group the points.
     max_planes, min_points : int
         How many planes to look for, and the fewest points a plane needs.
+    intensity_divisor : float
+        The file's intensities are divided by this first (256 for LAS files that store an
+        8-bit reading scaled to 16 bits).
     """
     cloud = read(scan)
     if "intensity" not in cloud.names:
@@ -237,12 +241,20 @@ def calibrate(
         surfaces = label_surfaces(xyz, origin, cloud["label"], names, min_points=min_points)
     else:
         surfaces = find_planes(xyz, origin, max_planes=max_planes, min_points=min_points)
+    intensity = cloud["intensity"].astype(np.float64) / intensity_divisor
+    top = float(np.percentile(intensity, 99.9)) if len(intensity) else 0.0
+    if top > 1.01 * config.intensity_max:
+        raise ConfigError(
+            scan, "intensity",
+            f"readings reach {top:.0f}, above the scanner's intensity_max "
+            f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
+            "stored as 16-bit LAS) or a scanner whose intensity matches the file",
+        )  # fmt: skip
     result = Calibration(str(scan), config, origin)
     rings = None
     if config.channels is not None:
         rings = (cloud["ring"].astype(np.int64) if "ring" in cloud.names
                  else infer_rings(xyz, origin, config).astype(np.int64))  # fmt: skip
-    intensity = cloud["intensity"].astype(np.float64)
     for s in surfaces:
         cos, _, residual = surface_geometry(xyz, beams, s)
         i = intensity[s.index]
