@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from simulator.datasets.generate import run_dataset
+from simulator.datasets.read import read_boxes
 from simulator.io.nuscenes import LIDARSEG_CLASSES
+from simulator.labels import label_id
 
 GROUP = {
     "name": "street", "generator": "street", "scanner": "vlp-32c", "sequences": 2, "frames": 3,
@@ -113,3 +115,51 @@ def test_pykitti_reads_the_odometry_poses_and_scans(tmp_path: Path) -> None:
     scan = odometry.get_velo(2)
     raw = np.fromfile(out / "sequences" / "01" / "velodyne" / "000002.bin", dtype="<f4")
     np.testing.assert_array_equal(scan.ravel(), raw)
+
+
+def test_nuscenes_sweeps_between_key_frames(tmp_path: Path) -> None:
+    """``keyframe_every: 3``: every third frame is an annotated sample, the others sweeps;
+    the devkit's boxes at a sweep (interpolated between samples) are the scene's own boxes
+    at that frame (the SemanticKITTI layout of the same spec has them)."""
+    pytest.importorskip("nuscenes", reason="nuscenes-devkit is not installed (see Makefile)")
+    from nuscenes.nuscenes import NuScenes
+
+    spec = {"seed": 5, "keyframe_every": 3,
+            "groups": [{**GROUP, "sequences": 1, "frames": 7}]}  # fmt: skip
+    for layout in ("nuscenes", "semantickitti"):
+        path = tmp_path / f"{layout}.yaml"
+        path.write_text(yaml.safe_dump({**spec, "layout": layout}))
+        assert run_dataset(path, tmp_path / layout, workers=1)["errors"] == []
+    nusc = NuScenes(version="v1.0-trainval", dataroot=str(tmp_path / "nuscenes"), verbose=False)
+    assert len(nusc.sample) == 3 and len(nusc.sample_data) == 7
+    assert sorted(p.name for p in (tmp_path / "nuscenes" / "sweeps" / "LIDAR_TOP").iterdir()) \
+        == [f"00_00000{k}.pcd.bin" for k in (1, 2, 4, 5)]  # fmt: skip
+    assert len(nusc.lidarseg) == 3
+    sweep = next(sd for sd in nusc.sample_data if sd["filename"].endswith("00_000004.pcd.bin"))
+    assert not sweep["is_key_frame"]
+    _, boxes, _ = nusc.get_sample_data(sweep["token"])
+    ours = read_boxes(tmp_path / "semantickitti" / "sequences" / "00" / "boxes" / "000004.npz")
+    by_instance = {}
+    for box in boxes:
+        ann = nusc.get("sample_annotation", box.token)
+        inst = next(i for i in ours.instance.tolist()
+                    if nusc.get("instance", ann["instance_token"])["token"]
+                    == _instance_token(0, i))  # fmt: skip
+        by_instance[inst] = box
+    moving = 0
+    for b in range(len(ours)):
+        box = by_instance.get(int(ours.instance[b]))
+        if box is None:
+            continue
+        # sweeps hold no annotations of their own; linear motion interpolates exactly (a
+        # walker's box, the envelope of its swing sampled about each frame's time, within 2 mm)
+        walker = int(ours.label[b]) in (label_id("person"), label_id("moving-person"))
+        np.testing.assert_allclose(box.center, ours.centre_m[b], atol=2e-3 if walker else 1e-6)
+        moving += int(np.linalg.norm(ours.velocity_mps[b]) > 0.5)
+    assert moving >= 2
+
+
+def _instance_token(sequence: int, instance: int) -> str:
+    import hashlib
+
+    return hashlib.md5(f"instance:{sequence}:{instance}".encode()).hexdigest()

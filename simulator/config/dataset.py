@@ -42,4 +42,7 @@ class DatasetSpec(Model):
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
     layout: Literal["semantickitti", "nuscenes", "npz", "openpcdet"] = "semantickitti"
     range_images: bool = False
+    #: ``nuscenes`` layout: every this many frames is an annotated key frame (a sample);
+    #: the frames between are sweeps (nuScenes itself: key frames at 2 Hz, so 5 at 10 Hz).
+    keyframe_every: Annotated[int, Field(ge=1, le=1000)] = 1
     groups: Annotated[list[SequenceGroup], Field(min_length=1)]

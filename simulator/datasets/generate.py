@@ -64,6 +64,7 @@ class SequenceTask:
     #: Threads the sequence may use (0: all cores): a worker process's share of the
     #: machine, so that parallel workers do not oversubscribe the cores.
     threads: int = 0
+    keyframe_every: int = 1
 
 
 @dataclass
@@ -91,11 +92,11 @@ class SequenceResult:
 
 def _layout(task: SequenceTask) -> DatasetLayout:
     """The files of the task's dataset."""
-    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images)
+    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images, task.keyframe_every)
 
 
 def _layout_of(spec: DatasetSpec, out: Path) -> DatasetLayout:
-    return DatasetLayout(spec.layout, out, spec.range_images)
+    return DatasetLayout(spec.layout, out, spec.range_images, spec.keyframe_every)
 
 
 def _share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -175,7 +176,8 @@ def _tasks(spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool) -> li
         for _ in range(group.sequences):
             tasks.append(SequenceTask(index, sequence_seed(spec.seed, index), group.model_dump(),
                                       spec.layout, spec.range_images, str(out_dir),
-                                      str(base_dir), resume))  # fmt: skip
+                                      str(base_dir), resume,
+                                      keyframe_every=spec.keyframe_every))  # fmt: skip
             index += 1
     return tasks
 

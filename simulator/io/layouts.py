@@ -8,7 +8,8 @@ written and read back.
     KITTI's camera frame), ``times.txt`` and ``calib.txt`` with identity ``Tr``; and the
     same poses as ``poses/NN.txt`` at the root, where KITTI odometry tools look.
 ``nuscenes``
-    ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring),
+    ``samples/LIDAR_TOP/NN_FFFFFF.pcd.bin`` (float32 x, y, z, intensity, ring) of the key
+    frames (every ``keyframe_every``-th), ``sweeps/LIDAR_TOP/`` of the frames between,
     ``lidarseg/v1.0-trainval/*_lidarseg.bin`` and the v1.0 tables in ``v1.0-trainval/``
     (:mod:`simulator.io.nuscenes`): ``NuScenes(version="v1.0-trainval", dataroot=...)``
     opens it.
@@ -119,11 +120,14 @@ class DatasetLayout:
         The dataset folder.
     range_images : bool
         Whether each sample has a range image too.
+    keyframe_every : int
+        ``nuscenes``: every this many frames is a key frame; the others are sweeps.
     """
 
     name: str
     root: Path
     range_images: bool = False
+    keyframe_every: int = 1
 
     def __post_init__(self) -> None:
         if self.name not in LAYOUTS:
@@ -141,9 +145,12 @@ class DatasetLayout:
         name = f"{frame:06d}"
         if self.name == "semantickitti":
             paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
-        elif self.name == "nuscenes":
+        elif self.name == "nuscenes" and frame % self.keyframe_every == 0:
             paths = [self.root / "samples" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin",
                      nuscenes.lidarseg_path(self.root, sequence, frame),
+                     nuscenes.record_path(self.root, sequence, frame)]  # fmt: skip
+        elif self.name == "nuscenes":  # a sweep: points only, no labels or annotations
+            paths = [self.root / "sweeps" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin",
                      nuscenes.record_path(self.root, sequence, frame)]  # fmt: skip
         elif self.name == "openpcdet":
             stem = f"{sequence:02d}_{name}"
@@ -183,9 +190,12 @@ class DatasetLayout:
             data = np.zeros((len(cloud), 5), dtype="<f4")
             data[:, :3], data[:, 3], data[:, 4] = xyz, cloud["intensity"], cloud["ring"]
             write_atomic(paths[0], data.tobytes())
-            write_atomic(paths[1], nuscenes.lidarseg_indices(cloud["label"]).tobytes())
-            record = nuscenes.sample_record(sequence, frame, sample.pose, boxes or Boxes())
-            write_atomic(paths[2], json.dumps(record))
+            key = frame % self.keyframe_every == 0
+            if key:
+                write_atomic(paths[1], nuscenes.lidarseg_indices(cloud["label"]).tobytes())
+            shown = (boxes or Boxes()) if key else Boxes()
+            record = nuscenes.sample_record(sequence, frame, sample.pose, shown, key=key)
+            write_atomic(paths[-1], json.dumps(record))
         elif self.name == "openpcdet":
             data = np.zeros((len(cloud), 4), dtype="<f4")
             data[:, :3], data[:, 3] = xyz, cloud["intensity"]

@@ -1,8 +1,10 @@
 """nuScenes v1.0 tables of a generated dataset, so that ``nuscenes-devkit`` opens it.
 
-Every frame is a key frame (a ``sample`` with its ``LIDAR_TOP`` ``sample_data``), so every
-frame is annotated; nuScenes' own key frames are every tenth sweep (2 Hz), which a dataset
-at 10 Hz here does not need. One sequence is one ``scene`` and one ``log``. Each sample
+Every ``keyframe_every``-th frame is a key frame (a ``sample`` with its ``LIDAR_TOP``
+``sample_data``, annotated, with lidarseg labels); the frames between are sweeps
+(``sweeps/LIDAR_TOP/``, ``is_key_frame`` false, belonging to the next key frame's sample),
+as nuScenes has them between its 2 Hz key frames. With the default 1 every frame is a key
+frame. One sequence is one ``scene`` and one ``log``. Each sample
 writes a record of its own (``.lidar-sim/nuscenes/NN_FFFFFF.json``: the ego pose, the
 sensor's calibration and the boxes in the world frame), so workers need not share
 anything and a resumed run keeps the samples it already has; :func:`write_tables` then
@@ -181,8 +183,11 @@ def _attribute(label: str, speed_mps: float) -> str:
     return "vehicle.moving" if speed_mps > 0.2 else "vehicle.parked"
 
 
-def sample_record(sequence: int, frame: int, pose: SamplePose, boxes: Boxes) -> dict[str, Any]:
-    """A frame's own record (JSON-able): its time, poses and its boxes in the world."""
+def sample_record(
+    sequence: int, frame: int, pose: SamplePose, boxes: Boxes, *, key: bool = True
+) -> dict[str, Any]:
+    """A frame's own record (JSON-able): its time, poses, whether it is a key frame, and
+    its boxes in the world (none for a sweep)."""
     rot_s, pos_s = np.asarray(pose.rotation), np.asarray(pose.position_m)
     ego_rot = rot_s @ np.asarray(pose.mount_rotation).T
     ego_pos = pos_s - ego_rot @ np.asarray(pose.mount_position_m)
@@ -205,6 +210,7 @@ def sample_record(sequence: int, frame: int, pose: SamplePose, boxes: Boxes) -> 
     return {
         "sequence": sequence,
         "frame": frame,
+        "key": key,
         "timestamp": round((TIME_ORIGIN_S + 3600 * sequence + pose.time_s) * 1e6),
         "ego": {"translation": ego_pos.tolist(), "rotation": _quat_wxyz(ego_rot)},
         "sensor": {"translation": np.asarray(pose.mount_position_m, float).tolist(),
@@ -246,20 +252,29 @@ def write_tables(root: Path, samples: list[tuple[int, int]]) -> list[Path]:
                  **recs[0]["sensor"], "camera_intrinsic": []}  # fmt: skip
         samples_, datas = [], []
         instances: dict[int, list[dict[str, Any]]] = {}
+        keys = [r["frame"] for r in recs if r.get("key", True)]
         for r in recs:
-            st, sdt = sample_token(seq, r["frame"]), sample_data_token(seq, r["frame"])
+            key = r.get("key", True)
+            # a sweep belongs to the next key frame's sample (the devkit interpolates the
+            # boxes between that sample and the one before); after the last, to the last
+            owner = next((k for k in keys if k >= r["frame"]), keys[-1] if keys else r["frame"])
+            st, sdt = sample_token(seq, owner), sample_data_token(seq, r["frame"])
             ego = {"token": _token("ego_pose", seq, r["frame"]), "timestamp": r["timestamp"],
                    **r["ego"]}  # fmt: skip
             tables["ego_pose"].append(ego)
-            samples_.append({"token": st, "timestamp": r["timestamp"], "prev": "", "next": "",
-                             "scene_token": _token("scene", seq)})  # fmt: skip
+            if key:
+                samples_.append({"token": st, "timestamp": r["timestamp"], "prev": "",
+                                 "next": "", "scene_token": _token("scene", seq)})  # fmt: skip
+            folder = "samples" if key else "sweeps"
             datas.append({
                 "token": sdt, "sample_token": st, "ego_pose_token": ego["token"],
                 "calibrated_sensor_token": calib["token"], "timestamp": r["timestamp"],
-                "fileformat": "pcd", "is_key_frame": True, "height": 0, "width": 0,
-                "filename": f"samples/LIDAR_TOP/{seq:02d}_{r['frame']:06d}.pcd.bin",
+                "fileformat": "pcd", "is_key_frame": key, "height": 0, "width": 0,
+                "filename": f"{folder}/LIDAR_TOP/{seq:02d}_{r['frame']:06d}.pcd.bin",
                 "prev": "", "next": "",
             })  # fmt: skip
+            if not key:
+                continue
             tables["lidarseg"].append({
                 "token": _token("lidarseg", seq, r["frame"]), "sample_data_token": sdt,
                 "filename": f"lidarseg/{NUSCENES_VERSION}/{sdt}_lidarseg.bin",
