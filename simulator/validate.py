@@ -44,7 +44,7 @@ def validate_file(path: str | Path) -> str:
         spec = load_dataset_spec(path)
         count = sum(g.sequences * g.frames for g in spec.groups)
         return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout"
-    if "objects" in data:
+    if "objects" in data or "generator" in data:
         from .scene import load_scene
 
         scene = load_scene(path)
@@ -55,5 +55,6 @@ def validate_file(path: str | Path) -> str:
         path,
         "",
         "not a recognised file: a survey has 'scanner' and 'scene', a scanner 'pattern', "
-        "a scene 'objects', a material library maps names to entries with 'reflectance'",
+        "a scene 'objects' or 'generator', a material library maps names to entries with "
+        "'reflectance'",
     )
