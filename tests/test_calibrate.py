@@ -148,6 +148,27 @@ def test_an_aligned_scene_names_the_surfaces_by_material(tmp_path: Path) -> None
         assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
 
 
+def test_labels_from_a_las_classification_pool_a_class_planes(tmp_path: Path) -> None:
+    """``--labels`` on a LAS file: the classification groups the points; both walls (two
+    planes, one class) make one ``building`` surface, each point with its own plane."""
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.las")
+    planes = {s.surface.name: len(s.cos) for s in calibrate(scan, "rs-helios-5515").surfaces}
+    result = calibrate(scan, "rs-helios-5515", labels=True)
+    by = {s.surface.name: s for s in result.surfaces}
+    assert set(by) == {"terrain", "building"}
+    assert len(by["building"].cos) >= 0.98 * (planes["wall_1"] + planes["wall_2"])
+    for name, truth in (("terrain", ground), ("building", wall)):
+        fit = by[name].intensity_fit
+        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
+        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+        rough = by[name].range_fit.value("roughness_m")
+        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
+    fitted = yaml.safe_load(result.write(tmp_path / "lib.yaml")[0].read_text())
+    assert fitted["terrain"]["label"] == "terrain" and fitted["building"]["label"] == "building"
+
+
 def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -> None:
     """The fitted library and scanner overrides, used as they are, give a cloud whose
     per-ring counts and intensity histogram match the original's."""

@@ -188,8 +188,9 @@ def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> lis
         normal = n.mean(axis=0)
         normal /= np.linalg.norm(normal)
         offset = float(-np.median(xyz[members] @ normal))
+        hit_m = origin[members] + hits.range_m[members].astype(np.float64)[:, None] * d[members]
         out.append(Surface(name, members, normal, offset, point_normals=n,
-                           mesh_range_m=hits.range_m[members].astype(np.float64)))  # fmt: skip
+                           point_offsets_m=-np.einsum("ij,ij->i", n, hit_m)))  # fmt: skip
     return out
 
 

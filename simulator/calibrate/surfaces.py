@@ -48,10 +48,10 @@ class Surface:
     index: NDArray[np.int64]
     normal: NDArray[np.float64]
     offset_m: float
-    #: From a known mesh: each point's own normal (M, 3) and the range (M,) at which its
-    #: beam meets the mesh (the plane's are used when None).
+    #: A surface of several planes (a class's walls, a mesh's triangles): each point's own
+    #: plane, normal (M, 3) and offset (M,), used instead of the one plane when given.
     point_normals: NDArray[np.float64] | None = None
-    mesh_range_m: NDArray[np.float64] | None = None
+    point_offsets_m: NDArray[np.float64] | None = None
 
 
 def _plane(xyz: NDArray[np.float64], origin: NDArray[np.float64]) -> tuple[NDArray, float]:
@@ -162,21 +162,33 @@ def label_surfaces(
     distance_m: float = 0.08,
     seed: int = 0,
 ) -> list[Surface]:
-    """One surface per class of ``labels`` (its name from ``names``): the class's largest
-    plane (RANSAC), so that points off it (a kerb, clutter) do not spoil the fits."""
+    """One surface per class of ``labels`` (its name from ``names``): the class's planes
+    (RANSAC, up to ``CLASS_PLANES``), pooled, each point with its own plane, so that a
+    class's several walls count together and points off them (clutter) do not spoil the
+    fits."""
     xyz = np.asarray(xyz_m, dtype=np.float64)
     out: list[Surface] = []
     for value in np.unique(labels):
         members = np.flatnonzero(labels == value)
         if len(members) < min_points:
             continue
-        planes = find_planes(xyz[members], origin_m, max_planes=1, min_points=min_points,
-                             distance_m=distance_m, seed=seed)  # fmt: skip
-        if planes:
-            p = planes[0]
-            out.append(Surface(names.get(int(value), f"class_{int(value)}"), members[p.index],
-                               p.normal, p.offset_m))  # fmt: skip
+        planes = find_planes(xyz[members], origin_m, max_planes=CLASS_PLANES,
+                             min_points=min_points, distance_m=distance_m, seed=seed)  # fmt: skip
+        if not planes:
+            continue
+        index = np.concatenate([members[p.index] for p in planes])
+        normals = np.concatenate([np.tile(p.normal, (len(p.index), 1)) for p in planes])
+        offsets = np.concatenate([np.full(len(p.index), p.offset_m) for p in planes])
+        order = np.argsort(index, kind="stable")
+        first = planes[0]
+        name = names.get(int(value), f"class_{int(value)}")
+        out.append(Surface(name, index[order], first.normal, first.offset_m, normals[order],
+                           offsets[order]))  # fmt: skip
     return out
+
+
+#: Most planes pooled into one class's surface.
+CLASS_PLANES = 4
 
 
 def surface_geometry(
@@ -193,9 +205,12 @@ def surface_geometry(
     ray = p - o
     range_m = np.linalg.norm(ray, axis=1)
     d = ray / range_m[:, None]
-    if surface.point_normals is not None and surface.mesh_range_m is not None:
-        cos = np.abs(np.einsum("ij,ij->i", d, surface.point_normals))
-        return cos, range_m, range_m - surface.mesh_range_m
+    if surface.point_normals is not None and surface.point_offsets_m is not None:
+        n = surface.point_normals
+        n_dot_d = np.einsum("ij,ij->i", d, n)
+        o_dot_n = np.einsum("ij,ij->i", np.broadcast_to(o, p.shape), n)
+        plane_m = -(o_dot_n + surface.point_offsets_m) / n_dot_d
+        return np.abs(n_dot_d), range_m, range_m - plane_m
     n_dot_d = d @ surface.normal
     plane_m = -(o @ surface.normal + surface.offset_m) / n_dot_d
     return np.abs(n_dot_d), range_m, range_m - plane_m
