@@ -59,17 +59,24 @@ def _scan(folder: Path, scanner: str, out: str, seed: int = 0, frame: str = "sen
     return path
 
 
+def _assert_material(fit, truth: dict, rough: bool = True) -> None:  # type: ignore[no-untyped-def]
+    """The issue's bounds: reflectance within 5 %, k within 0.1, roughness within 20 %."""
+    name = fit.surface.name
+    assert fit.intensity_fit.value("reflectance") == pytest.approx(truth["reflectance"],
+                                                                   rel=0.05), name  # fmt: skip
+    assert abs(fit.intensity_fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+    if rough:
+        got = fit.range_fit.value("roughness_m")
+        assert got == pytest.approx(truth["roughness_m"], rel=0.2), name
+
+
 def _check(result, ground: dict, wall: dict, reference_range_m: float) -> None:  # type: ignore[no-untyped-def]
     by = {s.surface.name: s for s in result.surfaces}
     assert {"ground", "wall_1", "wall_2"} <= set(by)
-    for name, truth in (("ground", ground), ("wall_1", wall), ("wall_2", wall)):
-        fit = by[name].intensity_fit
-        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
-        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
-    rough = by["ground"].range_fit.value("roughness_m")
-    assert rough == pytest.approx(ground["roughness_m"], rel=0.2)
-    wall_rough = by["wall_1"].range_fit.value("roughness_m")
-    assert wall_rough == pytest.approx(wall["roughness_m"], rel=0.2)
+    # the small wall is seen only near normal incidence: its roughness is a bound only
+    for name, truth, rough in (("ground", ground, True), ("wall_1", wall, True),
+                               ("wall_2", wall, False)):  # fmt: skip
+        _assert_material(by[name], truth, rough)
     ref = by["ground"].detection_fit.value("reference_range_m")
     assert ref == pytest.approx(reference_range_m, rel=0.05)
 
@@ -102,11 +109,7 @@ def test_a_scan_with_ten_percent_outliers(tmp_path: Path) -> None:
     result = calibrate(tmp_path / "noisy.npz", "rs-helios-5515")
     by = {s.surface.name: s for s in result.surfaces}
     for name, truth in (("ground", ground), ("wall_1", wall)):
-        fit = by[name].intensity_fit
-        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
-        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
-        rough = by[name].range_fit.value("roughness_m")
-        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
+        _assert_material(by[name], truth)
     ref = by["ground"].detection_fit.value("reference_range_m")
     assert ref == pytest.approx(load_scanner("rs-helios-5515").detection.reference_range_m,
                                 rel=0.05)  # fmt: skip
@@ -141,11 +144,7 @@ def test_an_aligned_scene_names_the_surfaces_by_material(tmp_path: Path) -> None
     by = {s.surface.name: s for s in result.surfaces}
     assert set(by) == {"true_ground", "true_wall"}
     for name, truth in (("true_ground", ground), ("true_wall", wall)):
-        fit = by[name].intensity_fit
-        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
-        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
-        rough = by[name].range_fit.value("roughness_m")
-        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
+        _assert_material(by[name], truth)
 
 
 def test_labels_from_a_las_classification_pool_a_class_planes(tmp_path: Path) -> None:
@@ -160,11 +159,7 @@ def test_labels_from_a_las_classification_pool_a_class_planes(tmp_path: Path) ->
     assert set(by) == {"terrain", "building"}
     assert len(by["building"].cos) >= 0.98 * (planes["wall_1"] + planes["wall_2"])
     for name, truth in (("terrain", ground), ("building", wall)):
-        fit = by[name].intensity_fit
-        assert fit.value("reflectance") == pytest.approx(truth["reflectance"], rel=0.05), name
-        assert abs(fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
-        rough = by[name].range_fit.value("roughness_m")
-        assert rough == pytest.approx(truth["roughness_m"], rel=0.2), name
+        _assert_material(by[name], truth)
     fitted = yaml.safe_load(result.write(tmp_path / "lib.yaml")[0].read_text())
     assert fitted["terrain"]["label"] == "terrain" and fitted["building"]["label"] == "building"
 
