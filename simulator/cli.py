@@ -457,6 +457,10 @@ def calibrate(
     intensity_divisor: Annotated[
         float, typer.Option(help="Divide the file's intensities by this (256: 16-bit LAS).")
     ] = 1.0,
+    surface: Annotated[
+        list[str] | None,
+        typer.Option(help="Group and name surfaces: NAME=found1,found2 (repeatable)."),
+    ] = None,
 ) -> None:
     """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) to
     a real scan; write a material library a survey uses as it is."""
@@ -473,8 +477,15 @@ def calibrate(
         ) from None
     if not intensity_divisor > 0:
         raise ConfigError("--intensity-divisor", "intensity_divisor", "expected a number > 0")
+    names: dict[str, list[str]] = {}
+    for item in surface or []:
+        new, _, old = item.partition("=")
+        if not new or not old:
+            raise ConfigError("--surface", "surface", f"expected NAME=a,b; got {item!r}")
+        names[new.strip()] = [o.strip() for o in old.split(",") if o.strip()]
     result = fit(scan, scanner, origin_m=(xyz[0], xyz[1], xyz[2]), labels=labels, scene=scene,
-                 max_planes=max_planes, intensity_divisor=intensity_divisor)  # fmt: skip
+                 max_planes=max_planes, intensity_divisor=intensity_divisor,
+                 names=names)  # fmt: skip
     if not result.surfaces:
         raise ConfigError(scan, "points", "no surface with enough points was found")
     for path in result.write(output):

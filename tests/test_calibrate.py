@@ -164,6 +164,27 @@ def test_labels_from_a_las_classification_pool_a_class_planes(tmp_path: Path) ->
     assert fitted["terrain"]["label"] == "terrain" and fitted["building"]["label"] == "building"
 
 
+def test_surfaces_grouped_and_named_by_the_user(tmp_path: Path) -> None:
+    """``--surface facade=wall_1,wall_2``: the two walls pool into one material; a name that
+    matches no surface is one line and exit 2."""
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.npz")
+    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
+                          str(tmp_path / "lib.yaml"), "--surface", "facade=wall_1,wall_2",
+                          "--surface", "road=ground"], capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lib = yaml.safe_load((tmp_path / "lib.yaml").read_text())
+    assert set(lib) == {"facade", "road"}
+    assert lib["facade"]["label"] == "building" and lib["road"]["label"] == "road"
+    assert lib["facade"]["reflectance"] == pytest.approx(wall["reflectance"], rel=0.05)
+    assert abs(lib["facade"]["minnaert_k"] - wall["minnaert_k"]) < 0.1
+    bad = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
+                          str(tmp_path / "x.yaml"), "--surface", "facade=wall_9"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "no surface wall_9; found ground, wall_1, wall_2" in bad.stderr
+
+
 def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -> None:
     """The fitted library and scanner overrides, used as they are, give a cloud whose
     per-ring counts and intensity histogram match the original's."""

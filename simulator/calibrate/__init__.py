@@ -37,7 +37,14 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
-from .surfaces import Surface, beam_origins, find_planes, label_surfaces, surface_geometry
+from .surfaces import (
+    Surface,
+    beam_origins,
+    find_planes,
+    label_surfaces,
+    name_surfaces,
+    surface_geometry,
+)
 
 __all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings"]
 
@@ -147,9 +154,12 @@ class Calibration:
 
 
 def _label_of(surface: Surface) -> str:
-    if surface.name == "ground":
+    """A label for a surface whose name is not a class: ground-like or wall-like by its
+    normal (its first plane's)."""
+    nz = abs(float(surface.normal[2]))
+    if nz > np.cos(np.radians(25)):
         return "terrain"
-    if surface.name.startswith("wall"):
+    if nz < np.sin(np.radians(25)):
         return "building"
     return "unlabeled"
 
@@ -204,6 +214,7 @@ def calibrate(
     max_planes: int = 8,
     min_points: int = 300,
     intensity_divisor: float = 1.0,
+    names: dict[str, list[str]] | None = None,
 ) -> Calibration:
     """Fit the per-hit model to a scan.
 
@@ -225,6 +236,9 @@ def calibrate(
     intensity_divisor : float
         The file's intensities are divided by this first (256 for LAS files that store an
         8-bit reading scaled to 16 bits).
+    names : dict, optional
+        Surfaces grouped and named, ``{"facade": ["wall_1", "wall_2"]}`` (see
+        :func:`~simulator.calibrate.surfaces.name_surfaces`); each becomes one material.
     """
     cloud = read(scan)
     if "intensity" not in cloud.names:
@@ -242,6 +256,11 @@ def calibrate(
         surfaces = label_surfaces(xyz, origin, cloud["label"], names, min_points=min_points)
     else:
         surfaces = find_planes(xyz, origin, max_planes=max_planes, min_points=min_points)
+    if names:
+        try:
+            surfaces = name_surfaces(surfaces, names)
+        except KeyError as exc:
+            raise ConfigError(scan, "--surface", str(exc.args[0])) from None
     intensity = cloud["intensity"].astype(np.float64) / intensity_divisor
     top = float(np.percentile(intensity, 99.9)) if len(intensity) else 0.0
     if top > 1.01 * config.intensity_max:

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Surface", "beam_origins", "find_planes", "label_surfaces", "surface_geometry"]
+__all__ = [
+    "Surface",
+    "beam_origins",
+    "find_planes",
+    "label_surfaces",
+    "name_surfaces",
+    "surface_geometry",
+]
 
 
 def beam_origins(xyz_m: NDArray, origin_m: NDArray, offset_m: float) -> NDArray[np.float64]:
@@ -214,3 +221,49 @@ def surface_geometry(
     n_dot_d = d @ surface.normal
     plane_m = -(o @ surface.normal + surface.offset_m) / n_dot_d
     return np.abs(n_dot_d), range_m, range_m - plane_m
+
+
+def _pooled(name: str, parts: list[Surface]) -> Surface:
+    """Surfaces pooled into one, each point keeping its own plane."""
+
+    def normals(p: Surface) -> NDArray[np.float64]:
+        return (
+            p.point_normals if p.point_normals is not None else np.tile(p.normal, (len(p.index), 1))
+        )
+
+    def offsets(p: Surface) -> NDArray[np.float64]:
+        return (
+            p.point_offsets_m
+            if p.point_offsets_m is not None
+            else np.full(len(p.index), p.offset_m)
+        )
+
+    index = np.concatenate([p.index for p in parts])
+    order = np.argsort(index, kind="stable")
+    return Surface(name, index[order], parts[0].normal, parts[0].offset_m,
+                   np.concatenate([normals(p) for p in parts])[order],
+                   np.concatenate([offsets(p) for p in parts])[order])  # fmt: skip
+
+
+def name_surfaces(surfaces: list[Surface], names: dict[str, list[str]]) -> list[Surface]:
+    """Group and name surfaces: ``names`` maps a new name to the surfaces it takes
+    (``{"facade": ["wall_1", "wall_2"], "road": ["ground"]}``); the others keep theirs.
+
+    Raises
+    ------
+    KeyError
+        Naming a surface that was not found (the message lists those that were).
+    """
+    by = {s.name: s for s in surfaces}
+    taken: set[str] = set()
+    out: list[Surface] = []
+    for new, old in names.items():
+        missing = [o for o in old if o not in by]
+        if missing:
+            raise KeyError(f"no surface {', '.join(missing)}; found {', '.join(by)}")
+        taken.update(old)
+        parts = [by[o] for o in old]
+        out.append(_pooled(new, parts) if len(parts) > 1 else Surface(
+            new, parts[0].index, parts[0].normal, parts[0].offset_m, parts[0].point_normals,
+            parts[0].point_offsets_m))  # fmt: skip
+    return out + [s for s in surfaces if s.name not in taken]
