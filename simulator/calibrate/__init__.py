@@ -252,8 +252,8 @@ def calibrate(
     elif labels:
         if "label" not in cloud.names:
             raise ConfigError(scan, "label", "--labels needs a label field (or classification)")
-        names = {v: label_name(v) for v in np.unique(cloud["label"]).tolist()}
-        surfaces = label_surfaces(xyz, origin, cloud["label"], names, min_points=min_points)
+        class_names = {v: label_name(v) for v in np.unique(cloud["label"]).tolist()}
+        surfaces = label_surfaces(xyz, origin, cloud["label"], class_names, min_points=min_points)
     else:
         surfaces = find_planes(xyz, origin, max_planes=max_planes, min_points=min_points)
     if names:
