@@ -272,12 +272,13 @@ def render(
 ) -> None:
     """Render a cloud headless (Open3D offscreen) to a PNG."""
     from .datasets.read import read_boxes
+    from .viz.colors import COLOR_SOURCES
     from .viz.render import render as render_png
 
     cloud, _ = _cloud_of(source, set_ or [])
-    fields = {"label": "label", "ring": "ring", "intensity": "intensity", "return": "return_number"}
-    if color in fields and fields[color] not in cloud.names:
-        raise ConfigError(source, "--color", f"{color}: the cloud has no {fields[color]} "
+    needed = COLOR_SOURCES.get(color)
+    if needed is not None and needed not in cloud.names:
+        raise ConfigError(source, "--color", f"{color}: the cloud has no {needed} "
                           f"field (it has {', '.join(cloud.names)})")  # fmt: skip
     shown = None
     if boxes is not None:

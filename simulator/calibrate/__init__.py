@@ -134,18 +134,17 @@ class Calibration:
         overrides: dict[str, object] = {}
         if noise is not None:
             overrides["range_noise_m"] = round(noise[0], 5)
-        for s in self.surfaces:
-            d = s.detection_fit.values
-            if "reference_range_m" in d:
-                overrides["detection"] = {
-                    "reference_range_m": round(d["reference_range_m"][0], 2),
-                    "reference_reflectance": self.scanner.detection.reference_reflectance,
-                }
-            if "divergence_mrad" in d:
-                beta = round(d["divergence_mrad"][0], 3)
-                overrides["divergence_mrad"] = {"horizontal": beta, "vertical": beta}
-            if "reference_range_m" in d:
-                break
+        # the threshold (and beam) of the first surface that fixed one
+        fitted = [s.detection_fit.values for s in self.surfaces]
+        d = next((v for v in fitted if "reference_range_m" in v), {})
+        if d:
+            overrides["detection"] = {
+                "reference_range_m": round(d["reference_range_m"][0], 2),
+                "reference_reflectance": self.scanner.detection.reference_reflectance,
+            }
+        if "divergence_mrad" in d:
+            beta = round(d["divergence_mrad"][0], 3)
+            overrides["divergence_mrad"] = {"horizontal": beta, "vertical": beta}
         scanner_path = path.with_name(f"{path.stem}_scanner.yaml")
         files.append(write_atomic(scanner_path,
                                   f"# scanner_overrides fitted to {self.source}\n"

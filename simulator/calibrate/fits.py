@@ -323,15 +323,12 @@ def ring_counts(
     return RingCounts(rings[keep], pulses[keep], detected[keep], t_med[keep], cos[keep])
 
 
-def detected_share(
-    counts: RingCounts, *, s_th: float, beta_rad: float, rho: float, k: float,
-    slope_rad: float, pulse_length_m: float,
+def _tilted_levels(
+    counts: RingCounts, *, beta_rad: float, rho: float, k: float, slope_rad: float,
+    pulse_length_m: float,
 ) -> NDArray[np.float64]:  # fmt: skip
-    """The model's detected share of each ring's pulses: the tilt of the micro-slope
-    (normal, ``slope_rad``) moves each footprint's incidence, and a pulse is detected
-    when ``rho cos_eff^k peak / R^2 >= s_th``."""
-    from statistics import NormalDist
-
+    """(J, TILT_SAMPLES): ``rho cos_eff^k peak / R^2`` of each ring at each quantile of the
+    micro-slope's tilt (normal, ``slope_rad``), which moves the footprint's incidence."""
     from ..physics import (
         footprint_range_spread_m,
         minnaert_backscatter,
@@ -339,13 +336,21 @@ def detected_share(
         tilted_cos,
     )
 
-    q = (np.arange(TILT_SAMPLES) + 0.5) / TILT_SAMPLES
-    z = np.array([NormalDist().inv_cdf(v) for v in q])
-    c = tilted_cos(counts.cos[:, None], slope_rad * z[None, :])
+    c = tilted_cos(counts.cos[:, None], slope_rad * _tilt_quantiles()[None, :])
     r = counts.range_m[:, None]
     peak = pulse_peak_factor(pulse_length_m, footprint_range_spread_m(r, c, beta_rad))
-    s = minnaert_backscatter(rho, c, k) * peak / r**2
-    return (s >= s_th).mean(axis=1)
+    return minnaert_backscatter(rho, c, k) * peak / r**2
+
+
+def detected_share(
+    counts: RingCounts, *, s_th: float, beta_rad: float, rho: float, k: float,
+    slope_rad: float, pulse_length_m: float,
+) -> NDArray[np.float64]:  # fmt: skip
+    """The model's detected share of each ring's pulses: a pulse is detected when its
+    level (:func:`_tilted_levels`) reaches ``s_th``."""
+    levels = _tilted_levels(counts, beta_rad=beta_rad, rho=rho, k=k, slope_rad=slope_rad,
+                            pulse_length_m=pulse_length_m)  # fmt: skip
+    return (levels >= s_th).mean(axis=1)
 
 
 def fit_detection(
@@ -373,9 +378,10 @@ def fit_detection(
     betas = divergence_rad * (np.geomspace(0.33, 3.0, 25) if fit_beta else np.ones(1))
     best = (np.inf, 0, 0)
     for bi, beta in enumerate(betas):
-        for si, s_th in enumerate(s_grid):
-            model = detected_share(counts, s_th=s_th, beta_rad=beta, rho=rho, k=k,
-                                   slope_rad=slope_rad, pulse_length_m=pulse_length_m)  # fmt: skip
+        levels = _tilted_levels(counts, beta_rad=beta, rho=rho, k=k, slope_rad=slope_rad,
+                                pulse_length_m=pulse_length_m)  # fmt: skip
+        for si, s_th in enumerate(s_grid):  # the levels once a divergence, not once a cell
+            model = (levels >= s_th).mean(axis=1)
             err = float(np.sum(counts.pulses * (model - share) ** 2))
             if err < best[0]:
                 best = (err, bi, si)

@@ -28,36 +28,35 @@ def _figure(s: SurfaceFit, path: Path) -> Path:
     pick = rng.choice(len(s.cos), size=min(len(s.cos), 6000), replace=False)
     ax = axes[0]
     ax.scatter(s.cos[pick], s.intensity[pick], s=2, alpha=0.3, color="0.4", label="points")
-    if s.intensity_fit.curve:
-        c = s.intensity_fit.curve
-        ax.plot(c["cos"], c["intensity"], color="C3", lw=2, label="fitted scale rho cos^k")
-    ax.set(xlabel="incidence cosine", ylabel="intensity", title="Minnaert law")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    if s.range_fit.curve:
-        c = s.range_fit.curve
-        ax.loglog(c["cos"], c["sigma_m"], "o", color="0.3", label="robust sigma per bin")
-        ax.loglog(c["cos"], c["model_m"], color="C3", lw=2, label="(rough cos^-1.5, noise)")
-    ax.set(xlabel="incidence cosine", ylabel="range residual sigma, m", title="Range scatter")
-    ax.legend(fontsize=8)
-    ax = axes[2]
-    if s.slope_fit.curve:
-        c = s.slope_fit.curve
-        ax.plot(c["cos"], c["spread"], "o", color="0.3", label="spread of log I per bin")
-        ax.plot(c["cos"], c["model"], color="C3", lw=2, label="k tan(theta) sigma")
-    ax.set(xlabel="incidence cosine", ylabel="sigma of log intensity", title="Micro-slope")
-    ax.legend(fontsize=8)
-    ax = axes[3]
-    if s.detection_fit.curve:
-        c = s.detection_fit.curve
-        order = np.argsort(c["range_m"])
-        ax.semilogx(c["range_m"][order], c["share"][order], "o", color="0.3",
-                    label="detected share, per ring")  # fmt: skip
-        ax.semilogx(c["range_m"][order], c["model"][order], color="C3", lw=2,
-                    label="fitted threshold and beam")  # fmt: skip
-        ax.legend(fontsize=8)
-    ax.set(xlabel="range where the ring meets the plane, m", ylabel="detected share",
-           title="Detection threshold")  # fmt: skip
+    # Each law: its curve's x key, data key (drawn as dots, or None), model key, scales.
+    panels = [
+        (s.intensity_fit.curve, "cos", None, "intensity", "linear",
+         ("", "fitted scale rho cos^k"), ("incidence cosine", "intensity", "Minnaert law")),
+        (s.range_fit.curve, "cos", "sigma_m", "model_m", "log",
+         ("robust sigma per bin", "(rough cos^-1.5, noise)"),
+         ("incidence cosine", "range residual sigma, m", "Range scatter")),
+        (s.slope_fit.curve, "cos", "spread", "model", "linear",
+         ("spread of log I per bin", "k tan(theta) sigma"),
+         ("incidence cosine", "sigma of log intensity", "Micro-slope")),
+        (s.detection_fit.curve, "range_m", "share", "model", "semilogx",
+         ("detected share, per ring", "fitted threshold and beam"),
+         ("range where the ring meets the plane, m", "detected share", "Detection threshold")),
+    ]  # fmt: skip
+    for ax, (c, x, data, model, scale, labels, (xlabel, ylabel, title)) in zip(
+        axes, panels, strict=True
+    ):
+        if c:
+            order = np.argsort(c[x], kind="stable")
+            if data is not None:
+                ax.plot(c[x][order], c[data][order], "o", color="0.3", label=labels[0])
+            ax.plot(c[x][order], c[model][order], color="C3", lw=2, label=labels[1])
+        if scale != "linear":
+            ax.set_xscale("log")
+            if scale == "log":
+                ax.set_yscale("log")
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.suptitle(f"{s.surface.name}: {len(s.cos):,} points")
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp.png")

@@ -4,7 +4,7 @@ cosine and the range residual to the plane along the beam."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -183,14 +183,8 @@ def label_surfaces(
                              min_points=min_points, distance_m=distance_m, seed=seed)  # fmt: skip
         if not planes:
             continue
-        index = np.concatenate([members[p.index] for p in planes])
-        normals = np.concatenate([np.tile(p.normal, (len(p.index), 1)) for p in planes])
-        offsets = np.concatenate([np.full(len(p.index), p.offset_m) for p in planes])
-        order = np.argsort(index, kind="stable")
-        first = planes[0]
-        name = names.get(int(value), f"class_{int(value)}")
-        out.append(Surface(name, index[order], first.normal, first.offset_m, normals[order],
-                           offsets[order]))  # fmt: skip
+        in_scan = [replace(p, index=members[p.index]) for p in planes]
+        out.append(_pooled(names.get(int(value), f"class_{int(value)}"), in_scan))
     return out
 
 
@@ -263,7 +257,5 @@ def name_surfaces(surfaces: list[Surface], names: dict[str, list[str]]) -> list[
             raise KeyError(f"no surface {', '.join(missing)}; found {', '.join(by)}")
         taken.update(old)
         parts = [by[o] for o in old]
-        out.append(_pooled(new, parts) if len(parts) > 1 else Surface(
-            new, parts[0].index, parts[0].normal, parts[0].offset_m, parts[0].point_normals,
-            parts[0].point_offsets_m))  # fmt: skip
+        out.append(_pooled(new, parts) if len(parts) > 1 else replace(parts[0], name=new))
     return out + [s for s in surfaces if s.name not in taken]

@@ -329,19 +329,11 @@ def write_tables(root: Path, samples: list[tuple[int, int]]) -> list[Path]:
 
 
 def _blank_png(size: int = 8) -> bytes:
-    """A black ``size`` x ``size`` 8-bit greyscale PNG."""
-    import struct
-    import zlib
+    """A black ``size`` x ``size`` greyscale PNG."""
+    import io
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
+    from PIL import Image
 
-    header = struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0)
-    rows = b"".join(b"\x00" + bytes(size) for _ in range(size))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
-            + chunk(b"IEND", b""))  # fmt: skip
+    buf = io.BytesIO()
+    Image.new("L", (size, size)).save(buf, format="PNG")
+    return buf.getvalue()

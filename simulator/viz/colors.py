@@ -7,7 +7,7 @@ from numpy.typing import NDArray
 
 from ..pointcloud import PointCloud
 
-__all__ = ["COLOR_FIELDS", "SEMANTIC_KITTI_RGB", "colors_for", "label_colors"]
+__all__ = ["COLOR_FIELDS", "COLOR_SOURCES", "SEMANTIC_KITTI_RGB", "colors_for", "label_colors"]
 
 # semantic-kitti.yaml's color_map, which is BGR.
 _BGR: dict[int, tuple[int, int, int]] = {
@@ -31,6 +31,9 @@ SEMANTIC_KITTI_RGB: dict[int, tuple[int, int, int]] = {
 
 #: Fields a cloud can be coloured by, in the order the viewer's keys cycle them.
 COLOR_FIELDS = ("intensity", "label", "ring", "range", "return")
+#: The point field each colouring needs (``range`` falls back to the coordinates).
+COLOR_SOURCES = {"intensity": "intensity", "label": "label", "ring": "ring",
+                 "return": "return_number"}  # fmt: skip
 
 
 def label_colors(label: NDArray) -> NDArray[np.float64]:
