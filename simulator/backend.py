@@ -6,10 +6,13 @@ one name and one signature each:
 - ``pattern_rays``: a scan pattern's rays with the sensor's pose (:mod:`simulator.rays`);
 - ``sub_rays``: the footprint sub-rays of each beam;
 - ``evaluate_hits``: the per-hit model (:mod:`simulator.hits`);
-- ``echo_returns``: echoes of sub-rays formed, measured and selected (:mod:`simulator.echoes`);
+- ``echo_returns``: echoes of sub-rays and of the surfaces behind see-through ones
+  formed, measured and selected (:mod:`simulator.echoes`);
 - ``single_surface``: which footprints adaptive sampling leaves to the central ray
   (:mod:`simulator.footprint`);
 - ``record``: the point record of the returns (:mod:`simulator.record`);
+- ``rays_into_boxes``: which rays can meet which moving objects, the ray engine's cull
+  (:mod:`simulator.raycast`);
 - ``pack_las``: LAS records of a point record.
 
 :class:`NumpyBackend` runs the specification; :class:`NumbaBackend` the kernels of
@@ -22,6 +25,7 @@ specification for the other patterns. :func:`select_backend` picks one, once, fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,11 +34,12 @@ from numpy.typing import NDArray
 from . import echoes as _echoes
 from . import footprint as _footprint
 from . import hits as _hits
+from . import raycast as _raycast
 from . import rays as _rays
 from . import record as _record
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
-from .echoes import Returns
+from .echoes import Behind, Returns
 from .footprint import Witnesses
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
@@ -91,8 +96,11 @@ class Backend(Protocol):
         beam: BeamPattern,
         model: ReturnModel,
         streams: Streams,
+        behind: Sequence[Behind] = (),
+        pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
-        """Returns of footprint sub-rays (see :func:`simulator.echoes.echo_returns`)."""
+        """Returns of footprint sub-rays and the surfaces behind see-through ones (see
+        :func:`simulator.echoes.echo_returns`)."""
         ...
 
     def single_surface(
@@ -122,6 +130,18 @@ class Backend(Protocol):
         """LAS records (see :func:`simulator.record.pack_las`)."""
         ...
 
+    def rays_into_boxes(
+        self,
+        origins_m: NDArray[np.float64],
+        directions: NDArray[np.float64],
+        range_max_m: NDArray[Any],
+        slot: NDArray[np.int64],
+        lo_m: NDArray[np.float64],
+        hi_m: NDArray[np.float64],
+    ) -> NDArray[np.bool_]:
+        """Which rays meet which boxes (see :func:`simulator.raycast.rays_into_boxes`)."""
+        ...
+
     def set_threads(self, threads: int) -> None:
         """Compute on ``threads`` threads (0: every core)."""
         ...
@@ -142,6 +162,7 @@ class NumpyBackend:
     single_surface = staticmethod(_footprint.single_surface)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
+    rays_into_boxes = staticmethod(_raycast.rays_into_boxes)
 
     def compiled_kernels(self) -> int:
         """None: the specification is plain numpy."""
@@ -158,6 +179,7 @@ class NumbaBackend:
     name = "numba"
 
     def __init__(self) -> None:
+        from .kernels import cull as k_cull
         from .kernels import echoes as k_echoes
         from .kernels import footprint as k_footprint
         from .kernels import hits as k_hits
@@ -165,12 +187,13 @@ class NumbaBackend:
         from .kernels import record as k_record
 
         self._rays, self._record = k_rays, k_record
-        self._modules = (k_rays, k_hits, k_echoes, k_footprint, k_record)
+        self._modules = (k_rays, k_hits, k_echoes, k_footprint, k_record, k_cull)
         self.sub_rays = k_rays.sub_rays
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
         self.single_surface = k_footprint.single_surface
         self.pack_las = k_record.pack_las
+        self.rays_into_boxes = k_cull.rays_into_boxes
 
     def pattern_rays(
         self,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays", "positions_in"]
+__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays", "positions_in", "world_rays"]
 
 
 def positions_in(
@@ -181,3 +181,11 @@ class CastChunk(Rays):
 
     hits: Hits
     behind: tuple[Hits, ...] = ()
+
+
+def world_rays(
+    rays: NDArray[np.float32], shift_m: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """World origins and directions, (N, 3) float64 each, of rays as cast (float32 rays
+    relative to the float64 local origin ``shift_m``)."""
+    return rays[:, :3].astype(np.float64) + shift_m, rays[:, 3:].astype(np.float64)

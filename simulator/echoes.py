@@ -38,7 +38,7 @@ The sensor jitter of the nearest echo of a pulse is the single ray's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,6 +65,7 @@ __all__ = [
     "form_echoes",
     "jitter_keys",
     "merge_returns",
+    "of_pulses",
     "report_echoes",
     "select_returns",
     "single_returns",
@@ -187,9 +188,13 @@ def form_echoes(
     starts = _group_starts(key)
     run_echo = echo[by_obj][starts]
     run_obj = obj[by_obj][starts]
-    run_w = np.add.reduceat(ew[by_obj], starts) if len(starts) else np.zeros(0)
-    run_e = np.add.reduceat(e[by_obj], starts) if len(starts) else np.zeros(0)
-    run_r = (np.add.reduceat((ew * r)[by_obj], starts) / run_w) if len(starts) else run_w
+    # Sums in order, one after the other (bincount; reduceat would add a run's first
+    # entry to the pairwise sum of the others): what the kernel adds, bit for bit.
+    run = np.cumsum(np.concatenate([[True], key[1:] != key[:-1]])) - 1 if len(key) else key
+    runs = len(starts)
+    run_w = np.bincount(run, ew[by_obj], minlength=runs)
+    run_e = np.bincount(run, e[by_obj], minlength=runs)
+    run_r = np.bincount(run, (ew * r)[by_obj], minlength=runs) / np.maximum(run_w, 1e-300)
     between_var = np.bincount(
         run_echo, run_w * (run_r - range_true[run_echo]) ** 2, minlength=n
     ) / np.maximum(norm, 1e-300)
@@ -420,9 +425,12 @@ def echo_returns(
     beam: BeamPattern,
     model: ReturnModel,
     streams: Streams,
+    behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
     """The returns of a chunk cast as footprint sub-rays (the specification): echoes
-    formed, measured, detected and selected by the return mode (see the module docstring).
+    formed, measured, detected and selected by the return mode (see the module docstring),
+    with the surfaces behind see-through ones.
 
     Parameters
     ----------
@@ -438,13 +446,38 @@ def echo_returns(
         The sub-rays' energy shares.
     model : ReturnModel
     streams : Streams
+    behind : sequence of Behind
+        The surfaces behind see-through ones, a layer each (:func:`surface_returns`).
+    pulses : (F,) intp, optional
+        Only these pulses of the chunk (increasing): the returns' ``pulse`` then counts
+        among them.
 
     Returns
     -------
     Returns
         With every diagnostic field.
     """
-    return surface_returns(results, hits, pulse_id, beam, model, streams)
+    if pulses is not None:
+        results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
+        pulse_id = np.asarray(pulse_id)[pulses]
+    return surface_returns(results, hits, pulse_id, beam, model, streams, behind=behind)
+
+
+def of_pulses(
+    results: HitResults,
+    hits: Hits,
+    behind: Sequence[Behind],
+    pulses: NDArray[np.intp],
+    samples: int,
+) -> tuple[HitResults, Hits, list[Behind]]:
+    """The per-hit model, hits and surfaces behind of the pulses ``pulses`` (increasing)
+    of a chunk cast with ``samples`` rays a pulse, their rays renumbered from 0."""
+    rays = (np.asarray(pulses)[:, None] * samples + np.arange(samples)).ravel()
+    return (
+        replace(results, behind=()).take_rays(rays),
+        hits.take(rays),
+        [Behind(b.results.take_rays(rays), b.hits.take(rays), b.two_way[rays]) for b in behind],
+    )
 
 
 def jitter_keys(

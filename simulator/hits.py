@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import physics
-from .chunk import CastChunk, positions_in
+from .chunk import CastChunk, positions_in, world_rays
 from .config import ScannerConfig
 from .constants import (
     RETURN_MODES,
@@ -248,14 +248,6 @@ def _in_plane_coords(
     u = np.where(axis == 0, point_m[:, 1], point_m[:, 0])
     v = np.where(axis == 2, point_m[:, 1], point_m[:, 2])
     return u, v
-
-
-def world_rays(
-    rays: NDArray[np.float32], shift_m: NDArray[np.float64]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """World origins and directions, (N, 3) float64 each, of rays as cast (float32 rays
-    relative to the float64 local origin ``shift_m``)."""
-    return rays[:, :3].astype(np.float64) + shift_m, rays[:, 3:].astype(np.float64)
 
 
 def reported_intensity(backscatter: NDArray[np.float64], model: ReturnModel) -> NDArray[np.float64]:

@@ -27,7 +27,7 @@ from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
 from .constants import PASS_THROUGH_M
-from .echoes import Behind, Returns, merge_returns, single_returns, surface_returns
+from .echoes import Behind, Returns, merge_returns, of_pulses, single_returns
 from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
@@ -187,7 +187,7 @@ class Simulation:
     def __post_init__(self) -> None:
         s, scanner = self.survey, self.scanner
         self.pattern = pattern_for(scanner)
-        self.engine = RayEngine(self.scene)
+        self.engine = RayEngine(self.scene, cull=self.backend.rays_into_boxes)
         self.trajectory = trajectory_from_survey(
             s.pose, s.trajectory, s.mount, self.base_dir, self.source
         )
@@ -336,7 +336,7 @@ class Simulation:
             cast = rays.cast[rows].copy()
             cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
             times = None if rays.cast_time_s is None else rays.cast_time_s[rows]
-            met = self._cast(cast, times, rays.cast[rows, :3])
+            met = self._cast(cast, times)
             layer = Hits(np.full(n, np.inf, np.float32), np.full(n, -1, np.int32),
                          np.zeros((n, 3), np.float32))  # fmt: skip
             layer.range_m[rows] = (met.range_m + start_m).astype(np.float32)
@@ -346,14 +346,9 @@ class Simulation:
             front = layer
         return tuple(layers)
 
-    def _cast(
-        self,
-        rays: NDArray[np.float32],
-        time_s: NDArray[np.float64] | None,
-        line_start: NDArray[np.float32] | None = None,
-    ) -> Hits:
+    def _cast(self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None) -> Hits:
         t0 = time.perf_counter()
-        hits = self.engine.cast_rays(rays, time_s, line_start)
+        hits = self.engine.cast_rays(rays, time_s)
         self.timings_s["cast"] += time.perf_counter() - t0
         return hits
 
@@ -415,20 +410,20 @@ class Simulation:
         if self.medium is not None:
             touched |= self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(touched)
-        samples = self.beam.samples  # (adaptive sampling's footprints are handled there)
-        rays = (pulses[:, None] * samples + np.arange(samples)).ravel()
-        sub = replace(chunk, hits=chunk.hits.take(rays),
-                      behind=tuple(h.take(rays) for h in chunk.behind))  # fmt: skip
-        recomputed = self._surface_returns(
-            sub, results.take_rays(rays), ids[pulses], [p.of_pulses(pulses) for p in particles]
-        )
+        # (adaptive sampling's footprints are handled there)
+        recomputed = self._surface_returns(chunk, results, ids, particles, pulses)
         kept = ~touched[returns.pulse]
         return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
 
     def _surface_returns(
-        self, chunk: CastChunk, results: HitResults, ids: NDArray[np.uint64], particles: list
+        self,
+        chunk: CastChunk,
+        results: HitResults,
+        ids: NDArray[np.uint64],
+        particles: list,
+        pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
-        """Returns of pulses (``chunk.hits`` and ``results`` are theirs, sub-ray-major)
+        """Returns of the chunk's pulses (or of ``pulses`` among them), sub-ray-major,
         with every surface behind see-through ones, and through the weather."""
         behind = []
         two_way = np.ones(len(chunk.hits.range_m))
@@ -438,11 +433,16 @@ class Simulation:
             two_way = two_way * t * t
             behind.append(Behind(layer_results, layer, two_way))
             front = layer
-        if self.medium is not None:
-            return medium_returns(results, chunk.hits, ids, self.beam, self.model,
-                                  self.streams, self.medium, particles, behind)  # fmt: skip
-        return surface_returns(results, chunk.hits, ids, self.beam, self.model, self.streams,
-                               behind=behind)  # fmt: skip
+        beam, model, streams = self.beam, self.model, self.streams
+        if self.medium is None:
+            return self.backend.echo_returns(results, chunk.hits, ids, beam, model, streams,
+                                             behind, pulses)  # fmt: skip
+        hits = chunk.hits
+        if pulses is not None:
+            results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
+            ids, particles = ids[pulses], [p.of_pulses(pulses) for p in particles]
+        return medium_returns(results, hits, ids, beam, model, streams, self.medium,
+                              particles, behind)  # fmt: skip
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast
@@ -504,14 +504,7 @@ class Simulation:
         sub = CastChunk(**vars(fanned), hits=hits, behind=self.surfaces_behind(fanned, hits))
         results = self.evaluate(sub)
         ids = chunk.pulse_ids[pulses]
-        if self.medium is None and not sub.behind:
-            echoes = self.backend.echo_returns(
-                results, sub.hits, ids, self.beam, self.model, self.streams
-            )
-        else:
-            echoes = self._surface_returns(
-                sub, results, ids, [p.of_pulses(pulses) for p in particles]
-            )
+        echoes = self._surface_returns(sub, results, ids, [p.of_pulses(pulses) for p in particles])
         kept = smooth[single.pulse]
         return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
 

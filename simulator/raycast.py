@@ -8,16 +8,17 @@ change under that shift.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .chunk import Hits
+from .chunk import Hits, world_rays
 from .scene import Scene
 from .trajectory import Trajectory
 
-__all__ = ["Hits", "RayEngine"]
+__all__ = ["BoxCull", "Hits", "RayEngine", "rays_into_boxes"]
 
 
 class RayEngine:
@@ -32,12 +33,18 @@ class RayEngine:
     ----------
     scene : Scene
         Its objects become the engine's geometries.
+    cull : BoxCull, optional
+        Says which rays can meet a moving group (default :func:`rays_into_boxes`; the
+        numba backend's kernel computes the same).
     """
 
-    def __init__(self, scene: Scene) -> None:
+    def __init__(self, scene: Scene, cull: BoxCull | None = None) -> None:
         import open3d as o3d  # imported here: it is slow to import and needs libusb
 
         self._o3d = o3d
+        self.cull: BoxCull = rays_into_boxes if cull is None else cull
+        #: The moving groups' swept boxes of the last cast's time slots (_slot_boxes).
+        self._boxes: tuple[int, NDArray[np.float64], NDArray[np.float64]] | None = None
         #: Threads Open3D casts on (0: all cores); a worker process sharing the machine
         #: with others takes its share.
         self.threads = 0
@@ -128,18 +135,9 @@ class RayEngine:
         return self.cast_rays(self.rays(origins_m, directions), time_s)
 
     def cast_rays(
-        self,
-        rays: NDArray[np.float32],
-        time_s: NDArray[np.float64] | None = None,
-        line_start: NDArray[np.float32] | None = None,
+        self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None = None
     ) -> Hits:
-        """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``.
-
-        ``line_start`` (N, 3), in the same layout as the rays' origins, optionally gives a
-        point on each ray's line at or before its origin (the pulse's own origin, for a ray
-        cast on behind a surface it passed): moving objects are culled from there, which
-        works best when those points lie close together.
-        """
+        """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
         # from_numpy shares the array with Open3D (no copy; it only reads it).
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))
         result = self._scene.cast_rays(tensor, nthreads=self.threads)
@@ -159,7 +157,7 @@ class RayEngine:
         if self._moving:
             if time_s is None:
                 raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
-            self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits, line_start)
+            self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits)
         return hits
 
     def cast_bare(self, rays: NDArray[np.float32]) -> None:
@@ -168,45 +166,29 @@ class RayEngine:
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))  # no copy
         self._scene.cast_rays(tensor, nthreads=self.threads)
 
-    def _cast_moving(
-        self,
-        rays: NDArray[np.float32],
-        time_s: NDArray,
-        hits: Hits,
-        line_start: NDArray[np.float32] | None = None,
-    ) -> None:
+    def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
         """Intersect each moving group in its own frame at each ray's time; keep the nearest.
 
-        Only the rays that enter the box swept by the group's bounding sphere over the rays'
-        times, nearer than their hit so far, are moved and cast (the others cannot hit it).
+        Only the rays that enter the box the group's bounding sphere sweeps over their own
+        time slot (:data:`SWEEP_STEP_S`), nearer than their static hit, are moved and cast
+        (the others cannot hit it): :attr:`cull` says which.
         """
-        origins = rays[:, :3].astype(np.float64) + self.origin_shift_m
-        directions = rays[:, 3:].astype(np.float64)
         hits.range_m = np.array(hits.range_m)
         hits.object_index = np.array(hits.object_index)
         hits.normal = np.array(hits.normal)
         if len(rays) == 0:
             return
-        t0, t1 = float(time_s.min()), float(time_s.max())
-        samples = np.linspace(t0, t1, max(2, int(np.ceil((t1 - t0) / SWEEP_STEP_S)) + 1))
-        starts = origins if line_start is None else line_start + self.origin_shift_m
-        fan = _AzimuthFan(starts, directions)
-        for group in self._moving:
-            rot_k, pos_k = group.trajectory.poses(samples)
-            centres = pos_k + np.einsum("kij,j->ki", rot_k, group.local_m)
-            step = np.sqrt((np.diff(centres, axis=0) ** 2).sum(axis=1)).max(initial=0.0)
-            pad = group.radius_m + step + SWEEP_MARGIN_M
-            lo, hi = centres.min(axis=0) - pad, centres.max(axis=0) + pad
-            rows = fan.towards(lo, hi)
+        first, lo, hi = self._slot_boxes(time_s)
+        slot = np.floor(time_s / SWEEP_STEP_S).astype(np.int64) - first
+        reach = self.cull(rays, self.origin_shift_m, hits.range_m, slot, lo, hi)
+        for group, may_hit in zip(self._moving, reach, strict=True):
+            rows = np.flatnonzero(may_hit)
             if len(rows) == 0:
                 continue
-            near = _enters_box(origins[rows], directions[rows], lo, hi, hits.range_m[rows])
-            rows = rows[near]
-            if len(rows) == 0:
-                continue
+            origins, directions = world_rays(rays[rows], self.origin_shift_m)
             rot, pos = group.trajectory.poses(time_s[rows])
-            o = np.einsum("nji,nj->ni", rot, origins[rows] - pos) - group.local_m
-            d = np.einsum("nji,nj->ni", rot, directions[rows])
+            o = np.einsum("nji,nj->ni", rot, origins - pos) - group.local_m
+            d = np.einsum("nji,nj->ni", rot, directions)
             local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
             res = group.scene.cast_rays(self._o3d.core.Tensor(local_rays), nthreads=self.threads)
             t = res["t_hit"].numpy()
@@ -219,6 +201,32 @@ class RayEngine:
             hits.object_index[at] = group.members[geometry]
             n_local = res["primitive_normals"].numpy()[nearer].astype(np.float64)
             hits.normal[at] = np.einsum("nij,nj->ni", rot[nearer], n_local)
+
+    def _slot_boxes(
+        self, time_s: NDArray[np.float64]
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
+        """The boxes the moving groups' bounding spheres sweep over each time slot
+        ``[k, k + 1) * SWEEP_STEP_S`` the times span: the first slot ``k``, and the
+        (G, S, 3) lower and upper corners (m, world). Kept for the next cast: the casts
+        behind see-through surfaces span slots of the same chunk."""
+        first = int(np.floor(time_s.min() / SWEEP_STEP_S))
+        last = int(np.floor(time_s.max() / SWEEP_STEP_S))
+        kept = self._boxes
+        if kept is not None and kept[0] <= first and last < kept[0] + kept[1].shape[1]:
+            a, b = first - kept[0], last + 1 - kept[0]
+            return first, kept[1][:, a:b], kept[2][:, a:b]
+        edges_s = np.arange(first, last + 2) * SWEEP_STEP_S
+        shape = (len(self._moving), len(edges_s) - 1, 3)
+        lo, hi = np.empty(shape), np.empty(shape)
+        for g, group in enumerate(self._moving):
+            rot, pos = group.trajectory.poses(edges_s)
+            centres = pos + np.einsum("kij,j->ki", rot, group.local_m)
+            a, b = centres[:-1], centres[1:]
+            pad = group.radius_m + np.sqrt(((b - a) ** 2).sum(axis=1)) + SWEEP_MARGIN_M
+            lo[g] = np.minimum(a, b) - pad[:, None]
+            hi[g] = np.maximum(a, b) + pad[:, None]
+        self._boxes = (first, lo, hi)
+        return first, lo, hi
 
 
 #: Time step (s) at which a moving group's path is sampled to bound where it can be.
@@ -238,54 +246,51 @@ class _MovingGroup:
     trajectory: Trajectory
 
 
-class _AzimuthFan:
-    """The rays of a chunk sorted by azimuth, to find those that can point at a box.
+def rays_into_boxes(
+    rays: NDArray[np.float32],
+    shift_m: NDArray[np.float64],
+    range_max_m: NDArray,
+    slot: NDArray[np.int64],
+    lo_m: NDArray[np.float64],
+    hi_m: NDArray[np.float64],
+) -> NDArray[np.bool_]:
+    """Which rays meet which boxes of their time slot before their range (the
+    specification of the moving objects' cull; the kernel is
+    :func:`simulator.kernels.cull.rays_into_boxes`).
 
-    A ray from ``o`` meets a box ``B`` only if its direction points into ``B - O``, ``O``
-    being the box of all the rays' origins: that difference of two boxes is a box, whose
-    azimuth span its ground-plane corners give (unless it holds the origin in the ground
-    plane, when any direction may hit), and whose elevation lies between its lowest and
-    highest face seen over its nearest and farthest ground reach.
+    Parameters
+    ----------
+    rays : (N, 6) float32
+        The rays as cast (origins relative to ``shift_m``, unit directions).
+    shift_m : (3,) float64
+        The engine's local origin (world, m).
+    range_max_m : (N,) float
+        How far each ray may go (its nearest hit so far; inf for a miss).
+    slot : (N,) int64
+        Each ray's time slot, in ``0..S-1``.
+    lo_m, hi_m : (G, S, 3) float64
+        Box ``g``'s lower and upper corners in each slot (world, m).
+
+    Returns
+    -------
+    (G, N) bool
+        Whether ray ``n`` meets box ``g`` of its slot, ``lo_m[g, slot[n]]`` to
+        ``hi_m[g, slot[n]]``, at a distance in ``[0, range_max_m[n]]``.
     """
-
-    def __init__(self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]) -> None:
-        self.azimuth = np.arctan2(directions[:, 1], directions[:, 0])
-        self.order = np.argsort(self.azimuth, kind="stable")
-        self.sorted = self.azimuth[self.order]
-        self.dz = directions[:, 2]
-        self.lo_m = origins_m.min(axis=0)
-        self.hi_m = origins_m.max(axis=0)
-
-    def towards(self, lo_m: NDArray[np.float64], hi_m: NDArray[np.float64]) -> NDArray[np.intp]:
-        """Indices (sorted) of the rays whose azimuth can reach the box ``[lo_m, hi_m]``."""
-        dlo = lo_m - self.hi_m  # the box B - O
-        dhi = hi_m - self.lo_m
-        if dlo[0] <= 0 <= dhi[0] and dlo[1] <= 0 <= dhi[1]:
-            return np.arange(len(self.azimuth))
-        # Elevation bounds of B - O: its height over its nearest and farthest ground reach.
-        near = np.hypot(max(dlo[0], 0.0, -dhi[0]), max(dlo[1], 0.0, -dhi[1]))
-        far = np.hypot(max(abs(dlo[0]), abs(dhi[0])), max(abs(dlo[1]), abs(dhi[1])))
-        top = np.arctan2(dhi[2], near if dhi[2] > 0 else far) + AZIMUTH_MARGIN_RAD
-        bottom = np.arctan2(dlo[2], far if dlo[2] > 0 else near) - AZIMUTH_MARGIN_RAD
-        dz_lo, dz_hi = np.sin(max(bottom, -np.pi / 2)), np.sin(min(top, np.pi / 2))
-        corners = np.array([[dlo[0], dlo[1]], [dlo[0], dhi[1]], [dhi[0], dlo[1]], [dhi[0], dhi[1]]])
-        mid = np.arctan2(corners[:, 1].mean(), corners[:, 0].mean())
-        delta = np.angle(np.exp(1j * (np.arctan2(corners[:, 1], corners[:, 0]) - mid)))
-        a, b = mid + delta.min() - AZIMUTH_MARGIN_RAD, mid + delta.max() + AZIMUTH_MARGIN_RAD
-        pieces = []
-        for lo, hi in ((a, b), (a + 2 * np.pi, b + 2 * np.pi), (a - 2 * np.pi, b - 2 * np.pi)):
-            i, j = np.searchsorted(self.sorted, [lo, hi])
-            if j > i:
-                pieces.append(self.order[i:j])
-        if not pieces:
-            return np.zeros(0, dtype=np.intp)
-        rows = np.sort(np.concatenate(pieces))
-        dz = self.dz[rows]
-        return rows[(dz >= dz_lo) & (dz <= dz_hi)]
+    origins_m, directions = world_rays(rays, shift_m)
+    out = np.zeros((len(lo_m), len(rays)), dtype=bool)
+    for g in range(len(lo_m)):
+        out[g] = _enters_box(origins_m, directions, lo_m[g, slot], hi_m[g, slot], range_max_m)
+    return out
 
 
-#: Angular margin (rad) of the azimuth test.
-AZIMUTH_MARGIN_RAD = 1e-6
+#: Which rays can meet which moving groups: a function of the signature of
+#: :func:`rays_into_boxes`.
+BoxCull = Callable[
+    [NDArray[np.float32], NDArray[np.float64], NDArray, NDArray[np.int64],
+     NDArray[np.float64], NDArray[np.float64]],
+    NDArray[np.bool_],
+]  # fmt: skip
 
 
 def _enters_box(
@@ -295,19 +300,20 @@ def _enters_box(
     hi_m: NDArray[np.float64],
     range_max_m: NDArray,
 ) -> NDArray[np.bool_]:
-    """Whether each ray (N,) meets the axis-aligned box ``[lo_m, hi_m]`` before
-    ``range_max_m`` (slab test)."""
+    """Whether each ray (N,) meets the axis-aligned box ``[lo_m, hi_m]`` ((3,) or one
+    (N, 3) box a ray) at a distance in ``[0, range_max_m]`` (slab test)."""
     enter = np.zeros(len(origins_m))
     leave = np.asarray(range_max_m, dtype=np.float64).copy()
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(3):
+            low, high = lo_m[..., k], hi_m[..., k]
             inv = 1.0 / directions[:, k]
-            a = (lo_m[k] - origins_m[:, k]) * inv
-            b = (hi_m[k] - origins_m[:, k]) * inv
+            a = (low - origins_m[:, k]) * inv
+            b = (high - origins_m[:, k]) * inv
             lo, hi = np.minimum(a, b), np.maximum(a, b)
             # a ray parallel to the slab: inside it for all t or never
             parallel = directions[:, k] == 0
-            inside = (origins_m[:, k] >= lo_m[k]) & (origins_m[:, k] <= hi_m[k])
+            inside = (origins_m[:, k] >= low) & (origins_m[:, k] <= high)
             lo = np.where(parallel, np.where(inside, -np.inf, np.inf), lo)
             hi = np.where(parallel, np.where(inside, np.inf, -np.inf), hi)
             enter = np.maximum(enter, lo)

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .chunk import PulsePoses, Rays
+from .chunk import PulsePoses, Rays, world_rays
 from .echoes import Returns
-from .hits import SceneTables, world_rays
+from .hits import SceneTables
 from .pointcloud import PointCloud
 from .scanner import ScanPattern
 

@@ -263,3 +263,19 @@ def test_property_tests_draw_the_same_examples_on_every_run() -> None:
     if os.environ.get("LIDAR_SIM_HYPOTHESIS", "fixed") == "fixed":
         assert current.default.derandomize is True
         assert current.default.database is None
+
+
+def test_every_subpackage_is_packaged() -> None:
+    """A plain (not editable) ``pip install`` ships exactly the packages pyproject lists:
+    every folder of the package with an ``__init__.py`` must be among them."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(REPO).parts)
+        for p in (REPO / "simulator").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found - listed == set(), f"not packaged: {sorted(found - listed)}"

@@ -4,6 +4,8 @@ each (the specification: :func:`simulator.echoes.echo_returns`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit, prange
@@ -11,7 +13,7 @@ from numpy.typing import NDArray
 
 from ..beam import BeamPattern
 from ..chunk import Hits
-from ..echoes import Echoes, Returns, echo_inputs
+from ..echoes import Behind, Echoes, Returns, echo_inputs
 from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
@@ -21,26 +23,28 @@ __all__ = ["echo_returns", "echo_slots", "form_echoes"]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _form_echoes(  # type: ignore[no-untyped-def]
-    samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+    width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
     separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
     e_obj, e_dom, e_cos_inc, e_cos_eff,
 ):  # fmt: skip
-    """Per pulse: sort its sub-ray hits by range, split at gaps, accumulate each echo.
+    """Per pulse: sort the surfaces its sub-rays met by range, split at gaps, accumulate
+    each echo.
 
-    The per-hit inputs are indexed by hit; ``hit_of_ray`` maps each cast ray to its
-    hit (-1: a miss). Sub-ray ``k`` of pulse ``p`` is ray ``p * samples + k``."""
-    pulses = hit_of_ray.shape[0] // samples
+    Pulse ``p`` has the ``width`` slots ``p * width + j``: ``hit_of_slot`` maps each to a
+    hit (-1: none), which the per-hit inputs are indexed by, and ``weights`` gives each
+    its share of the pulse's energy."""
+    pulses = hit_of_slot.shape[0] // width
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
-        order = np.zeros(samples, dtype=np.int64)  # sub-ray numbers by range
-        hit = np.zeros(samples, dtype=np.int64)  # their hits
-        objs = np.zeros(samples, dtype=np.int64)
-        obj_e = np.zeros(samples)
-        obj_w = np.zeros(samples)
-        obj_wr = np.zeros(samples)
+        order = np.zeros(width, dtype=np.int64)  # slots by range
+        hit = np.zeros(width, dtype=np.int64)  # their hits
+        objs = np.zeros(width, dtype=np.int64)
+        obj_e = np.zeros(width)
+        obj_w = np.zeros(width)
+        obj_wr = np.zeros(width)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             _echoes_of_pulse(
-                p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc,
+                p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc,
                 cos_eff, separation, count, e_energy, e_norm, e_range, e_relief,
                 e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit,
                 objs, obj_e, obj_w, obj_wr,
@@ -49,15 +53,15 @@ def _form_echoes(  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def _echoes_of_pulse(  # type: ignore[no-untyped-def]
-    p, samples, weights, hit_of_ray, rng, relief, b, spread, obj, cos_inc, cos_eff,
+    p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
     separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
     e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr,
 ):  # fmt: skip
     """One pulse of :func:`_form_echoes` (``order`` to ``obj_wr`` are scratch)."""
-    base = p * samples
+    base = p * width
     n = 0
-    for k in range(samples):  # insertion sort of the sub-rays that hit, by range
-        h = hit_of_ray[base + k]
+    for k in range(width):  # insertion sort of the slots that hit, by range (stable)
+        h = hit_of_slot[base + k]
         if h >= 0:
             j = n
             while j > 0 and rng[hit[j - 1]] > rng[h]:
@@ -77,13 +81,14 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
             slot = base + echo
             energy = 0.0
             for t in range(start, q):
-                energy += weights[order[t]] * b[hit[t]]
+                energy += weights[base + order[t]] * b[hit[t]]
             wsum = wr = wrel = wsp = wci = wce = 0.0
             m = 0
             for t in range(start, q):
                 i = hit[t]
-                e = weights[order[t]] * b[i]
-                ew = e if energy > 0.0 else weights[order[t]]
+                w = weights[base + order[t]]
+                e = w * b[i]
+                ew = e if energy > 0.0 else w
                 wsum += ew
                 wr += ew * rng[i]
                 wrel += ew * relief[i]
@@ -101,12 +106,21 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
                 obj_w[f] += ew
                 obj_wr[f] += ew * rng[i]
             mean_r = wr / wsum
+            for f in range(1, m):  # the objects by index, as the spec sums them
+                g = f
+                while g > 0 and objs[g - 1] > objs[g]:
+                    objs[g - 1], objs[g] = objs[g], objs[g - 1]
+                    obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
+                    obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
+                    obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
+                    g -= 1
             var = 0.0
             best = 0
             for f in range(m):
-                var += obj_w[f] * (obj_wr[f] / obj_w[f] - mean_r) ** 2
+                dr = obj_wr[f] / obj_w[f] - mean_r
+                var += obj_w[f] * (dr * dr)  # x * x, as numpy squares (pow may differ)
                 # Most energy; on a tie the higher object index, as the numpy spec.
-                if obj_e[f] > obj_e[best] or (obj_e[f] == obj_e[best] and objs[f] > objs[best]):
+                if obj_e[f] >= obj_e[best]:
                     best = f
             e_energy[slot] = energy
             e_norm[slot] = wsum
@@ -129,7 +143,7 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _select_echoes(  # type: ignore[no-untyped-def]
-    samples, count, energy, range_true, relief, spread_plane, between, pulse_id,
+    width, count, energy, range_true, relief, spread_plane, between, pulse_id,
     noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
     max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
@@ -140,20 +154,20 @@ def _select_echoes(  # type: ignore[no-untyped-def]
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
-        rm = np.empty(samples)
-        received = np.empty(samples)
-        spread = np.empty(samples)
-        peak = np.empty(samples)
-        order = np.empty(samples, dtype=np.int64)  # detected echoes by measured range
-        detected = np.empty(samples, dtype=np.bool_)
+        rm = np.empty(width)
+        received = np.empty(width)
+        spread = np.empty(width)
+        peak = np.empty(width)
+        order = np.empty(width, dtype=np.int64)  # detected echoes by measured range
+        detected = np.empty(width, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             n = count[p]
-            base = p * samples
+            base = p * width
             key0 = mix64(noise_seed + pulse_id[p])
             m = 0
             for k in range(n):
                 s = base + k
-                spread[k] = math.sqrt(spread_plane[s] ** 2 + 4.0 * between[s])
+                spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
                 peak[k] = peak_factor(pulse_m, spread[k])
                 received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
                 key = key0 if k == 0 else mix64(key0 + U(k))
@@ -207,46 +221,76 @@ def _select_echoes(  # type: ignore[no-untyped-def]
 
 
 def echo_slots(
-    results: HitResults, hits: Hits, beam: BeamPattern, separation_m: float
+    results: HitResults,
+    hits: Hits,
+    beam: BeamPattern,
+    separation_m: float,
+    behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The echo-formation kernel's raw output: per pulse ``p``, its echoes in slots
-    ``p * samples + k`` for ``k < count[p]``, in order of true range.
+    """The echo-formation kernel's raw output: per pulse ``p`` (of the chunk, or the
+    ``p``-th of ``pulses``), its echoes in slots ``p * width + k`` for ``k < count[p]``,
+    in order of true range; ``width`` is ``beam.samples`` a layer of surfaces (the first
+    surfaces and each of ``behind``).
 
-    Returns a dict of (P * samples,) arrays ``energy, norm, range, relief, spread_plane,
-    between, object, dominant, cos_incidence, cos_effective`` and the (P,) ``count``.
+    Returns a dict of (P * width,) arrays ``energy, norm, range, relief, spread_plane,
+    between, object, dominant, cos_incidence, cos_effective``, the (P,) ``count`` and
+    the ``width``.
     """
-    samples, total_rays = beam.samples, len(hits.range_m)
-    idx = results.idx
-    range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = echo_inputs(
-        results, hits
-    )
-    hit_of_ray = np.full(total_rays, -1, dtype=np.int64)
-    hit_of_ray[idx] = np.arange(len(idx))
+    samples = beam.samples
+    pulse_count = len(hits.range_m) // samples if pulses is None else len(pulses)
+    layers = [(results, hits, None), *((b.results, b.hits, b.two_way) for b in behind)]
+    width = samples * len(layers)
+    # Slot l * samples + k of a pulse: its sub-ray k's surface in layer l, as the
+    # specification orders the entries of a pulse (layer by layer, sub-ray by sub-ray).
+    hit_of_slot = np.empty((pulse_count, len(layers), samples), dtype=np.int64)
+    weight = np.empty((pulse_count, len(layers), samples))
+    rays = None if pulses is None else (pulses[:, None] * samples + np.arange(samples)).ravel()
+    inputs, offset = [], 0
+    for layer, (res, layer_hits, two_way) in enumerate(layers):
+        hit_of_ray = np.full(len(layer_hits.range_m), -1, dtype=np.int64)
+        hit_of_ray[res.idx] = offset + np.arange(len(res.idx))
+        offset += len(res.idx)
+        w = np.broadcast_to(beam.weights.astype(np.float64), (pulse_count, samples))
+        if rays is not None:
+            hit_of_ray = hit_of_ray[rays]
+        if two_way is not None:
+            w = w * (two_way if rays is None else two_way[rays]).reshape(pulse_count, samples)
+        hit_of_slot[:, layer] = hit_of_ray.reshape(pulse_count, samples)
+        weight[:, layer] = w
+        inputs.append(echo_inputs(res, layer_hits))
+    # light taken entirely on the way: the surface stays dark (no entry)
+    hit_of_slot[weight <= 0.0] = -1
+    per_hit = [np.concatenate(c) if len(inputs) > 1 else c[0] for c in zip(*inputs, strict=True)]
+    range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
     names = ("energy", "norm", "range", "relief", "spread_plane", "between")
     # Only slots below a pulse's count are written and read: no need to zero the rest.
-    out = {k: np.empty(total_rays) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
-    out["object"] = np.empty(total_rays, dtype=np.int64)
-    out["count"] = np.zeros(total_rays // samples, dtype=np.int64)
+    total = pulse_count * width
+    out: dict[str, Any] = {
+        k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")
+    }
+    out["object"] = np.empty(total, dtype=np.int64)
+    out["count"] = np.zeros(pulse_count, dtype=np.int64)
     _form_echoes(
-        samples, beam.weights, hit_of_ray, range_m, relief_m, backscatter, spread_m,
+        width, weight.ravel(), hit_of_slot.ravel(), range_m, relief_m, backscatter, spread_m,
         object_index.astype(np.int64), cos_inc, cos_eff, separation_m,
         out["count"], *(out[k] for k in names), out["object"], out["dominant"],
         out["cos_incidence"], out["cos_effective"],
     )  # fmt: skip
+    out["width"] = width
     return out
 
 
-def form_echoes(slots: dict[str, np.ndarray], samples: int, pulse_length_m: float) -> Echoes:
+def form_echoes(slots: dict[str, Any], pulse_length_m: float) -> Echoes:
     """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
     slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
-    e = slots
-    total_rays = len(e["count"]) * samples
-    slot_echo = np.arange(total_rays) % samples
-    used = slot_echo < np.repeat(e["count"], samples)
+    e, width = slots, slots["width"]
+    slot_echo = np.arange(len(e["count"]) * width) % width
+    used = slot_echo < np.repeat(e["count"], width)
     spread = np.sqrt(e["spread_plane"][used] ** 2 + 4.0 * e["between"][used])
     energy = e["energy"][used]
     return Echoes(
-        pulse=np.flatnonzero(used) // samples,
+        pulse=np.flatnonzero(used) // width,
         rank=slot_echo[used],
         energy=energy,
         range_true_m=e["range"][used],
@@ -269,19 +313,22 @@ def echo_returns(
     beam: BeamPattern,
     model: ReturnModel,
     streams: Streams,
+    behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
     """:func:`simulator.echoes.echo_returns` in two kernels: echoes formed per pulse
     (:func:`echo_slots`), then measured, detected and selected per pulse."""
-    slots = echo_slots(results, hits, beam, model.separation_m)
-    samples = beam.samples
-    pulses = len(slots["count"])
+    slots = echo_slots(results, hits, beam, model.separation_m, behind, pulses)
+    if pulses is not None:
+        pulse_id = np.asarray(pulse_id)[pulses]
+    count = len(slots["count"])
     width = model.returns_per_pulse
-    out_slot = np.full((pulses, width), -1, dtype=np.int64)
-    out_number = np.zeros((pulses, width), dtype=np.uint8)
-    out_total = np.zeros((pulses, width), dtype=np.uint8)
-    out_range, out_spread, out_peak = (np.zeros((pulses, width)) for _ in range(3))
+    out_slot = np.full((count, width), -1, dtype=np.int64)
+    out_number = np.zeros((count, width), dtype=np.uint8)
+    out_total = np.zeros((count, width), dtype=np.uint8)
+    out_range, out_spread, out_peak = (np.zeros((count, width)) for _ in range(3))
     _select_echoes(
-        samples, slots["count"], slots["energy"], slots["range"], slots["relief"],
+        slots["width"], slots["count"], slots["energy"], slots["range"], slots["relief"],
         slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
         model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
