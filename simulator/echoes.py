@@ -397,25 +397,33 @@ def merge_returns(
     names = [f.name for f in fields(Returns) if diagnostics or f.name not in DIAGNOSTIC_FIELDS]
     a = {k: getattr(single, k)[kept] for k in names}
     b = {k: getattr(footprint, k) for k in names}
+    a["pulse"] = a["pulse"].astype(np.int64)
     b["pulse"] = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
-    pulse = np.concatenate([a["pulse"].astype(np.int64), b["pulse"]])
-    order = np.argsort(pulse, kind="stable")
-    return Returns(**{k: np.concatenate([a[k], b[k]])[order] for k in names})
+    # Both are in pulse order and share no pulse: each row's place in the merge is its
+    # place in its own source plus the rows of the other before its pulse.
+    at_a = np.arange(len(a["pulse"])) + np.searchsorted(b["pulse"], a["pulse"])
+    at_b = np.arange(len(b["pulse"])) + np.searchsorted(a["pulse"], b["pulse"])
+    out = {}
+    for k in names:
+        merged = np.empty(len(at_a) + len(at_b), dtype=np.result_type(a[k], b[k]))
+        merged[at_a], merged[at_b] = a[k], b[k]
+        out[k] = merged
+    return Returns(**out)
 
 
-def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
+def echo_inputs(
+    results: HitResults, hits: Hits, used: NDArray[np.intp] | None = None
+) -> tuple[NDArray, ...]:
     """The per-hit inputs of echo formation, in the order :func:`form_echoes` takes them:
-    true range, relief, backscatter, spread, object, cos incidence, cos effective."""
-    idx = results.idx
-    return (
-        hits.range_m[idx].astype(np.float64),
-        results.relief_m,
-        results.backscatter,
-        results.spread_m,
-        hits.object_index[idx],
-        results.cos_incidence,
-        results.cos_effective,
-    )
+    true range, relief, backscatter, spread, object, cos incidence, cos effective; of
+    every hit, or of the hits ``used`` (positions among ``results.idx``)."""
+    idx = results.idx if used is None else results.idx[used]
+    per_hit = (results.relief_m, results.backscatter, results.spread_m)
+    cosines = (results.cos_incidence, results.cos_effective)
+    if used is not None:
+        per_hit = tuple(a[used] for a in per_hit)
+        cosines = tuple(a[used] for a in cosines)
+    return (hits.range_m[idx].astype(np.float64), *per_hit, hits.object_index[idx], *cosines)
 
 
 def echo_returns(

@@ -328,7 +328,7 @@ class Simulation:
         layers: list[Hits] = []
         front, n = hits, len(rays.cast)
         for _ in range(self.survey.max_surfaces - 1):
-            passes = front.hit & (self.transmittance_of_object[front.object_index] > 0.0)
+            passes = self.transmittance_of_object[front.object_index] > 0.0  # a miss: 0
             rows = np.flatnonzero(passes)
             if len(rows) == 0:
                 break
@@ -429,7 +429,7 @@ class Simulation:
         two_way = np.ones(len(chunk.hits.range_m))
         front = chunk.hits
         for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
-            t = np.where(front.hit, self.transmittance_of_object[front.object_index], 0.0)
+            t = self.transmittance_of_object[front.object_index]  # a miss (-1): 0
             two_way = two_way * t * t
             behind.append(Behind(layer_results, layer, two_way))
             front = layer

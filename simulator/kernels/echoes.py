@@ -249,18 +249,24 @@ def echo_slots(
     inputs, offset = [], 0
     for layer, (res, layer_hits, two_way) in enumerate(layers):
         hit_of_ray = np.full(len(layer_hits.range_m), -1, dtype=np.int64)
-        hit_of_ray[res.idx] = offset + np.arange(len(res.idx))
-        offset += len(res.idx)
+        hit_of_ray[res.idx] = np.arange(len(res.idx))
         w = np.broadcast_to(beam.weights.astype(np.float64), (pulse_count, samples))
         if rays is not None:
             hit_of_ray = hit_of_ray[rays]
         if two_way is not None:
             w = w * (two_way if rays is None else two_way[rays]).reshape(pulse_count, samples)
-        hit_of_slot[:, layer] = hit_of_ray.reshape(pulse_count, samples)
+        # light taken entirely on the way: the surface stays dark (no entry)
+        reached = (hit_of_ray >= 0) & (w.ravel() > 0.0)
+        if rays is None and reached.all():  # every ray hit: the hits in ray order
+            used = None
+        else:  # the hits the slots use, numbered anew
+            used = hit_of_ray[reached]
+            hit_of_ray = np.where(reached, np.cumsum(reached) - 1, -1)
+        hit_of_slot[:, layer] = (hit_of_ray + offset).reshape(pulse_count, samples)
+        hit_of_slot[:, layer][~reached.reshape(pulse_count, samples)] = -1
+        offset += len(res.idx) if used is None else len(used)
         weight[:, layer] = w
-        inputs.append(echo_inputs(res, layer_hits))
-    # light taken entirely on the way: the surface stays dark (no entry)
-    hit_of_slot[weight <= 0.0] = -1
+        inputs.append(echo_inputs(res, layer_hits, used))
     per_hit = [np.concatenate(c) if len(inputs) > 1 else c[0] for c in zip(*inputs, strict=True)]
     range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
     names = ("energy", "norm", "range", "relief", "spread_plane", "between")
