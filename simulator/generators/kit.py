@@ -379,11 +379,11 @@ class Kit:
         """A building whose façade faces along ``-y`` of its frame (the frame's origin is
         the middle of the façade's foot; its yaw turns the façade to face the street).
 
-        The façade is a wall with windows in bays (glass panes set back into the wall, so
-        the reveals show), a door or a shop front on the ground floor, and balconies on
-        some; behind the glass are rooms (floor slabs, side walls and the back wall of the
-        building's solid core) that the beam reaches through the windows. Everything is
-        ``building``.
+        The façade is a wall with windows in bays (glass panes, one surface each, set back
+        into the wall, so the reveals show), a door or a shop front on the ground floor,
+        and balconies on some; behind the glass are rooms (floor slabs, side walls and the
+        back wall of the building's solid core) that the beam reaches through the windows.
+        Everything is ``building``.
         """
         rng = self.rng
         frame = (x_m, y_m, 0.0, yaw_deg)
@@ -426,8 +426,10 @@ class Kit:
                     )
                 if f == 0 and j == door_bay:
                     b(f"door{j}", (win_w, 0.05, hi - lo), (x, thick - 0.05, (lo + hi) / 2), "wood")
-                else:
-                    b(f"window{j}_{f}", (win_w, 0.02, hi - lo), (x, recess, (lo + hi) / 2), "glass")
+                else:  # a pane is one surface: glass's transmittance is a whole pane's
+                    self.part(f"{name}/window{j}_{f}", {"plane": {"size_m": [win_w, hi - lo]}},
+                              (x, recess, (lo + hi) / 2), "glass", "building", frame,
+                              rotation_deg=(90.0, 0.0, 0.0))  # fmt: skip
                 bottom = hi
                 if f > 0 and (f + j) % 3 == 0 and rng.uniform() < 0.35:  # a balcony
                     z = f * floor_h
