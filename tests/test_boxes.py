@@ -26,7 +26,7 @@ GROUP = {
 
 def _dataset(tmp: Path, layout: str, **group: object) -> Path:
     spec = tmp / f"{layout}.yaml"
-    spec.write_text(yaml.safe_dump({"seed": 11, "layout": layout, "groups": [{**GROUP, **group}]}))
+    spec.write_text(yaml.safe_dump({"seed": 14, "layout": layout, "groups": [{**GROUP, **group}]}))
     out = tmp / layout
     manifest = run_dataset(spec, out, workers=1)
     assert manifest["errors"] == []
@@ -50,7 +50,7 @@ def compensated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_countable_object_has_a_box_in_every_frame(compensated: Path) -> None:
     items = SemanticKittiDataset(compensated)
     assert len(items) == 3
-    scene = street(sequence_seed(11, 0) % 2**63)  # the generator's scene of sequence 0
+    scene = street(sequence_seed(14, 0) % 2**63)  # the generator's scene of sequence 0
     expected = {o["instance"] for o in scene["objects"] if label_id(o["label"]) in THING_LABELS}
     for item in items:
         boxes = item["boxes"]

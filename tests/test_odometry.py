@@ -4,7 +4,7 @@ deskewing on) tracks sequences that ``lidar-sim sequence`` wrote of a generated 
 The drive is 100 frames (10 s) at 8 m/s down the ego lane of ``scenes/street``. KISS-ICP
 reaches about 0.5 % on real KITTI streets; here the end error (the distance between the
 estimated and the true last pose, over the path length) must stay under 1 % with the
-HDL-64E (KITTI's sensor) and under 2 % with an RS-Helios.
+HDL-64E (KITTI's sensor) and under 2 % with both RS-Helios models (1615 and 5515).
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def _end_error(scanner: str, out: Path) -> tuple[float, float]:
     return float(np.linalg.norm(odometry.last_pose[:3, 3] - relative[-1, :3, 3])), path_m
 
 
-@pytest.mark.parametrize(("scanner", "bound"), [("hdl-64e", 0.01), ("rs-helios-1615", 0.02)])
+@pytest.mark.parametrize(
+    ("scanner", "bound"), [("hdl-64e", 0.01), ("rs-helios-1615", 0.02), ("rs-helios-5515", 0.02)]
+)
 def test_kiss_icp_tracks_a_generated_street(scanner: str, bound: float, tmp_path: Path) -> None:
     error_m, path_m = _end_error(scanner, tmp_path / scanner)
     assert 79.0 < path_m < 79.5  # 99 frame steps of 0.8 m

@@ -273,9 +273,10 @@ class Kit:
         h = float(height_m or rng.uniform(5, 12))
         crown_r = float(rng.uniform(0.3, 0.45) * h)
         trunk_h = max(2.0, h - 2.0 * crown_r)  # the crown's base
-        self.part(f"{name}/trunk", {"cylinder": {"radius_m": float(rng.uniform(0.12, 0.3)),
-                  "height_m": trunk_h + crown_r, "sections": 12}},
-                  (x_m, y_m, (trunk_h + crown_r) / 2), "bark", "trunk")  # fmt: skip
+        top = trunk_h + 0.5 * crown_r  # the trunk ends inside the crown
+        self.part(f"{name}/trunk", {"cylinder": {"radius_m": float(rng.uniform(0.06, 0.15)),
+                  "height_m": top, "sections": 12}},
+                  (x_m, y_m, top / 2), "bark", "trunk")  # fmt: skip
         for k in range(int(rng.integers(3, 7))):
             offset = rng.normal(0.0, 0.3 * crown_r, 3) * [1.0, 1.0, 0.6]
             r = crown_r * float(rng.uniform(0.55, 0.8))
@@ -286,7 +287,7 @@ class Kit:
     def bush(self, name: str, x_m: float, y_m: float) -> None:
         """A bush: a flattened sphere of dense vegetation."""
         rng = self.rng
-        r = float(rng.uniform(0.5, 1.3))
+        r = float(rng.uniform(0.6, 1.6))
         obj = self.part(name, {"sphere": {"radius_m": r, "subdivisions": 2}},
                         (x_m, y_m, 0.35 * r), "vegetation", "vegetation")  # fmt: skip
         obj["scale"] = [1.0, float(rng.uniform(0.7, 1.3)), 0.7]
@@ -344,14 +345,14 @@ class Kit:
 
     def fence(self, name: str, x0_m: float, x1_m: float, y_m: float, *, kind: str) -> None:
         """A fence along x from ``x0_m`` to ``x1_m`` (``fence``): ``mesh`` (posts and a
-        see-through wire-mesh panel), ``wood`` (posts and two rails), ``wall`` (a low
-        solid wall) or ``hedge`` (a clipped hedge, ``vegetation``)."""
+        see-through wire-mesh sheet, one surface), ``wood`` (posts and a board panel),
+        ``wall`` (a low solid wall) or ``hedge`` (a clipped hedge, ``vegetation``)."""
         length = x1_m - x0_m
         if length <= 0.3:
             return
         mid = (x0_m + x1_m) / 2
         if kind == "hedge":
-            h = float(self.rng.uniform(0.8, 1.8))
+            h = float(self.rng.uniform(1.0, 2.2))
             self.box(name, (length, float(self.rng.uniform(0.6, 1.0)), h), (mid, y_m, h / 2),
                      "vegetation", "vegetation")  # fmt: skip
             return
@@ -365,11 +366,12 @@ class Kit:
             self.box(f"{name}/post{k}", (0.08, 0.08, h), (x, y_m, h / 2),
                      "wood" if kind == "wood" else "pole_metal", "fence")  # fmt: skip
         if kind == "wood":
-            for k, z in enumerate((0.4, 0.95)):
-                self.box(f"{name}/rail{k}", (length, 0.04, 0.12), (mid, y_m, z), "wood", "fence")
+            self.box(f"{name}/boards", (length, 0.03, h - 0.15), (mid, y_m + 0.06, h / 2 + 0.05),
+                     "wood", "fence")  # fmt: skip
         else:
-            self.box(f"{name}/panel", (length, 0.02, h - 0.1), (mid, y_m, h / 2), "wire_mesh",
-                     "fence")  # fmt: skip
+            self.part(f"{name}/panel", {"plane": {"size_m": [length, h - 0.1]}},
+                      (mid, y_m, h / 2), "wire_mesh", "fence",
+                      rotation_deg=(90.0, 0.0, 0.0))  # fmt: skip
 
     # ----------------------------------------------------------------- buildings
 

@@ -98,7 +98,7 @@ def street(seed: int) -> dict[str, Any]:
         s = float(side)
         y_kerb = s * edge[side]
         walk_w = float(rng.uniform(2.0, 4.5))
-        verge = float(rng.uniform(1.0, 3.0)) if rng.uniform() < 0.6 else 0.0
+        verge = float(rng.uniform(1.0, 3.0)) if rng.uniform() < 0.75 else 0.0
         kit.box(f"kerb{side}", (STREET_LENGTH_M, 0.15, kerb_h), (0, y_kerb + s * 0.075, kerb_h / 2),
                 "concrete", "sidewalk")  # fmt: skip
         if verge:  # a grass strip between the kerb and the sidewalk
@@ -117,7 +117,7 @@ def street(seed: int) -> dict[str, Any]:
             k = 0
             while x < half:
                 length = float(rng.uniform(3, 15))
-                if rng.uniform() < 0.5:
+                if rng.uniform() < 0.8:
                     h = float(rng.uniform(0.5, 1.3))
                     kit.box(f"shrubs{side}_{k}", (length, min(verge * 0.7, 1.5), h),
                             (x + length / 2, y_kerb + s * (0.15 + verge / 2), kerb_h + h / 2),
@@ -130,10 +130,10 @@ def street(seed: int) -> dict[str, Any]:
         spacing = float(rng.uniform(25, 35))
         for k, x in enumerate(np.arange(-half + rng.uniform(0, spacing), half, spacing)):
             kit.street_light(f"light{side}_{k}", float(x), y_walk + s * 0.4, -90.0 * s)
-        if rng.uniform() < 0.75:  # a tree line
-            step = float(rng.uniform(8, 14))
+        if rng.uniform() < 0.9:  # a tree line
+            step = float(rng.uniform(6, 11))
             for k, x in enumerate(np.arange(-half + rng.uniform(0, step), half, step)):
-                if rng.uniform() < 0.85:
+                if rng.uniform() < 0.9:
                     kit.tree(f"tree{side}_{k}", float(x + rng.uniform(-1, 1)), y_tree)
         for k in range(int(rng.integers(2, 6))):
             kit.sign(f"sign{side}_{k}", float(rng.uniform(-half + 5, half - 5)),
@@ -153,20 +153,20 @@ def street(seed: int) -> dict[str, Any]:
             x = -half + float(rng.uniform(0, 8))
             k = 0
             while x < half - 6:
-                if rng.uniform() < 0.4:
+                if rng.uniform() < 0.3:
                     kit.car(f"parked{side}_{k}", x + 2.5, s * (lanes * lane_w + park_w / 2),
                             float(rng.uniform(-3, 3)) + (0.0 if side < 0 else 180.0))  # fmt: skip
                     k += 1
                 x += float(rng.uniform(5.5, 9.0))
         # People on the sidewalk: walkers in both directions, a few standing.
-        for k in range(int(rng.integers(2, 7))):
+        for k in range(int(rng.integers(0, 3))):
             direction = 1.0 if rng.uniform() < 0.5 else -1.0
             # walkers keep between the kerb-side furniture and the bins at the back
             y = y_walk + s * float(rng.uniform(1.5, max(walk_w - 1.0, 1.5)))
             kit.person(f"walker{side}_{k}", float(rng.uniform(-60, 60)), y,
                        0.0 if direction > 0 else 180.0,
                        speed_mps=float(rng.uniform(1.0, 1.6)))  # fmt: skip
-        for k in range(int(rng.integers(0, 3))):
+        for k in range(int(rng.uniform() < 0.3)):
             kit.person(f"person{side}_{k}", float(rng.uniform(-60, 60)),
                        y_walk + s * float(rng.uniform(0.8, walk_w - 0.4)),
                        float(rng.uniform(0, 360)))  # fmt: skip
@@ -177,16 +177,16 @@ def street(seed: int) -> dict[str, Any]:
         while x < half:
             length = float(rng.uniform(10, 32))
             gap = float(rng.uniform(0, 7)) if rng.uniform() < 0.7 else 0.0
-            setback = float(rng.choice([0.0, rng.uniform(2, 8)], p=[0.3, 0.7]))
+            setback = float(rng.choice([0.0, rng.uniform(3, 10)], p=[0.15, 0.85]))
             x1 = min(x + length, half)
             if setback > 0:
                 kit.part(f"garden{side}_{k}", {"plane": {"size_m": [x1 - x + gap, setback]}},
                          ((x + x1 + gap) / 2, y_back + s * setback / 2, 0.0), "grass",
                          "terrain")  # fmt: skip
-                kind = str(rng.choice(["hedge", "mesh", "wood", "wall"], p=[0.5, 0.2, 0.15, 0.15]))
+                kind = str(rng.choice(["hedge", "mesh", "wood", "wall"], p=[0.6, 0.1, 0.2, 0.1]))
                 kit.fence(f"fence{side}_{k}", x + 0.3, x1 + gap - 0.3, y_back + s * 0.4,
                           kind=kind)  # fmt: skip
-                for b in range(int(rng.integers(1, 6))):
+                for b in range(int(rng.integers(2, 8))):
                     kit.bush(
                         f"bush{side}_{k}_{b}",
                         float(rng.uniform(x, x1)),
@@ -200,6 +200,9 @@ def street(seed: int) -> dict[str, Any]:
                              shop_front=setback == 0 and rng.uniform() < 0.5)  # fmt: skip
             if gap > 2 and rng.uniform() < 0.5:  # a tree in the gap
                 kit.tree(f"yardtree{side}_{k}", x1 + gap / 2, y_back + s * (setback + 3))
+            if setback > 5 and rng.uniform() < 0.5:  # a tree in the front garden
+                kit.tree(f"gardentree{side}_{k}", float(rng.uniform(x + 2, max(x1 - 2, x + 2))),
+                         y_back + s * setback / 2)  # fmt: skip
             x = x1 + gap
             k += 1
     # Traffic: cars in the lanes, each direction on its own side; cyclists at the edge.
