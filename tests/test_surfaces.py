@@ -135,7 +135,10 @@ def test_see_through_scans_are_identical_for_any_chunk_size_backend_and_sampling
     for other in (small, spec):
         for name in ref.fields:
             if other is spec and name == "range_true_m":
-                np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=4)
+                # An energy-weighted mean of the sub-rays' ranges: the weights carry the
+                # last bits in which numba's and numpy's pow and cos differ, by CPU (up to
+                # 5 ULP of 10 m, 1e-14 m, seen on this farm's Xeons).
+                np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=16)
                 continue
             np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
     adaptive = _sim(ws, objects, {**scanner, "beam_sampling": "adaptive"}, **keys).run()
