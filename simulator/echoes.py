@@ -411,19 +411,19 @@ def merge_returns(
     return Returns(**out)
 
 
-def echo_inputs(
-    results: HitResults, hits: Hits, used: NDArray[np.intp] | None = None
-) -> tuple[NDArray, ...]:
+def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
     """The per-hit inputs of echo formation, in the order :func:`form_echoes` takes them:
-    true range, relief, backscatter, spread, object, cos incidence, cos effective; of
-    every hit, or of the hits ``used`` (positions among ``results.idx``)."""
-    idx = results.idx if used is None else results.idx[used]
-    per_hit = (results.relief_m, results.backscatter, results.spread_m)
-    cosines = (results.cos_incidence, results.cos_effective)
-    if used is not None:
-        per_hit = tuple(a[used] for a in per_hit)
-        cosines = tuple(a[used] for a in cosines)
-    return (hits.range_m[idx].astype(np.float64), *per_hit, hits.object_index[idx], *cosines)
+    true range, relief, backscatter, spread, object, cos incidence, cos effective."""
+    idx = results.idx
+    return (
+        hits.range_m[idx].astype(np.float64),
+        results.relief_m,
+        results.backscatter,
+        results.spread_m,
+        hits.object_index[idx],
+        results.cos_incidence,
+        results.cos_effective,
+    )
 
 
 def echo_returns(

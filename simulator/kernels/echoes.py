@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from ..beam import BeamPattern
 from ..chunk import Hits
-from ..echoes import Behind, Echoes, Returns, echo_inputs
+from ..echoes import Behind, Echoes, Returns
 from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
@@ -220,6 +220,46 @@ def _select_echoes(  # type: ignore[no-untyped-def]
                 out_total[p, t] = out
 
 
+@njit(cache=True, nogil=True)
+def _layer_slots(  # type: ignore[no-untyped-def]
+    layer, pulses, samples, idx, weights, two_way, range_m, object_index, relief, b, spread,
+    cos_inc, cos_eff, used, hit_of_slot, weight, o_range, o_relief, o_b, o_spread, o_obj,
+    o_cos_inc, o_cos_eff,
+):  # fmt: skip
+    """Layer ``layer`` of the slots of the pulses ``pulses`` (increasing): each sub-ray's
+    share of the energy (its beam weight times the two-way transmittance in front, when
+    ``two_way`` is not empty) and its hit there, if any and lit: the hit's per-hit inputs
+    are appended to the ``o_*`` arrays from ``used`` on. Returns the new ``used``.
+
+    ``idx`` (increasing) are the rays that hit in the layer; ``range_m``,
+    ``object_index`` and ``two_way`` are by ray, the other inputs by hit."""
+    j = 0
+    hits = idx.shape[0]
+    for f in range(pulses.shape[0]):
+        base = pulses[f] * samples
+        for k in range(samples):
+            ray = base + k
+            while j < hits and idx[j] < ray:  # both increase: a merge walk
+                j += 1
+            w = weights[k]
+            if two_way.shape[0] > 0:
+                w = w * two_way[ray]
+            weight[f, layer, k] = w
+            if j < hits and idx[j] == ray and w > 0.0:  # (no light: the surface stays dark)
+                hit_of_slot[f, layer, k] = used
+                o_range[used] = np.float64(range_m[ray])
+                o_obj[used] = object_index[ray]
+                o_relief[used] = relief[j]
+                o_b[used] = b[j]
+                o_spread[used] = spread[j]
+                o_cos_inc[used] = cos_inc[j]
+                o_cos_eff[used] = cos_eff[j]
+                used += 1
+            else:
+                hit_of_slot[f, layer, k] = -1
+    return used
+
+
 def echo_slots(
     results: HitResults,
     hits: Hits,
@@ -238,37 +278,30 @@ def echo_slots(
     the ``width``.
     """
     samples = beam.samples
-    pulse_count = len(hits.range_m) // samples if pulses is None else len(pulses)
+    if pulses is None:
+        pulses = np.arange(len(hits.range_m) // samples)
+    pulses = np.ascontiguousarray(pulses, dtype=np.int64)
     layers = [(results, hits, None), *((b.results, b.hits, b.two_way) for b in behind)]
     width = samples * len(layers)
     # Slot l * samples + k of a pulse: its sub-ray k's surface in layer l, as the
     # specification orders the entries of a pulse (layer by layer, sub-ray by sub-ray).
-    hit_of_slot = np.empty((pulse_count, len(layers), samples), dtype=np.int64)
-    weight = np.empty((pulse_count, len(layers), samples))
-    rays = None if pulses is None else (pulses[:, None] * samples + np.arange(samples)).ravel()
-    inputs, offset = [], 0
-    for layer, (res, layer_hits, two_way) in enumerate(layers):
-        hit_of_ray = np.full(len(layer_hits.range_m), -1, dtype=np.int64)
-        hit_of_ray[res.idx] = np.arange(len(res.idx))
-        w = np.broadcast_to(beam.weights.astype(np.float64), (pulse_count, samples))
-        if rays is not None:
-            hit_of_ray = hit_of_ray[rays]
-        if two_way is not None:
-            w = w * (two_way if rays is None else two_way[rays]).reshape(pulse_count, samples)
-        # light taken entirely on the way: the surface stays dark (no entry)
-        reached = (hit_of_ray >= 0) & (w.ravel() > 0.0)
-        if rays is None and reached.all():  # every ray hit: the hits in ray order
-            used = None
-        else:  # the hits the slots use, numbered anew
-            used = hit_of_ray[reached]
-            hit_of_ray = np.where(reached, np.cumsum(reached) - 1, -1)
-        hit_of_slot[:, layer] = (hit_of_ray + offset).reshape(pulse_count, samples)
-        hit_of_slot[:, layer][~reached.reshape(pulse_count, samples)] = -1
-        offset += len(res.idx) if used is None else len(used)
-        weight[:, layer] = w
-        inputs.append(echo_inputs(res, layer_hits, used))
-    per_hit = [np.concatenate(c) if len(inputs) > 1 else c[0] for c in zip(*inputs, strict=True)]
+    shape = (len(pulses), len(layers), samples)
+    hit_of_slot = np.empty(shape, dtype=np.int64)
+    weight = np.empty(shape)
+    capacity = hit_of_slot.size
+    per_hit = [np.empty(capacity) for _ in range(4)] + [np.empty(capacity, np.int64)]
+    per_hit += [np.empty(capacity) for _ in range(2)]
     range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
+    used = 0
+    weights = np.ascontiguousarray(beam.weights, dtype=np.float64)
+    for layer, (res, layer_hits, two_way) in enumerate(layers):
+        used = _layer_slots(
+            layer, pulses, samples, res.idx, weights,
+            np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
+            layer_hits.object_index, res.relief_m, res.backscatter, res.spread_m,
+            res.cos_incidence, res.cos_effective, used, hit_of_slot, weight, *per_hit,
+        )  # fmt: skip
+    pulse_count = len(pulses)
     names = ("energy", "norm", "range", "relief", "spread_plane", "between")
     # Only slots below a pulse's count are written and read: no need to zero the rest.
     total = pulse_count * width
@@ -279,7 +312,7 @@ def echo_slots(
     out["count"] = np.zeros(pulse_count, dtype=np.int64)
     _form_echoes(
         width, weight.ravel(), hit_of_slot.ravel(), range_m, relief_m, backscatter, spread_m,
-        object_index.astype(np.int64), cos_inc, cos_eff, separation_m,
+        object_index, cos_inc, cos_eff, separation_m,
         out["count"], *(out[k] for k in names), out["object"], out["dominant"],
         out["cos_incidence"], out["cos_effective"],
     )  # fmt: skip
