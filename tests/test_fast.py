@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator import echoes, hits, rays, record
+from simulator import echoes, hits, raycast, rays, record
 from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
 from simulator.beam import BeamPattern
 from simulator.chunk import PulsePoses
@@ -18,6 +18,7 @@ from .conftest import REPO
 pytestmark = pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
 if KERNELS_AVAILABLE:
     from simulator.kernels import common
+    from simulator.kernels import cull as k_cull
     from simulator.kernels import echoes as k_echoes
     from simulator.kernels import hits as k_hits
     from simulator.kernels import rays as k_rays
@@ -36,6 +37,7 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         (echoes.echo_returns, k_echoes.echo_returns),
         (record.record, k_record.record),
         (record.pack_las, k_record.pack_las),
+        (raycast.rays_into_boxes, k_cull.rays_into_boxes),
     ]
     for spec, kernel in pairs:
         assert spec.__name__ == kernel.__name__
@@ -413,9 +415,6 @@ def test_cached_kernels_are_dropped_when_an_inlined_source_changes(tmp_path: Pat
 def test_cull_kernel_matches_the_specification() -> None:
     """Which rays meet which boxes of their time slot: the kernel's answer equals the
     specification's for rays from inside, outside, along an axis and short of a box."""
-    from simulator import raycast
-    from simulator.kernels import cull as k_cull
-
     rng = np.random.default_rng(5)
     n, groups, slots = 20_000, 7, 5
     d = rng.normal(size=(n, 3))

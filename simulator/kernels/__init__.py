@@ -11,6 +11,7 @@ kernel                       specification
 ``footprint.single_surface`` :func:`simulator.footprint.single_surface`
 ``record.record``            :func:`simulator.record.record` (spinning)
 ``record.pack_las``          :func:`simulator.record.pack_las`
+``cull.rays_into_boxes``     :func:`simulator.raycast.rays_into_boxes`
 ============================ ===============================================
 
 The tests compare each kernel with its specification value for value. Each pulse is
