@@ -266,9 +266,11 @@ class Kit:
 
     # ----------------------------------------------------------------- vegetation
 
-    def tree(self, name: str, x_m: float, y_m: float, *, height_m: float | None = None) -> None:
+    def tree(self, name: str, x_m: float, y_m: float, *, height_m: float | None = None,
+             clearance_m: float = 2.0) -> None:  # fmt: skip
         """A tree: a trunk (``trunk``) and a crown of three to six overlapping porous
-        spheres (``foliage``, ``vegetation``) that the beam partly passes."""
+        spheres (``foliage``, ``vegetation``) that the beam partly passes, none lower than
+        ``clearance_m`` (a street tree is pruned clear of the traffic under it)."""
         rng = self.rng
         h = float(height_m or rng.uniform(5, 12))
         crown_r = float(rng.uniform(0.3, 0.45) * h)
@@ -280,9 +282,9 @@ class Kit:
         for k in range(int(rng.integers(3, 7))):
             offset = rng.normal(0.0, 0.3 * crown_r, 3) * [1.0, 1.0, 0.6]
             r = crown_r * float(rng.uniform(0.55, 0.8))
+            z = max(trunk_h + crown_r + offset[2], clearance_m + r)
             self.part(f"{name}/crown{k}", {"sphere": {"radius_m": r, "subdivisions": 2}},
-                      (x_m + offset[0], y_m + offset[1], trunk_h + crown_r + offset[2]),
-                      "foliage", "vegetation")  # fmt: skip
+                      (x_m + offset[0], y_m + offset[1], z), "foliage", "vegetation")  # fmt: skip
 
     def bush(self, name: str, x_m: float, y_m: float) -> None:
         """A bush: a flattened sphere of dense vegetation."""

@@ -24,6 +24,9 @@ __all__ = ["STREET_LENGTH_M", "street"]
 
 #: Length of the generated street (m).
 STREET_LENGTH_M = 220.0
+#: Lowest leaves of the trees along the kerb (m): pruned clear of trucks and buses, as
+#: street trees are (4-4.5 m is common).
+STREET_TREE_CLEARANCE_M = 4.0
 
 _MATERIALS = ("asphalt", "concrete", "grass", "soil", "building_wall", "glass", "wood",
               "car_paint", "painted_metal", "pole_metal", "retroreflective_sign", "lane_paint",
@@ -134,7 +137,8 @@ def street(seed: int) -> dict[str, Any]:
             step = float(rng.uniform(6, 11))
             for k, x in enumerate(np.arange(-half + rng.uniform(0, step), half, step)):
                 if rng.uniform() < 0.9:
-                    kit.tree(f"tree{side}_{k}", float(x + rng.uniform(-1, 1)), y_tree)
+                    kit.tree(f"tree{side}_{k}", float(x + rng.uniform(-1, 1)), y_tree,
+                             clearance_m=STREET_TREE_CLEARANCE_M)  # fmt: skip
         for k in range(int(rng.integers(2, 6))):
             kit.sign(f"sign{side}_{k}", float(rng.uniform(-half + 5, half - 5)),
                      y_walk + s * 0.3, 90.0 - 90.0 * s)  # fmt: skip
