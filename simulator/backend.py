@@ -132,8 +132,8 @@ class Backend(Protocol):
 
     def rays_into_boxes(
         self,
-        origins_m: NDArray[np.float64],
-        directions: NDArray[np.float64],
+        rays: NDArray[np.float32],
+        shift_m: NDArray[np.float64],
         range_max_m: NDArray[Any],
         slot: NDArray[np.int64],
         lo_m: NDArray[np.float64],

@@ -410,10 +410,22 @@ class Simulation:
         if self.medium is not None:
             touched |= self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(touched)
-        # (adaptive sampling's footprints are handled there)
         recomputed = self._surface_returns(chunk, results, ids, particles, pulses)
         kept = ~touched[returns.pulse]
         return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
+
+    def layers_behind(self, chunk: CastChunk, results: HitResults) -> list[Behind]:
+        """The surfaces behind see-through ones, a :class:`Behind` a layer, with the
+        two-way transmittance in front of each (``chunk.behind`` and ``results.behind``)."""
+        behind = []
+        two_way = np.ones(len(chunk.hits.range_m))
+        front = chunk.hits
+        for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
+            t = self.transmittance_of_object[front.object_index]  # a miss (-1): 0
+            two_way = two_way * t * t
+            behind.append(Behind(layer_results, layer, two_way))
+            front = layer
+        return behind
 
     def _surface_returns(
         self,
@@ -425,14 +437,7 @@ class Simulation:
     ) -> Returns:
         """Returns of the chunk's pulses (or of ``pulses`` among them), sub-ray-major,
         with every surface behind see-through ones, and through the weather."""
-        behind = []
-        two_way = np.ones(len(chunk.hits.range_m))
-        front = chunk.hits
-        for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
-            t = self.transmittance_of_object[front.object_index]  # a miss (-1): 0
-            two_way = two_way * t * t
-            behind.append(Behind(layer_results, layer, two_way))
-            front = layer
+        behind = self.layers_behind(chunk, results)
         beam, model, streams = self.beam, self.model, self.streams
         if self.medium is None:
             return self.backend.echo_returns(results, chunk.hits, ids, beam, model, streams,

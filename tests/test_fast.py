@@ -436,7 +436,6 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
     """Echoes with the surfaces behind glass and foliage (a generated street, footprints
     of 7 sub-rays, up to 4 surfaces a ray), of every pulse and of a selection: the
     kernel's returns equal the specification's, field by field."""
-    from simulator.echoes import Behind
 
     sim = simulator.Simulation.from_file(
         REPO / "scenes" / "street" / "drive.yaml",
@@ -445,12 +444,7 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
     chunk = sim.cast_pulses(0, 20_000)
     assert len(chunk.behind) == 3 and chunk.behind[1].hit.sum() > 500
     results = sim.evaluate(chunk)
-    behind, two_way, front = [], np.ones(len(chunk.hits.range_m)), chunk.hits
-    for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
-        t = np.where(front.hit, sim.transmittance_of_object[front.object_index], 0.0)
-        two_way = two_way * t * t
-        behind.append(Behind(layer_results, layer, two_way))
-        front = layer
+    behind = sim.layers_behind(chunk, results)
     ids = chunk.pulse_ids
     args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, behind)
     picked = np.flatnonzero(sim._several_surfaces(chunk))

@@ -126,6 +126,14 @@ class Kit:
         return self.part(name, {"box": {"size_m": _floats(size_m)}}, local_m, material, label,
                          frame, **extra)  # fmt: skip
 
+    def pane(self, name: str, size_m: tuple[float, float], local_m: Vec, material: str,
+             label: str, frame: tuple[float, float, float, float]) -> dict[str, Any]:  # fmt: skip
+        """A vertical sheet, one surface (a window pane, a mesh panel): ``size_m`` (width
+        along x, height) in the frame's x-z plane, centred at ``local_m``."""
+        plane = {"plane": {"size_m": [float(size_m[0]), float(size_m[1])]}}
+        return self.part(name, plane, local_m, material, label, frame,
+                         rotation_deg=(90.0, 0.0, 0.0))  # fmt: skip
+
     def instance(self) -> int:
         """A new instance id."""
         self.next_instance += 1
@@ -371,9 +379,8 @@ class Kit:
             self.box(f"{name}/boards", (length, 0.03, h - 0.15), (mid, y_m + 0.06, h / 2 + 0.05),
                      "wood", "fence")  # fmt: skip
         else:
-            self.part(f"{name}/panel", {"plane": {"size_m": [length, h - 0.1]}},
-                      (mid, y_m, h / 2), "wire_mesh", "fence",
-                      rotation_deg=(90.0, 0.0, 0.0))  # fmt: skip
+            self.pane(f"{name}/panel", (length, h - 0.1), (mid, y_m, h / 2), "wire_mesh",
+                      "fence", (0.0, 0.0, 0.0, 0.0))  # fmt: skip
 
     # ----------------------------------------------------------------- buildings
 
@@ -431,9 +438,8 @@ class Kit:
                 if f == 0 and j == door_bay:
                     b(f"door{j}", (win_w, 0.05, hi - lo), (x, thick - 0.05, (lo + hi) / 2), "wood")
                 else:  # a pane is one surface: glass's transmittance is a whole pane's
-                    self.part(f"{name}/window{j}_{f}", {"plane": {"size_m": [win_w, hi - lo]}},
-                              (x, recess, (lo + hi) / 2), "glass", "building", frame,
-                              rotation_deg=(90.0, 0.0, 0.0))  # fmt: skip
+                    self.pane(f"{name}/window{j}_{f}", (win_w, hi - lo),
+                              (x, recess, (lo + hi) / 2), "glass", "building", frame)  # fmt: skip
                 bottom = hi
                 if f > 0 and (f + j) % 3 == 0 and rng.uniform() < 0.35:  # a balcony
                     z = f * floor_h

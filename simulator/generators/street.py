@@ -170,8 +170,8 @@ def street(seed: int) -> dict[str, Any]:
             kit.person(f"walker{side}_{k}", float(rng.uniform(-60, 60)), y,
                        0.0 if direction > 0 else 180.0,
                        speed_mps=float(rng.uniform(1.0, 1.6)))  # fmt: skip
-        for k in range(int(rng.uniform() < 0.3)):
-            kit.person(f"person{side}_{k}", float(rng.uniform(-60, 60)),
+        if rng.uniform() < 0.3:  # someone standing
+            kit.person(f"person{side}_0", float(rng.uniform(-60, 60)),
                        y_walk + s * float(rng.uniform(0.8, walk_w - 0.4)),
                        float(rng.uniform(0, 360)))  # fmt: skip
         # Plots: a front garden (grass) with a fence or hedge on the property line, and a
