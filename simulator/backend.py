@@ -8,6 +8,8 @@ one name and one signature each:
 - ``evaluate_hits``: the per-hit model (:mod:`simulator.hits`);
 - ``echo_returns``: echoes of sub-rays and of the surfaces behind see-through ones
   formed, measured and selected (:mod:`simulator.echoes`);
+- ``see_through_returns``: the returns of a chunk cast one ray a pulse where some rays
+  passed see-through surfaces (:mod:`simulator.echoes`);
 - ``single_surface``: which footprints adaptive sampling leaves to the central ray
   (:mod:`simulator.footprint`);
 - ``record``: the point record of the returns (:mod:`simulator.record`);
@@ -103,6 +105,22 @@ class Backend(Protocol):
         :func:`simulator.echoes.echo_returns`)."""
         ...
 
+    def see_through_returns(
+        self,
+        results: HitResults,
+        hits: Hits,
+        pulse_id: NDArray[np.uint64],
+        beam: BeamPattern,
+        model: ReturnModel,
+        streams: Streams,
+        behind: Sequence[Behind] = (),
+        *,
+        diagnostics: bool = False,
+    ) -> Returns:
+        """Returns of one ray a pulse through see-through surfaces (see
+        :func:`simulator.echoes.see_through_returns`)."""
+        ...
+
     def single_surface(
         self, rays: NDArray[np.float32], hits: Hits, witnesses: Witnesses
     ) -> NDArray[np.bool_]:
@@ -159,6 +177,7 @@ class NumpyBackend:
     sub_rays = staticmethod(_rays.sub_rays)
     evaluate_hits = staticmethod(_hits.evaluate_hits)
     echo_returns = staticmethod(_echoes.echo_returns)
+    see_through_returns = staticmethod(_echoes.see_through_returns)
     single_surface = staticmethod(_footprint.single_surface)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
@@ -191,6 +210,7 @@ class NumbaBackend:
         self.sub_rays = k_rays.sub_rays
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
+        self.see_through_returns = k_echoes.see_through_returns
         self.single_surface = k_footprint.single_surface
         self.pack_las = k_record.pack_las
         self.rays_into_boxes = k_cull.rays_into_boxes

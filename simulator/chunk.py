@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CastChunk", "Hits", "PulsePoses", "Rays", "positions_in", "world_rays"]
+__all__ = ["CastChunk", "Hits", "Layer", "PulsePoses", "Rays", "positions_in", "world_rays"]
 
 
 def positions_in(
@@ -174,13 +174,47 @@ class Rays:
 
 
 @dataclass
+class Layer:
+    """The surfaces some of a chunk's cast rays met one layer further behind see-through
+    ones (a few of the rays: only those are kept).
+
+    Attributes
+    ----------
+    rays : (M,) int64
+        The cast rays that met a surface in this layer, increasing.
+    hits : Hits
+        Those surfaces, (M,) (every one a hit); ranges from the rays' origins.
+    """
+
+    rays: NDArray[np.int64]
+    hits: Hits
+
+    def pulses(self, pulses: int, samples: int) -> NDArray[np.bool_]:
+        """(pulses,) bool: the pulses of a chunk cast ``samples`` rays a pulse that have a
+        ray in this layer."""
+        out = np.zeros(pulses, dtype=bool)
+        out[self.rays // samples] = True
+        return out
+
+
+@dataclass
 class CastChunk(Rays):
     """The chunk's :class:`Rays` and ``hits``, the hits of ``cast``; and ``behind``, the
-    surfaces the rays met behind see-through ones, one :class:`Hits` a layer (aligned
-    with ``cast``; ranges from the rays' origins)."""
+    surfaces the rays met behind see-through ones, one :class:`Layer` a layer."""
 
     hits: Hits
-    behind: tuple[Hits, ...] = ()
+    behind: tuple[Layer, ...] = ()
+
+    def of_layer(self, layer: Layer) -> CastChunk:
+        """The rays of a layer behind see-through surfaces, with their hits there: what
+        the per-hit model evaluates (ray ``j`` is the chunk's ray ``layer.rays[j]``;
+        only ``cast``, ``shift_m``, ``cast_up`` and ``hits`` are the layer's)."""
+        up, times = self.cast_up, self.cast_time_s
+        return CastChunk(
+            self.start, self.beams, self.cast[layer.rays], self.shift_m, self.poses,
+            up if len(up) == 1 else up[layer.rays],
+            None if times is None else times[layer.rays], layer.hits,
+        )  # fmt: skip
 
 
 def world_rays(

@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 from . import physics
 from .beam import BeamPattern
-from .chunk import Hits
+from .chunk import Hits, Layer, positions_in
 from .hits import (
     HitResults,
     ReturnModel,
@@ -64,9 +64,11 @@ __all__ = [
     "echo_returns",
     "form_echoes",
     "jitter_keys",
+    "layers_behind",
     "merge_returns",
     "of_pulses",
     "report_echoes",
+    "see_through_returns",
     "select_returns",
     "single_returns",
     "surface_returns",
@@ -411,6 +413,50 @@ def merge_returns(
     return Returns(**out)
 
 
+def see_through_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    behind: Sequence[Behind] = (),
+    *,
+    diagnostics: bool = False,
+) -> Returns:
+    """The returns of a chunk cast one ray a pulse, with the surfaces behind see-through
+    ones (the specification): a pulse whose ray passed a see-through surface and met
+    another reports the echoes of all its surfaces (:func:`echo_returns`), any other
+    pulse its one hit, if detected (:func:`single_returns`).
+
+    Parameters
+    ----------
+    results, hits
+        The per-hit model (every field) and the hits of the chunk's rays (ray ``p`` is
+        pulse ``p``).
+    pulse_id, beam, model, streams
+        As :func:`echo_returns` (``beam`` of one ray a pulse).
+    behind : sequence of Behind
+        The surfaces behind see-through ones, a layer each (:func:`layers_behind`).
+    diagnostics : bool
+        Also report the diagnostic fields.
+
+    Returns
+    -------
+    Returns
+    """
+    if beam.samples != 1:
+        raise ValueError(f"see_through_returns is for one ray a pulse, not {beam.samples}")
+    single = single_returns(results, hits, diagnostics=diagnostics)
+    if not behind:
+        return single
+    pulses = behind[0].rays  # one ray a pulse: the pulses that passed one
+    touched = np.zeros(len(hits.range_m), dtype=bool)
+    touched[pulses] = True
+    echoes = echo_returns(results, hits, pulse_id, beam, model, streams, behind, pulses)
+    return merge_returns(single, ~touched[single.pulse], echoes, pulses, diagnostics=diagnostics)
+
+
 def echo_inputs(results: HitResults, hits: Hits) -> tuple[NDArray, ...]:
     """The per-hit inputs of echo formation, in the order :func:`form_echoes` takes them:
     true range, relief, backscatter, spread, object, cos incidence, cos effective."""
@@ -480,12 +526,17 @@ def of_pulses(
 ) -> tuple[HitResults, Hits, list[Behind]]:
     """The per-hit model, hits and surfaces behind of the pulses ``pulses`` (increasing)
     of a chunk cast with ``samples`` rays a pulse, their rays renumbered from 0."""
-    rays = (np.asarray(pulses)[:, None] * samples + np.arange(samples)).ravel()
-    return (
-        replace(results, behind=()).take_rays(rays),
-        hits.take(rays),
-        [Behind(b.results.take_rays(rays), b.hits.take(rays), b.two_way[rays]) for b in behind],
-    )
+    pulses = np.asarray(pulses)
+    rays = (pulses[:, None] * samples + np.arange(samples)).ravel()
+    layers = []
+    for b in behind:
+        at, found = positions_in(pulses, b.rays // samples)
+        rows = np.flatnonzero(found)
+        renumbered = (at[rows] * samples + b.rays[rows] % samples).astype(np.int64)
+        layers.append(
+            Behind(renumbered, b.results.take_rays(rows), b.hits.take(rows), b.two_way[rows])
+        )
+    return replace(results, behind=()).take_rays(rays), hits.take(rays), layers
 
 
 def jitter_keys(
@@ -551,23 +602,58 @@ def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -
 
 @dataclass(frozen=True)
 class Behind:
-    """The surfaces one layer further behind see-through surfaces, for every cast ray.
+    """The surfaces one layer further behind see-through surfaces, of the rays that met
+    one there.
 
     Attributes
     ----------
+    rays : (M,) int64
+        The cast rays that met a surface in this layer, increasing.
     results : HitResults
-        The per-hit model of the rays that met a surface there (every field).
+        The per-hit model of those surfaces (every field; ``idx`` counts the layer's rays).
     hits : Hits
-        Aligned with the cast rays: a miss where the ray had ended, or passed nothing;
-        ranges from the ray's origin.
-    two_way : (N,) float64
-        The share of each ray's light that reaches that surface and comes back: the
+        The surfaces, (M,); ranges from the rays' origins.
+    two_way : (M,) float64
+        The share of each ray's light that reaches its surface and comes back: the
         product of ``transmittance^2`` of the surfaces in front.
     """
 
+    rays: NDArray[np.int64]
     results: HitResults
     hits: Hits
     two_way: NDArray[np.float64]
+
+
+def layers_behind(
+    hits: Hits,
+    layers: Sequence[Layer],
+    results: Sequence[HitResults],
+    transmittance_of_object: NDArray[np.float64],
+) -> list[Behind]:
+    """The surfaces behind see-through ones, a :class:`Behind` a layer, with the two-way
+    transmittance in front of each.
+
+    Parameters
+    ----------
+    hits : Hits
+        The first surfaces of the cast rays.
+    layers : sequence of Layer
+        The surfaces behind them, a layer each (a layer's rays are among the last's).
+    results : sequence of HitResults
+        The per-hit model of each layer.
+    transmittance_of_object : (objects + 1,) float64
+        Each object's transmittance, and 0 for a miss (object -1).
+    """
+    out = []
+    two_way = np.ones(len(hits.range_m))  # by ray, then by the last layer's rays
+    front_object, front_rays = hits.object_index, None
+    for layer, layer_results in zip(layers, results, strict=True):
+        at = layer.rays if front_rays is None else np.searchsorted(front_rays, layer.rays)
+        t = transmittance_of_object[front_object[at]]
+        two_way = two_way[at] * t * t
+        out.append(Behind(layer.rays, layer_results, layer.hits, two_way))
+        front_object, front_rays = layer.hits.object_index, layer.rays
+    return out
 
 
 def surface_returns(
@@ -615,11 +701,13 @@ def surface_returns(
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
     samples = beam.samples
-    layers = [(results, hits, None), *((b.results, b.hits, b.two_way) for b in behind)]
+    layers = [(None, results, hits, None)]
+    layers += [(b.rays, b.results, b.hits, b.two_way) for b in behind]
     parts = []
-    for res, layer_hits, two_way in layers:
-        idx = res.idx
-        pulse, sub = idx // samples, idx % samples
+    for rays, res, layer_hits, two_way in layers:
+        idx = res.idx  # rows of the layer's hits: the rays, or the layer's rays
+        ray = idx if rays is None else rays[idx]
+        pulse, sub = ray // samples, ray % samples
         weight = beam.weights[sub].astype(np.float64)
         if shadow is not None:
             weight = np.maximum(weight - shadow[pulse, sub], 0.0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,10 +24,10 @@ from numpy.typing import NDArray
 
 from .backend import Backend, select_backend
 from .beam import BeamPattern
-from .chunk import CastChunk, Hits, PulsePoses, Rays
+from .chunk import CastChunk, Hits, Layer, PulsePoses, Rays
 from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
 from .constants import PASS_THROUGH_M
-from .echoes import Behind, Returns, merge_returns, of_pulses, single_returns
+from .echoes import Behind, Returns, layers_behind, merge_returns, of_pulses, single_returns
 from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
@@ -319,31 +319,32 @@ class Simulation:
         hits = self._cast(rays.cast, rays.cast_time_s)
         return CastChunk(**vars(rays), hits=hits, behind=self.surfaces_behind(rays, hits))
 
-    def surfaces_behind(self, rays: Rays, hits: Hits) -> tuple[Hits, ...]:
+    def surfaces_behind(self, rays: Rays, hits: Hits) -> tuple[Layer, ...]:
         """Cast on behind every see-through surface (a material's ``transmittance``), up
-        to ``max_surfaces`` surfaces a ray: one :class:`Hits` a further layer, aligned
-        with the rays (a miss where the ray had ended), ranges from the rays' origins."""
+        to ``max_surfaces`` surfaces a ray: one :class:`Layer` a further layer, with the
+        rays that met a surface there (none: no layer), ranges from the rays' origins."""
         if not self.see_through:
             return ()
-        layers: list[Hits] = []
-        front, n = hits, len(rays.cast)
+        layers: list[Layer] = []
+        front, front_rays = hits, None  # the first surfaces: every ray
         for _ in range(self.survey.max_surfaces - 1):
-            passes = self.transmittance_of_object[front.object_index] > 0.0  # a miss: 0
-            rows = np.flatnonzero(passes)
-            if len(rows) == 0:
+            passes = np.flatnonzero(self.transmittance_of_object[front.object_index] > 0.0)
+            if len(passes) == 0:  # (a miss passes nothing: its transmittance is 0)
                 break
-            start_m = front.range_m[rows].astype(np.float64) + PASS_THROUGH_M
-            cast = rays.cast[rows].copy()
+            on = passes if front_rays is None else front_rays[passes]
+            start_m = front.range_m[passes].astype(np.float64) + PASS_THROUGH_M
+            cast = rays.cast[on]
             cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
-            times = None if rays.cast_time_s is None else rays.cast_time_s[rows]
-            met = self._cast(cast, times)
-            layer = Hits(np.full(n, np.inf, np.float32), np.full(n, -1, np.int32),
-                         np.zeros((n, 3), np.float32))  # fmt: skip
-            layer.range_m[rows] = (met.range_m + start_m).astype(np.float32)
-            layer.object_index[rows] = met.object_index
-            layer.normal[rows] = met.normal
-            layers.append(layer)
-            front = layer
+            met = self._cast(cast, None if rays.cast_time_s is None else rays.cast_time_s[on])
+            met_rows = np.flatnonzero(met.hit)
+            if len(met_rows) == 0:
+                break
+            front = Hits(
+                (met.range_m[met_rows] + start_m[met_rows]).astype(np.float32),
+                met.object_index[met_rows], met.normal[met_rows],
+            )  # fmt: skip
+            front_rays = on[met_rows].astype(np.int64)
+            layers.append(Layer(front_rays, front))
         return tuple(layers)
 
     def _cast(self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None) -> Hits:
@@ -367,8 +368,8 @@ class Simulation:
         if chunk.behind:
             results.behind = tuple(
                 self.backend.evaluate_hits(
-                    replace(chunk, hits=layer, behind=()), self.tables, self.model,
-                    self.streams, full=True, jitter=False,
+                    chunk.of_layer(layer), self.tables, self.model, self.streams, full=True,
+                    jitter=False,
                 )
                 for layer in chunk.behind
             )  # fmt: skip
@@ -378,6 +379,12 @@ class Simulation:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
         sub-rays the echoes, formed, detected and selected by the return mode."""
         if chunk.as_beams:
+            if chunk.behind and self.medium is None and not self.adaptive:
+                behind = self.layers_behind(chunk, results)
+                return self.backend.see_through_returns(
+                    results, chunk.hits, chunk.pulse_ids, self.beam, self.model, self.streams,
+                    behind, diagnostics=self.diagnostics,
+                )  # fmt: skip
             returns = single_returns(results, chunk.hits, diagnostics=self.diagnostics)
             if self.adaptive:
                 return self.adaptive_returns(chunk, returns)
@@ -394,8 +401,7 @@ class Simulation:
         """(P,) bool: pulses with a ray that passed a see-through surface."""
         if not chunk.behind:
             return np.zeros(chunk.pulses, dtype=bool)
-        samples = len(chunk.cast) // chunk.pulses
-        return chunk.behind[0].hit.reshape(-1, samples).any(axis=1)
+        return chunk.behind[0].pulses(chunk.pulses, len(chunk.cast) // chunk.pulses)
 
     def layered_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
         """The chunk's returns where a pulse's light meets more than its first surfaces:
@@ -417,15 +423,8 @@ class Simulation:
     def layers_behind(self, chunk: CastChunk, results: HitResults) -> list[Behind]:
         """The surfaces behind see-through ones, a :class:`Behind` a layer, with the
         two-way transmittance in front of each (``chunk.behind`` and ``results.behind``)."""
-        behind = []
-        two_way = np.ones(len(chunk.hits.range_m))
-        front = chunk.hits
-        for layer, layer_results in zip(chunk.behind, results.behind, strict=True):
-            t = self.transmittance_of_object[front.object_index]  # a miss (-1): 0
-            two_way = two_way * t * t
-            behind.append(Behind(layer_results, layer, two_way))
-            front = layer
-        return behind
+        return layers_behind(chunk.hits, chunk.behind, results.behind,
+                             self.transmittance_of_object)  # fmt: skip
 
     def _surface_returns(
         self,

@@ -35,6 +35,7 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         (rays.sub_rays, k_rays.sub_rays),
         (hits.evaluate_hits, k_hits.evaluate_hits),
         (echoes.echo_returns, k_echoes.echo_returns),
+        (echoes.see_through_returns, k_echoes.see_through_returns),
         (record.record, k_record.record),
         (record.pack_las, k_record.pack_las),
         (raycast.rays_into_boxes, k_cull.rays_into_boxes),
@@ -442,7 +443,7 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
         ["revolutions=0.2", "scanner_overrides={beam_samples: 7, return_mode: multi}"],
     )
     chunk = sim.cast_pulses(0, 20_000)
-    assert len(chunk.behind) == 3 and chunk.behind[1].hit.sum() > 500
+    assert len(chunk.behind) == 3 and len(chunk.behind[1].rays) > 500
     results = sim.evaluate(chunk)
     behind = sim.layers_behind(chunk, results)
     ids = chunk.pulse_ids
@@ -456,3 +457,33 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
         for f in ("pulse", "range_m", "intensity", "object_index", "return_number",
                   "num_returns", *echoes.DIAGNOSTIC_FIELDS):  # fmt: skip
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
+
+
+@pytest.mark.parametrize("mode", ["strongest", "first", "last", "dual", "multi"])
+def test_see_through_kernel_matches_the_specification(mode: str) -> None:
+    """One ray a pulse through glass and foliage (a generated street, up to 4 surfaces a
+    ray): the fused kernel's returns equal the specification's (single returns where a
+    ray met one surface, echoes of all its surfaces where it passed one), field by field,
+    with the diagnostics and without."""
+    sim = simulator.Simulation.from_file(
+        REPO / "scenes" / "street" / "drive.yaml",
+        ["revolutions=0.3", "scanner=rs-helios-5515",
+         f"scanner_overrides={{return_mode: {mode}"
+         + (", max_returns: 3}" if mode == "multi" else "}")],
+    )  # fmt: skip
+    chunk = sim.cast_pulses(0, 60_000)
+    assert len(chunk.behind) == 3 and len(chunk.behind[2].rays) > 300
+    results = sim.evaluate(chunk)
+    behind = sim.layers_behind(chunk, results)
+    args = (results, chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams, behind)
+    for diagnostics in (False, True):
+        want = echoes.see_through_returns(*args, diagnostics=diagnostics)
+        got = k_echoes.see_through_returns(*args, diagnostics=diagnostics)
+        assert len(want) > 40_000
+        if mode in ("dual", "multi"):
+            assert (want.num_returns > 1).sum() > 1000
+        names = ["pulse", "range_m", "intensity", "object_index", "return_number",
+                 "num_returns", *(echoes.DIAGNOSTIC_FIELDS if diagnostics else ())]  # fmt: skip
+        for f in names:
+            np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
+        assert got.range_true_m is None or diagnostics

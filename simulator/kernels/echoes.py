@@ -18,7 +18,7 @@ from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
 
-__all__ = ["echo_returns", "echo_slots", "form_echoes"]
+__all__ = ["echo_returns", "echo_slots", "form_echoes", "see_through_returns"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -154,101 +154,120 @@ def _select_echoes(  # type: ignore[no-untyped-def]
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
-        rm = np.empty(width)
-        received = np.empty(width)
-        spread = np.empty(width)
-        peak = np.empty(width)
+        scratch = np.empty((4, width))
         order = np.empty(width, dtype=np.int64)  # detected echoes by measured range
         detected = np.empty(width, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            n = count[p]
-            base = p * width
-            key0 = mix64(noise_seed + pulse_id[p])
-            m = 0
-            for k in range(n):
-                s = base + k
-                spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
-                peak[k] = peak_factor(pulse_m, spread[k])
-                received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
-                key = key0 if k == 0 else mix64(key0 + U(k))
-                r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
-                rm[k] = r
-                if received[k] >= threshold and r >= rmin and r <= rmax:
-                    j = m  # insertion by range, stable: equal ranges keep echo order
-                    while j > 0 and rm[order[j - 1]] > r:
-                        order[j] = order[j - 1]
-                        j -= 1
-                    order[j] = k
-                    m += 1
-            if m == 0:
-                continue
-            # Strongest and second strongest, in echo order on ties (a stable sort).
-            for k in range(n):
-                detected[k] = False
-            for t in range(m):
-                detected[order[t]] = True
-            first = second = -1
-            for k in range(n):
-                if not detected[k]:
-                    continue
-                if first < 0 or received[k] > received[first]:
-                    first, second = k, first
-                elif second < 0 or received[k] > received[second]:
-                    second = k
-            last = order[m - 1]
-            out = 0
-            for t in range(m):
-                k = order[t]
-                if mode == 0:
-                    keep = k == first
-                elif mode == 1:
-                    keep = t == 0
-                elif mode == 2:
-                    keep = t == m - 1
-                elif mode == 3:  # strongest, and the last, or the second if it is the last
-                    keep = k == first or (k == second if first == last else t == m - 1)
-                else:
-                    keep = t < max_returns
-                if keep:
-                    out_slot[p, out] = base + k
-                    out_range[p, out] = rm[k]
-                    out_spread[p, out] = spread[k]
-                    out_peak[p, out] = peak[k]
-                    out += 1
-            for t in range(out):
-                out_number[p, t] = t + 1
-                out_total[p, t] = out
+            _select_of_pulse(
+                p, count[p], p * width, energy, range_true, relief, spread_plane, between,
+                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
+                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
+                out_range, out_spread, out_peak, scratch, order, detected,
+            )  # fmt: skip
+
+
+@njit(inline="always", cache=True)
+def _select_of_pulse(  # type: ignore[no-untyped-def]
+    p, n, base, energy, range_true, relief, spread_plane, between, key0, noise_m,
+    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
+    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
+):  # fmt: skip
+    """One pulse of :func:`_select_echoes`: its ``n`` echoes are in slots ``base ...``,
+    ``key0`` is the hash key of its first echo's jitter, and its returns go to row ``p``
+    of the outputs (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are
+    scratch). Returns how many."""
+    rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
+    m = 0
+    for k in range(n):
+        s = base + k
+        spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
+        peak[k] = peak_factor(pulse_m, spread[k])
+        received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
+        key = key0 if k == 0 else mix64(key0 + U(k))
+        r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
+        rm[k] = r
+        if received[k] >= threshold and r >= rmin and r <= rmax:
+            j = m  # insertion by range, stable: equal ranges keep echo order
+            while j > 0 and rm[order[j - 1]] > r:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = k
+            m += 1
+    if m == 0:
+        return 0
+    # Strongest and second strongest, in echo order on ties (a stable sort).
+    for k in range(n):
+        detected[k] = False
+    for t in range(m):
+        detected[order[t]] = True
+    first = second = -1
+    for k in range(n):
+        if not detected[k]:
+            continue
+        if first < 0 or received[k] > received[first]:
+            first, second = k, first
+        elif second < 0 or received[k] > received[second]:
+            second = k
+    last = order[m - 1]
+    out = 0
+    for t in range(m):
+        k = order[t]
+        if mode == 0:
+            keep = k == first
+        elif mode == 1:
+            keep = t == 0
+        elif mode == 2:
+            keep = t == m - 1
+        elif mode == 3:  # strongest, and the last, or the second if it is the last
+            keep = k == first or (k == second if first == last else t == m - 1)
+        else:
+            keep = t < max_returns
+        if keep:
+            out_slot[p, out] = base + k
+            out_range[p, out] = rm[k]
+            out_spread[p, out] = spread[k]
+            out_peak[p, out] = peak[k]
+            out += 1
+    for t in range(out):
+        out_number[p, t] = t + 1
+        out_total[p, t] = out
+    return out
 
 
 @njit(cache=True, nogil=True)
 def _layer_slots(  # type: ignore[no-untyped-def]
-    layer, pulses, samples, idx, weights, two_way, range_m, object_index, relief, b, spread,
-    cos_inc, cos_eff, used, hit_of_slot, weight, o_range, o_relief, o_b, o_spread, o_obj,
-    o_cos_inc, o_cos_eff,
+    layer, pulses, samples, idx, rays, weights, two_way, range_m, object_index, relief, b,
+    spread, cos_inc, cos_eff, used, hit_of_slot, weight, o_range, o_relief, o_b, o_spread,
+    o_obj, o_cos_inc, o_cos_eff,
 ):  # fmt: skip
     """Layer ``layer`` of the slots of the pulses ``pulses`` (increasing): each sub-ray's
     share of the energy (its beam weight times the two-way transmittance in front, when
     ``two_way`` is not empty) and its hit there, if any and lit: the hit's per-hit inputs
     are appended to the ``o_*`` arrays from ``used`` on. Returns the new ``used``.
 
-    ``idx`` (increasing) are the rays that hit in the layer; ``range_m``,
-    ``object_index`` and ``two_way`` are by ray, the other inputs by hit."""
+    Hit ``j`` is of the layer's row ``idx[j]`` (increasing), which is the cast ray
+    ``rays[idx[j]]`` (``rays`` empty: the ray ``idx[j]``); ``range_m``,
+    ``object_index`` and ``two_way`` are by row, the other inputs by hit."""
     j = 0
     hits = idx.shape[0]
+    by_row = rays.shape[0] > 0
     for f in range(pulses.shape[0]):
         base = pulses[f] * samples
         for k in range(samples):
             ray = base + k
-            while j < hits and idx[j] < ray:  # both increase: a merge walk
+            while j < hits and (rays[idx[j]] if by_row else idx[j]) < ray:  # a merge walk
                 j += 1
             w = weights[k]
-            if two_way.shape[0] > 0:
-                w = w * two_way[ray]
+            met = j < hits and (rays[idx[j]] if by_row else idx[j]) == ray
+            if met:
+                row = idx[j]
+                if two_way.shape[0] > 0:
+                    w = w * two_way[row]
             weight[f, layer, k] = w
-            if j < hits and idx[j] == ray and w > 0.0:  # (no light: the surface stays dark)
+            if met and w > 0.0:  # (no light: the surface stays dark)
                 hit_of_slot[f, layer, k] = used
-                o_range[used] = np.float64(range_m[ray])
-                o_obj[used] = object_index[ray]
+                o_range[used] = np.float64(range_m[row])
+                o_obj[used] = object_index[row]
                 o_relief[used] = relief[j]
                 o_b[used] = b[j]
                 o_spread[used] = spread[j]
@@ -281,7 +300,9 @@ def echo_slots(
     if pulses is None:
         pulses = np.arange(len(hits.range_m) // samples)
     pulses = np.ascontiguousarray(pulses, dtype=np.int64)
-    layers = [(results, hits, None), *((b.results, b.hits, b.two_way) for b in behind)]
+    none = np.zeros(0, dtype=np.int64)
+    layers = [(none, results, hits, None)]
+    layers += [(b.rays, b.results, b.hits, b.two_way) for b in behind]
     width = samples * len(layers)
     # Slot l * samples + k of a pulse: its sub-ray k's surface in layer l, as the
     # specification orders the entries of a pulse (layer by layer, sub-ray by sub-ray).
@@ -294,9 +315,9 @@ def echo_slots(
     range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
     used = 0
     weights = np.ascontiguousarray(beam.weights, dtype=np.float64)
-    for layer, (res, layer_hits, two_way) in enumerate(layers):
+    for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
         used = _layer_slots(
-            layer, pulses, samples, res.idx, weights,
+            layer, pulses, samples, res.idx, np.ascontiguousarray(rays, np.int64), weights,
             np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
             layer_hits.object_index, res.relief_m, res.backscatter, res.spread_m,
             res.cos_incidence, res.cos_effective, used, hit_of_slot, weight, *per_hit,
@@ -392,3 +413,236 @@ def echo_returns(
         peak_factor=out_peak.ravel()[flat],
         energy_fraction=fraction,
     )
+
+
+@njit(inline="always", cache=True)
+def _lower_bound(values, lo, hi, value):  # type: ignore[no-untyped-def]
+    """The first position in ``lo..hi`` of the increasing ``values`` not below ``value``."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _see_through_returns(  # type: ignore[no-untyped-def]
+    idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true,
+    obj, row_start, l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b, l_spread,
+    l_cos_inc, l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m, resolution,
+    pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, diagnostics,
+    block_count, o_pulse, o_number, o_total, o_range, o_intensity, o_obj, o_range_true,
+    o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+):  # fmt: skip
+    """Per pulse of a chunk cast one ray a pulse: the echoes of every surface its ray met
+    when it passed a see-through one (formed as :func:`_form_echoes`, selected as
+    :func:`_select_echoes`), else its one hit if detected. Block ``b`` of the pulses
+    writes its ``block_count[b]`` returns to the (P * R,) outputs from ``p0 * R`` on, its
+    first pulse ``p0``, in pulse and range order.
+
+    Hit ``j`` of the first surfaces is of ray ``idx[j]`` (increasing); ``range_true`` and
+    ``obj`` are by ray. Layer ``l`` behind has the rows ``row_start[l]`` to
+    ``row_start[l + 1]`` of the ``l_*`` by-row arrays (its rays increasing), and
+    ``l_hit`` the hit of each row among the ``l_*`` by-hit arrays (-1: none)."""
+    pulses = range_true.shape[0]
+    layers = row_start.shape[0] - 1
+    width = layers + 1
+    hits = idx.shape[0]
+    blocks = block_count.shape[0]
+    for block in prange(blocks):
+        p0, p1 = block * pulses // blocks, (block + 1) * pulses // blocks
+        # scratch: one pulse's surfaces (slot l: layer l) and its echoes
+        f8 = np.zeros((19, width))
+        w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
+        s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
+        e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
+        e_ce, obj_e, obj_w, obj_wr = f8[15], f8[16], f8[17], f8[18]
+        i8 = np.zeros((6, width), dtype=np.int64)
+        hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
+        count = np.zeros(1, dtype=np.int64)
+        scratch = np.empty((4, width))
+        s_order = np.empty(width, dtype=np.int64)
+        detected = np.empty(width, dtype=np.bool_)
+        out_slot = np.empty((1, max_returns), dtype=np.int64)
+        out_number = np.empty((1, max_returns), dtype=np.uint8)
+        out_total = np.empty((1, max_returns), dtype=np.uint8)
+        out_range, out_spread, out_peak = (
+            np.empty((1, max_returns)),
+            np.empty((1, max_returns)),
+            np.empty((1, max_returns)),
+        )
+        # merge walks over the first surfaces' hits and the first layer's rays
+        at = p0 * max_returns  # the block's returns from here, to be moved together
+        j = _lower_bound(idx, 0, hits, p0)
+        f = _lower_bound(l_rays, row_start[0], row_start[1], p0)
+        for p in range(p0, p1):
+            while j < hits and idx[j] < p:
+                j += 1
+            if j >= hits or idx[j] != p:
+                continue  # a miss: no surface at all
+            while f < row_start[1] and l_rays[f] < p:
+                f += 1
+            if f >= row_start[1] or l_rays[f] != p:  # one surface: the single ray's return
+                if keep[j]:
+                    o_pulse[at] = p
+                    o_number[at] = 1
+                    o_total[at] = 1
+                    o_range[at] = range_meas[j]
+                    o_intensity[at] = intensity[j]
+                    o_obj[at] = obj[p]
+                    if diagnostics:
+                        o_range_true[at] = np.float64(range_true[p])
+                        o_cos_inc[at] = cos_inc[j]
+                        o_cos_eff[at] = cos_eff[j]
+                        o_spread[at] = spread[j]
+                        o_peak[at] = peak[j]
+                        o_fraction[at] = 1.0
+                    at += 1
+                continue
+            # Its surfaces, slot by slot as _layer_slots lays them out.
+            w_slot[0] = weight
+            hit_of_slot[0] = 0 if weight > 0.0 else -1
+            s_rng[0] = np.float64(range_true[p])
+            s_obj[0] = obj[p]
+            s_rel[0], s_b[0], s_spr[0] = relief[j], b[j], spread[j]
+            s_ci[0], s_ce[0] = cos_inc[j], cos_eff[j]
+            used = 1 if weight > 0.0 else 0
+            row = f
+            for layer in range(layers):
+                if layer > 0 and row >= 0:  # (not in a layer: in none behind it)
+                    a, z = row_start[layer], row_start[layer + 1]
+                    row = _lower_bound(l_rays, a, z, p)
+                    row = row if row < z and l_rays[row] == p else -1
+                w = weight
+                hit_of_slot[layer + 1] = -1
+                if row >= 0:
+                    w = w * l_two_way[row]
+                    h = l_hit[row]
+                    if h >= 0 and w > 0.0:
+                        hit_of_slot[layer + 1] = used
+                        s_rng[used] = np.float64(l_range[row])
+                        s_obj[used] = l_obj[row]
+                        s_rel[used], s_b[used], s_spr[used] = l_relief[h], l_b[h], l_spread[h]
+                        s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
+                        used += 1
+                w_slot[layer + 1] = w
+            _echoes_of_pulse(
+                0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
+                separation, count, e_energy, e_norm, e_range, e_relief, e_sp, e_between,
+                e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr,
+            )  # fmt: skip
+            n_out = _select_of_pulse(
+                0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
+                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
+                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
+                out_range, out_spread, out_peak, scratch, s_order, detected,
+            )  # fmt: skip
+            for t in range(n_out):
+                k = out_slot[0, t]
+                energy = e_energy[k]
+                value = min(max(iscale * energy, 0.0), imax)  # as reported_intensity
+                if istep > 0.0:
+                    value = min(np.rint(value / istep) * istep, imax)
+                o_pulse[at + t] = p
+                o_number[at + t] = out_number[0, t]
+                o_total[at + t] = out_total[0, t]
+                o_range[at + t] = out_range[0, t]
+                o_intensity[at + t] = value
+                o_obj[at + t] = e_obj[k]
+                if diagnostics:
+                    o_range_true[at + t] = e_range[k]
+                    o_cos_inc[at + t] = e_ci[k]
+                    o_cos_eff[at + t] = e_ce[k]
+                    o_spread[at + t] = out_spread[0, t]
+                    o_peak[at + t] = out_peak[0, t]
+                    o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+            at += n_out
+        block_count[block] = at - p0 * max_returns
+
+
+def see_through_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    behind: Sequence[Behind] = (),
+    *,
+    diagnostics: bool = False,
+) -> Returns:
+    """:func:`simulator.echoes.see_through_returns` in one kernel, a pulse at a time."""
+    if beam.samples != 1:
+        raise ValueError(f"see_through_returns is for one ray a pulse, not {beam.samples}")
+    pulse_count = len(hits.range_m)
+    width = model.returns_per_pulse
+    size = pulse_count * width
+    blocks = max(1, min(pulse_count, 256))
+    block_count = np.zeros(blocks, dtype=np.int64)
+    o_pulse = np.empty(size, dtype=np.int64)
+    o_number, o_total = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
+    o_range, o_intensity = np.empty(size), np.empty(size)
+    o_obj = np.empty(size, dtype=np.int32)
+    diag = [np.empty(size if diagnostics else 0) for _ in range(6)]
+    row_start = np.zeros(len(behind) + 1, dtype=np.int64)
+    row_start[1:] = np.cumsum([len(b.rays) for b in behind])
+    hit_start = np.cumsum([0] + [len(b.results.idx) for b in behind])
+
+    def joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+    l_hit = np.full(row_start[-1], -1, dtype=np.int64)
+    for k, b in enumerate(behind):
+        l_hit[row_start[k] + b.results.idx] = hit_start[k] + np.arange(len(b.results.idx))
+    res = [b.results for b in behind]
+    _see_through_returns(
+        results.idx, results.keep, results.range_m, results.intensity, results.relief_m,
+        results.backscatter, results.spread_m, results.peak_factor, results.cos_incidence,
+        results.cos_effective, hits.range_m, hits.object_index, row_start,
+        joined([b.rays for b in behind], np.int64),
+        joined([b.two_way for b in behind], np.float64),
+        joined([b.hits.range_m for b in behind], np.float32),
+        joined([b.hits.object_index for b in behind], np.int32), l_hit,
+        *(joined([getattr(r, name) for r in res], np.float64)
+          for name in ("relief_m", "backscatter", "spread_m", "cos_incidence", "cos_effective")),
+        float(beam.weights[0]), model.separation_m, np.ascontiguousarray(pulse_id, np.uint64),
+        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
+        model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
+        model.range_max_m, model.return_mode_number, width, model.intensity_scale,
+        model.intensity_max, model.intensity_step, diagnostics, block_count, o_pulse, o_number,
+        o_total, o_range, o_intensity, o_obj, *diag,
+    )  # fmt: skip
+    # Each block's returns, moved together into one table.
+    src = np.arange(blocks, dtype=np.int64) * pulse_count // blocks * width
+    dst = np.concatenate([[0], np.cumsum(block_count)])
+
+    def packed(values: NDArray[Any]) -> NDArray[Any]:
+        out = np.empty(dst[-1], dtype=values.dtype)
+        _move_blocks(values, src, block_count, dst, out)
+        return out
+
+    out = Returns(
+        pulse=packed(o_pulse),
+        range_m=packed(o_range),
+        intensity=packed(o_intensity),
+        object_index=packed(o_obj),
+        return_number=packed(o_number),
+        num_returns=packed(o_total),
+    )
+    if diagnostics:
+        names = ("range_true_m", "cos_incidence", "cos_effective", "spread_m", "peak_factor",
+                 "energy_fraction")  # fmt: skip
+        for name, values in zip(names, diag, strict=True):
+            setattr(out, name, packed(values))
+    return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _move_blocks(values, src, count, dst, out):  # type: ignore[no-untyped-def]
+    """``out[dst[b] : dst[b] + count[b]] = values[src[b] : src[b] + count[b]]`` for every
+    block ``b``."""
+    for b in prange(count.shape[0]):
+        for k in range(count[b]):
+            out[dst[b] + k] = values[src[b] + k]
