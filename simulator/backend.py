@@ -156,7 +156,7 @@ class Backend(Protocol):
         slot: NDArray[np.int64],
         lo_m: NDArray[np.float64],
         hi_m: NDArray[np.float64],
-    ) -> NDArray[np.bool_]:
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Which rays meet which boxes (see :func:`simulator.raycast.rays_into_boxes`)."""
         ...
 

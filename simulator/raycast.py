@@ -180,9 +180,9 @@ class RayEngine:
             return
         first, lo, hi = self._slot_boxes(time_s)
         slot = np.floor(time_s / SWEEP_STEP_S).astype(np.int64) - first
-        reach = self.cull(rays, self.origin_shift_m, hits.range_m, slot, lo, hi)
-        for group, may_hit in zip(self._moving, reach, strict=True):
-            rows = np.flatnonzero(may_hit)
+        starts, reach = self.cull(rays, self.origin_shift_m, hits.range_m, slot, lo, hi)
+        for g, group in enumerate(self._moving):
+            rows = reach[starts[g] : starts[g + 1]]
             if len(rows) == 0:
                 continue
             origins, directions = world_rays(rays[rows], self.origin_shift_m)
@@ -253,7 +253,7 @@ def rays_into_boxes(
     slot: NDArray[np.int64],
     lo_m: NDArray[np.float64],
     hi_m: NDArray[np.float64],
-) -> NDArray[np.bool_]:
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Which rays meet which boxes of their time slot before their range (the
     specification of the moving objects' cull; the kernel is
     :func:`simulator.kernels.cull.rays_into_boxes`).
@@ -273,15 +273,22 @@ def rays_into_boxes(
 
     Returns
     -------
-    (G, N) bool
-        Whether ray ``n`` meets box ``g`` of its slot, ``lo_m[g, slot[n]]`` to
-        ``hi_m[g, slot[n]]``, at a distance in ``[0, range_max_m[n]]``.
+    starts : (G + 1,) int64
+        Box ``g``'s rays are ``rays_out[starts[g]:starts[g + 1]]``.
+    rays_out : (K,) int64
+        Per box, increasing, the rays ``n`` that meet box ``g`` of their slot,
+        ``lo_m[g, slot[n]]`` to ``hi_m[g, slot[n]]``, at a distance in
+        ``[0, range_max_m[n]]``.
     """
     origins_m, directions = world_rays(rays, shift_m)
-    out = np.zeros((len(lo_m), len(rays)), dtype=bool)
-    for g in range(len(lo_m)):
-        out[g] = _enters_box(origins_m, directions, lo_m[g, slot], hi_m[g, slot], range_max_m)
-    return out
+    per_box = [
+        np.flatnonzero(
+            _enters_box(origins_m, directions, lo_m[g, slot], hi_m[g, slot], range_max_m)
+        )
+        for g in range(len(lo_m))
+    ]
+    starts = np.concatenate([[0], np.cumsum([len(r) for r in per_box])]).astype(np.int64)
+    return starts, np.concatenate([np.zeros(0, np.int64), *per_box]).astype(np.int64)
 
 
 #: Which rays can meet which moving groups: a function of the signature of
@@ -289,7 +296,7 @@ def rays_into_boxes(
 BoxCull = Callable[
     [NDArray[np.float32], NDArray[np.float64], NDArray, NDArray[np.int64],
      NDArray[np.float64], NDArray[np.float64]],
-    NDArray[np.bool_],
+    tuple[NDArray[np.int64], NDArray[np.int64]],
 ]  # fmt: skip
 
 

@@ -1,12 +1,14 @@
-"""The moving objects' cull in one pass over the rays (the specification:
+"""The moving objects' cull, in parallel over blocks of rays (the specification:
 :func:`simulator.raycast.rays_into_boxes`).
 
 Testing every ray against every moving group's box is most of the work; most pairs are
-ruled out a time slot at a time first. A ray from ``o`` can meet a box ``B`` only if its
-direction's azimuth lies among those of ``B - O``, ``O`` the box of the slot's ray origins.
+ruled out a time slot at a time first, within each block. A ray from ``o`` can meet a box
+``B`` only if its direction's azimuth lies among those of ``B - O``, ``O`` the box of the
+slot's ray origins.
 Azimuths are compared as *pseudo-angles* (a monotone, trigonometry-free stand-in in
 [0, 4) for the angle in [0, 2 pi)), with a margin: the slab test decides the rest, so the
-answer is the specification's exactly.
+answer is the specification's exactly. The answer is a list of rays per group (CSR), in
+two passes: one counts each block's rays of each group, the other writes them in place.
 """
 
 from __future__ import annotations
@@ -40,15 +42,16 @@ def _turn(a):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _slot_candidates(rays, shift, slot, lo, hi):  # type: ignore[no-untyped-def]
-    """(S, G) bool: whether some ray of slot ``s`` may point at box ``g`` of that slot."""
+def _slot_candidates(rays, shift, slot, lo, hi, begin, end):  # type: ignore[no-untyped-def]
+    """(S, G) bool: whether some ray ``begin <= i < end`` of slot ``s`` may point at box
+    ``g`` of that slot (True for a slot without such a ray)."""
     slots, groups = lo.shape[1], lo.shape[0]
     o_lo = np.full((slots, 3), np.inf)
     o_hi = np.full((slots, 3), -np.inf)
     ref = np.full(slots, -2.0)  # the slot's reference azimuth; -1: any azimuth
     d_lo = np.zeros(slots)
     d_hi = np.zeros(slots)
-    for i in range(rays.shape[0]):
+    for i in range(begin, end):
         s = slot[i]
         for k in range(3):
             o = np.float64(rays[i, k]) + shift[k]
@@ -88,33 +91,72 @@ def _slot_candidates(rays, shift, slot, lo, hi):  # type: ignore[no-untyped-def]
     return out
 
 
+@njit(inline="always", cache=True)
+def _enters(rays, i, shift, range_max, low_m, high_m):  # type: ignore[no-untyped-def]
+    """The slab test: whether ray ``i`` meets the box ``low_m..high_m`` (3,) within its
+    range."""
+    enter = 0.0
+    leave = range_max[i]
+    for k in range(3):
+        o = np.float64(rays[i, k]) + shift[k]  # as world_rays
+        d = np.float64(rays[i, 3 + k])
+        low = low_m[k]
+        high = high_m[k]
+        if d == 0.0:  # parallel to the slab: inside it for all t or never
+            if o < low or o > high:
+                leave = -1.0
+            continue
+        inv = 1.0 / d
+        a = (low - o) * inv
+        b = (high - o) * inv
+        if a > b:
+            a, b = b, a
+        enter = max(enter, a)
+        leave = min(leave, b)
+    return enter <= leave
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def _rays_into_boxes(rays, shift, range_max, slot, lo, hi, candidate, out):  # type: ignore[no-untyped-def]
-    """Per ray: the slab test against every box of its time slot not ruled out."""
-    for i in prange(rays.shape[0]):
-        s = slot[i]
-        for g in range(lo.shape[0]):
-            if not candidate[s, g]:
-                continue
-            enter = 0.0
-            leave = range_max[i]
-            for k in range(3):
-                o = np.float64(rays[i, k]) + shift[k]  # as world_rays
-                d = np.float64(rays[i, 3 + k])
-                low = lo[g, s, k]
-                high = hi[g, s, k]
-                if d == 0.0:  # parallel to the slab: inside it for all t or never
-                    if o < low or o > high:
-                        leave = -1.0
-                    continue
-                inv = 1.0 / d
-                a = (low - o) * inv
-                b = (high - o) * inv
-                if a > b:
-                    a, b = b, a
-                enter = max(enter, a)
-                leave = min(leave, b)
-            out[g, i] = enter <= leave
+def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts):  # type: ignore[no-untyped-def]
+    """The first pass, per block of rays ``edges[b]..edges[b + 1]``: the boxes its
+    candidates leave for each slot, ``listed[b, s, 1:1 + listed[b, s, 0]]``, and how many
+    of the block's rays meet each box, ``counts[b, g]`` (the slab test). Blocks are
+    independent (a block's candidates are a sound cull of its own rays), so any blocking
+    gives the same answer."""
+    for b in prange(edges.shape[0] - 1):
+        begin, end = edges[b], edges[b + 1]
+        candidate = _slot_candidates(rays, shift, slot, lo, hi, begin, end)
+        for s in range(lo.shape[1]):
+            n = 0
+            for g in range(lo.shape[0]):
+                if candidate[s, g]:
+                    n += 1
+                    listed[b, s, n] = g
+            listed[b, s, 0] = n
+        for i in range(begin, end):
+            s = slot[i]
+            for j in range(1, listed[b, s, 0] + 1):
+                g = listed[b, s, j]
+                if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
+                    counts[b, g] += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out):  # type: ignore[no-untyped-def]
+    """The second pass: ray ``i`` of block ``b`` that meets box ``g`` goes to
+    ``out[at[b, g]]``, and ``at[b, g]`` moves on."""
+    for b in prange(edges.shape[0] - 1):
+        for i in range(edges[b], edges[b + 1]):
+            s = slot[i]
+            for j in range(1, listed[b, s, 0] + 1):
+                g = listed[b, s, j]
+                if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
+                    out[at[b, g]] = i
+                    at[b, g] += 1
+
+
+#: Rays a block of the cull (a block shares its candidates; see _count).
+BLOCK_RAYS = 4096
 
 
 def rays_into_boxes(
@@ -124,19 +166,28 @@ def rays_into_boxes(
     slot: NDArray[np.int64],
     lo_m: NDArray[np.float64],
     hi_m: NDArray[np.float64],
-) -> NDArray[np.bool_]:
-    """:func:`simulator.raycast.rays_into_boxes`: (G, N) bool, whether ray ``n`` meets
-    box ``g`` of its time slot before its range."""
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`simulator.raycast.rays_into_boxes`: per box ``g``, the rays that meet it in
+    their time slot before their range, ``rays_out[starts[g]:starts[g + 1]]``
+    (increasing)."""
     rays = np.ascontiguousarray(rays, np.float32)
     shift = np.ascontiguousarray(shift_m, np.float64)
     slot = np.ascontiguousarray(slot, np.int64)
     lo = np.ascontiguousarray(lo_m, np.float64)
     hi = np.ascontiguousarray(hi_m, np.float64)
-    out = np.zeros((len(lo), len(rays)), dtype=np.bool_)
-    if len(rays) == 0 or len(lo) == 0:
-        return out
-    candidate = _slot_candidates(rays, shift, slot, lo, hi)
-    _rays_into_boxes(
-        rays, shift, np.ascontiguousarray(range_max_m, np.float64), slot, lo, hi, candidate, out
-    )
-    return out
+    groups = len(lo)
+    if len(rays) == 0 or groups == 0:
+        return np.zeros(groups + 1, np.int64), np.zeros(0, np.int64)
+    range_max = np.ascontiguousarray(range_max_m, np.float64)
+    edges = np.append(np.arange(0, len(rays), BLOCK_RAYS, dtype=np.int64), len(rays))
+    counts = np.zeros((len(edges) - 1, groups), np.int64)
+    listed = np.empty((len(edges) - 1, lo.shape[1], groups + 1), np.int64)
+    _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts)
+    per_group = counts.sum(axis=0)
+    starts = np.concatenate([[0], np.cumsum(per_group)]).astype(np.int64)
+    # Where block b's rays of group g go: after group g's earlier blocks.
+    at = starts[:-1][None, :] + np.cumsum(counts, axis=0) - counts
+    out = np.empty(int(starts[-1]), np.int64)
+    if len(out):
+        _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out)
+    return starts, out
