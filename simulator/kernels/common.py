@@ -112,3 +112,12 @@ def measured_range(r, relief, jitter, res):  # type: ignore[no-untyped-def]
     if res > 0.0:
         rm = np.rint(rm / res) * res
     return rm
+
+
+@njit(inline="always", cache=True)
+def reported_intensity(b, scale, maximum, step):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.reported_intensity` of one backscatter (or echo energy)."""
+    value = min(max(scale * b, 0.0), maximum)
+    if step > 0.0:
+        value = min(np.rint(value / step) * step, maximum)
+    return value

@@ -17,6 +17,7 @@ from ..echoes import Behind, Echoes, Returns
 from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
+from .common import reported_intensity as intensity_of
 
 __all__ = ["echo_returns", "echo_slots", "form_echoes", "see_through_returns"]
 
@@ -415,18 +416,6 @@ def echo_returns(
     )
 
 
-@njit(inline="always", cache=True)
-def _lower_bound(values, lo, hi, value):  # type: ignore[no-untyped-def]
-    """The first position in ``lo..hi`` of the increasing ``values`` not below ``value``."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if values[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @njit(parallel=True, cache=True, nogil=True)
 def _see_through_returns(  # type: ignore[no-untyped-def]
     idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true,
@@ -475,8 +464,8 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
         )
         # merge walks over the first surfaces' hits and the first layer's rays
         at = p0 * max_returns  # the block's returns from here, to be moved together
-        j = _lower_bound(idx, 0, hits, p0)
-        f = _lower_bound(l_rays, row_start[0], row_start[1], p0)
+        j = np.searchsorted(idx, p0)
+        f = row_start[0] + np.searchsorted(l_rays[row_start[0] : row_start[1]], p0)
         for p in range(p0, p1):
             while j < hits and idx[j] < p:
                 j += 1
@@ -513,7 +502,7 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
             for layer in range(layers):
                 if layer > 0 and row >= 0:  # (not in a layer: in none behind it)
                     a, z = row_start[layer], row_start[layer + 1]
-                    row = _lower_bound(l_rays, a, z, p)
+                    row = a + np.searchsorted(l_rays[a:z], p)
                     row = row if row < z and l_rays[row] == p else -1
                 w = weight
                 hit_of_slot[layer + 1] = -1
@@ -542,14 +531,11 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
             for t in range(n_out):
                 k = out_slot[0, t]
                 energy = e_energy[k]
-                value = min(max(iscale * energy, 0.0), imax)  # as reported_intensity
-                if istep > 0.0:
-                    value = min(np.rint(value / istep) * istep, imax)
                 o_pulse[at + t] = p
                 o_number[at + t] = out_number[0, t]
                 o_total[at + t] = out_total[0, t]
                 o_range[at + t] = out_range[0, t]
-                o_intensity[at + t] = value
+                o_intensity[at + t] = intensity_of(energy, iscale, imax, istep)
                 o_obj[at + t] = e_obj[k]
                 if diagnostics:
                     o_range_true[at + t] = e_range[k]

@@ -19,6 +19,7 @@ from .common import (
     mix64,
     peak_factor,
     received_peak,
+    reported_intensity,
     tilted_cos,
 )
 
@@ -112,10 +113,7 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         keep[q] = received >= threshold and rm >= rmin and rm <= rmax
         range_meas[q] = rm
         # 8. intensity
-        value = min(max(iscale * b, 0.0), imax)
-        if istep > 0.0:
-            value = min(np.rint(value / istep) * istep, imax)
-        intensity[q] = value
+        intensity[q] = reported_intensity(b, iscale, imax, istep)
         if not full:  # the point record needs no more
             continue
         cos_inc_out[q] = cos_inc
