@@ -148,6 +148,31 @@ OS2_128_AZ = _floats(
 """
 )
 
+# waymo-open-dataset @ 99a4cb3ff07e2fe06c2ce73da001f850f628e45a,
+# src/waymo_open_dataset/utils/testdata/pvps_data_one_frame.tfrecord (blob a0306f9c7ae6): the
+# Frame's Context.laser_calibrations, TOP (name 1), beam_inclinations in radians, in the file's
+# order (ascending: the bottom beam first), every float64 as Python's repr prints it.
+WAYMO_TOP_INCLINATIONS_RAD = _floats(
+    """
+    -0.3062496301683044 -0.29516893681303036 -0.28449344065521887 -0.2738296176840642
+    -0.26313358188635294 -0.25372659188569746 -0.2440640640990024 -0.2345344897853754
+    -0.225296834730498 -0.21580022272035237 -0.20634880274115197 -0.19778418616273097
+    -0.18901440446153273 -0.18097437867597632 -0.17253043625263098 -0.1644357579306479
+    -0.15633346596078224 -0.1487457268120973 -0.14105385093618628 -0.13343975875184566
+    -0.12650199856453948 -0.11947037211004607 -0.11270063862125146 -0.1063099263181444
+    -0.09975420854649997 -0.09356426735422207 -0.08768368105944369 -0.08170518141526317
+    -0.07619334777022346 -0.07100080722501634 -0.06581034306492084 -0.0604799188917613
+    -0.05600400918923287 -0.05105926130557581 -0.046572362230800524 -0.04254147875366732
+    -0.03821293431478101 -0.034294609174740254 -0.03066653441035938 -0.02689425708927229
+    -0.023857607169294193 -0.020745472812761845 -0.01779799770194912 -0.014747666226994971
+    -0.011916447844428468 -0.0088217165929656 -0.00596922589343496 -0.0033035380142032444
+    -0.00020284092259315045 0.0028732110061144844 0.0055878271187523865 0.008436397490958703
+    0.01131329618399568 0.014139782550373736 0.017302758221248382 0.020302563899257553
+    0.023075982893805413 0.02607291412428836 0.02880215294252597 0.031781309964403315
+    0.03471180364289794 0.03770246734582772 0.04051627836095428 0.04368278080575827
+"""
+)
+
 FWHM_TO_1E2 = 1.0 / math.sqrt(math.log(2.0) / 2.0)  # Gaussian: full angle at 1/e^2 over FWHM
 
 
@@ -284,13 +309,14 @@ def test_os2_128_rev06_unit() -> None:
 
 
 def test_waymo_top() -> None:
-    """Waymo Open Dataset TOP lidar: 64 rows, [-17.6, +2.4] deg, 2650 columns, 10 Hz, 75 m.
+    """Waymo Open Dataset TOP lidar: 64 rows, +2.50 to -17.55 deg, 2650 columns, 10 Hz, 75 m.
 
-    Sun et al., CVPR 2020, Table 2 (VFOV, 75 m); waymo-research/waymo-open-dataset @ 99a4cb3f:
+    Sun et al., CVPR 2020, Table 2 (75 m); waymo-research/waymo-open-dataset @ 99a4cb3f:
     TOP range image [64, 2650] (v2/perception/compat_v1/lidar_test.py), column azimuths from
     utils/range_image_utils.py compute_range_image_polar,
     az(c) = (2 (W - c - 0.5) / W - 1) pi, vehicle frame; row 0 the highest inclination
-    (utils/frame_utils.py). The uniform inclinations are the preset's stated assumption.
+    (utils/frame_utils.py reverses beam_inclinations); the inclinations of the test frame's
+    TOP calibration (WAYMO_TOP_INCLINATIONS_RAD above).
     """
     rows, width, rate = 64, 2650, 10.0
     scanner, pattern, sched = _frame("waymo-top")
@@ -300,13 +326,27 @@ def test_waymo_top() -> None:
     assert scanner.range_max_m == 75.0
     assert scanner.returns_per_pulse == 2  # ri_return1, ri_return2
 
-    expected_el = 2.4 - np.arange(rows) * 20.0 / (rows - 1)  # uniform, top row first
-    np.testing.assert_allclose(scanner.channels.elevation_deg, expected_el, atol=5e-7)
+    # The file lists the beams bottom first; the range image's row 0 is the top beam.
+    source = WAYMO_TOP_INCLINATIONS_RAD
+    assert len(source) == rows and source == sorted(source)  # ascending in the file
+    expected_el = np.degrees(source[::-1])  # row order: top row first
+    got_el = np.asarray(scanner.channels.elevation_deg)
+    assert scanner.channels.elevation_deg == [round(float(e), 6) for e in expected_el]
+    np.testing.assert_allclose(got_el, expected_el, rtol=0, atol=5e-7)  # rounded to 1e-6 deg
+    assert (round(got_el[0], 2), round(got_el[-1], 2)) == (2.50, -17.55)
+    # Non-uniform: neighbouring rows 0.153 to 0.635 deg apart (the spread of the spacing is
+    # about half its mean), up to 4.27 deg off a uniform spread between the same ends.
+    spacing = -np.diff(got_el)
+    assert spacing.min() > 0.0  # strictly descending rows
+    assert (round(spacing.min(), 3), round(spacing.max(), 3)) == (0.153, 0.635)
+    assert np.std(spacing) / np.mean(spacing) == pytest.approx(0.481, abs=0.001)
+    uniform = np.linspace(got_el[0], got_el[-1], rows)
+    assert np.abs(got_el - uniform).max() == pytest.approx(4.273, abs=0.001)
     assert scanner.channels.azimuth_offset_deg == [0.0] * rows
     el = np.degrees(sched.elevation_rad)
-    assert el.max() == pytest.approx(2.4, abs=1e-9)
-    assert el.min() == pytest.approx(-17.6, abs=1e-9)
-    assert np.ptp(el) == pytest.approx(20.0, abs=1e-9)
+    assert el.max() == pytest.approx(got_el[0], abs=1e-9)
+    assert el.min() == pytest.approx(got_el[-1], abs=1e-9)
+    np.testing.assert_allclose(el[:rows], got_el, atol=1e-9)  # ring c fires row c
 
     c = np.arange(width)
     expected_az = (2.0 * (width - c - 0.5) / width - 1.0) * np.pi
