@@ -34,6 +34,7 @@ DATASHEET = {
     "pandar-xt32": (640_000, (-16.0, 15.0), 0.18),
     "livox-avia": (240_000, None, None),
     "livox-mid70": (100_000, None, None),
+    "livox-mid360": (200_000, (-7.0, 52.0), None),  # a synthetic table (see its YAML)
     "als-oscillating": (100_000, None, None),
 }
 FOV_TOLERANCE_DEG = {"hdl-64e": 0.2, "os1-64": 0.2, "os1-128": 0.65, "os1-32": 0.7,
