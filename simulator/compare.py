@@ -1,0 +1,672 @@
+"""Compare two point clouds, typically a real capture (A) against a simulated scan (B).
+
+:func:`compare_clouds` gives the figures (a JSON-ready dict of fixed keys): geometric
+agreement (chamfer distance, F-score from nearest neighbours found with Open3D), the
+return share per ring, the distance between the intensity and range distributions and,
+when both clouds share one beam grid, the per-beam agreement LiDAR-NeRF reports (ray-drop
+accuracy, range error, intensity RMSE). :func:`write_compare_page` draws A and B overlaid
+or side by side into PNG files with an ``index.html`` that shows them under a table of the
+figures; :func:`format_compare` is the short terminal summary.
+
+Fields a cloud lacks (a real capture may hold only ``xyz``) make the figures that need
+them ``None`` and the plots say "not in A" (or B).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import SimulatorError
+from .io.atomic import atomic_path, write_atomic
+from .labels import label_name
+from .pointcloud import PointCloud
+
+__all__ = [
+    "AZIMUTH_COLUMNS",
+    "INTENSITY_BINS",
+    "RANGE_BIN_M",
+    "compare_clouds",
+    "firings_per_ring",
+    "format_compare",
+    "write_compare_page",
+]
+
+#: Bins of the intensity histogram over ``[0, scale_max]``.
+INTENSITY_BINS = 64
+#: Width of the range histogram's bins, in metres.
+RANGE_BIN_M = 0.25
+#: Azimuth columns of a range image drawn from a cloud without a ``column`` field.
+AZIMUTH_COLUMNS = 1024
+#: Intensity scale of a cloud whose ``meta`` has no ``intensity_max``.
+DEFAULT_INTENSITY_MAX = 255.0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check(a: PointCloud, b: PointCloud) -> None:
+    for side, cloud in (("A", a), ("B", b)):
+        if "xyz" not in cloud:
+            raise SimulatorError(f"compare: cloud {side} has no xyz coordinates")
+        if len(cloud) == 0:
+            raise SimulatorError(f"compare: cloud {side} is empty (no points)")
+
+
+def _first(cloud: PointCloud) -> NDArray[np.bool_]:
+    """(N,) bool: the first returns (every point when ``return_number`` is absent)."""
+    if "return_number" in cloud:
+        return np.asarray(cloud["return_number"]) == 1
+    return np.ones(len(cloud), dtype=bool)
+
+
+def _range_m(cloud: PointCloud) -> NDArray[np.float64]:
+    """(N,) float64 range in metres: ``range_m``, else the norm of ``xyz``."""
+    if "range_m" in cloud:
+        return np.asarray(cloud["range_m"], dtype=np.float64)
+    return np.linalg.norm(np.asarray(cloud["xyz"], dtype=np.float64), axis=1)
+
+
+def _intensity_max(cloud: PointCloud) -> float:
+    return float(cloud.meta.get("intensity_max", DEFAULT_INTENSITY_MAX))
+
+
+def _nn_distance_m(query: NDArray, points: NDArray) -> NDArray[np.float64]:
+    """(Q,) float64 distance in metres from each ``query`` row (Q, 3) to its nearest
+    ``points`` row (P, 3), by Open3D's KD-tree search in float64."""
+    import open3d as o3d
+
+    nns = o3d.core.nns.NearestNeighborSearch(
+        o3d.core.Tensor(np.ascontiguousarray(points, dtype=np.float64))
+    )
+    nns.knn_index()
+    _, sq = nns.knn_search(o3d.core.Tensor(np.ascontiguousarray(query, dtype=np.float64)), 1)
+    return np.sqrt(np.maximum(sq.numpy()[:, 0], 0.0))
+
+
+def _tv(p_counts: NDArray, q_counts: NDArray) -> float:
+    """Total-variation distance ``0.5 * sum |p - q|`` of two histograms on shared bins."""
+    p = p_counts / max(p_counts.sum(), 1)
+    q = q_counts / max(q_counts.sum(), 1)
+    return float(0.5 * np.abs(p - q).sum())
+
+
+def _float(x: float | None) -> float | None:
+    """A JSON-safe float: ``None`` for None or NaN."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def firings_per_ring(cloud: PointCloud) -> tuple[int, bool]:
+    """The number of firings of each ring of ``cloud``, and whether it was estimated.
+
+    In order: ``meta["firings_per_ring"]``; the columns of ``meta["beam_grid"]``;
+    ``meta["pulses"]`` divided by the rows of ``meta["beam_grid"]`` or, without a grid, by
+    ``max(ring) + 1``; else (estimated) the most first returns any ring has.
+
+    Returns
+    -------
+    firings : int
+        Firings per ring (at least 1).
+    estimated : bool
+        True when it is the estimate from the points.
+    """
+    meta = cloud.meta
+    if meta.get("firings_per_ring"):
+        return int(meta["firings_per_ring"]), False
+    grid = meta.get("beam_grid")
+    if grid and grid.get("columns"):
+        return int(grid["columns"]), False
+    if meta.get("pulses") and "ring" in cloud:
+        rows = int(grid["rows"]) if grid and grid.get("rows") else int(cloud["ring"].max()) + 1
+        return max(round(int(meta["pulses"]) / rows), 1), False
+    ring = np.asarray(cloud["ring"])[_first(cloud)]
+    return max(int(np.bincount(ring).max()) if len(ring) else 1, 1), True
+
+
+def _ring_counts(cloud: PointCloud, n_rings: int) -> NDArray[np.int64]:
+    """(R,) int64 first returns per ring 0..R-1."""
+    ring = np.asarray(cloud["ring"], dtype=np.int64)[_first(cloud)]
+    return np.bincount(ring, minlength=n_rings)[:n_rings]
+
+
+def _same_grid(a: PointCloud, b: PointCloud) -> tuple[int, int] | None:
+    """(rows, columns) when A and B share one beam grid, else None."""
+    ga, gb = a.meta.get("beam_grid"), b.meta.get("beam_grid")
+    if not (ga and gb) or any(f not in c for c in (a, b) for f in ("ring", "column")):
+        return None
+    ka = (int(ga["rows"]), int(ga["columns"]))
+    kb = (int(gb["rows"]), int(gb["columns"]))
+    return ka if ka == kb else None
+
+
+def _pixels(
+    ring: NDArray, column: NDArray, values: list[NDArray], shape: tuple[int, int]
+) -> tuple[NDArray[np.bool_], list[NDArray[np.float64]]]:
+    """Scatter points into a (rows, columns) image, the nearest point winning a pixel.
+
+    Parameters
+    ----------
+    ring, column : (N,) int
+        Pixel of each point; points outside ``shape`` are left out.
+    values : list of (N,) float
+        ``values[0]`` is the range in metres (the nearest point wins), then any others.
+    shape : (int, int)
+        Rows and columns.
+
+    Returns
+    -------
+    returned : (rows, columns) bool
+    images : list of (rows, columns) float64, NaN where nothing returned
+    """
+    h, w = shape
+    ring = np.asarray(ring, dtype=np.int64)
+    column = np.asarray(column, dtype=np.int64)
+    inside = (ring >= 0) & (ring < h) & (column >= 0) & (column < w)
+    pix = (ring * w + column)[inside]
+    vals = [np.asarray(v, dtype=np.float64)[inside] for v in values]
+    order = np.lexsort((vals[0], pix))  # by pixel, then nearest first
+    pix, first = np.unique(pix[order], return_index=True)
+    returned = np.zeros(h * w, dtype=bool)
+    returned[pix] = True
+    images = []
+    for v in vals:
+        img = np.full(h * w, np.nan)
+        img[pix] = v[order][first]
+        images.append(img.reshape(h, w))
+    return returned.reshape(h, w), images
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.1) -> dict:
+    """The figures that say how far cloud B is from cloud A.
+
+    Parameters
+    ----------
+    a, b : PointCloud
+        The two clouds, ``xyz`` (N, 3) in their sensor frames (A is typically the real
+        capture, B the simulation). Other fields are optional: ``ring``, ``intensity``,
+        ``range_m`` (else the norm of ``xyz``), ``return_number`` (first returns are
+        those equal to 1; all points when absent), ``column`` and ``meta["beam_grid"]``.
+    f_score_threshold_m : float
+        Distance in metres within which a point counts as matched for the F-score.
+
+    Returns
+    -------
+    dict
+        Exactly these keys (``None`` where a needed field is absent):
+
+        ``points``: ``[n_a, n_b]``.
+        ``chamfer_m``: symmetric chamfer distance in metres, the mean over A of the
+        distance to the nearest point of B and the mean over B of the distance to A,
+        averaged.
+        ``f_score``: ``2PR / (P + R)`` with precision P the share of B within
+        ``f_score_threshold_m`` (inclusive) of A and recall R the share of A within it of
+        B (0 when both are 0).
+        ``f_score_threshold_m``: the threshold, metres.
+        ``rings``: ``share_a``, ``share_b`` (first returns of each ring 0..max ring of
+        either, divided by the ring's firings, see :func:`firings_per_ring`),
+        ``max_abs_diff`` and the extras ``firings_per_ring`` ``[f_a, f_b]`` and
+        ``firings_estimated`` (true if either side's firings were estimated from the
+        points, which makes its shares relative to its busiest ring).
+        ``intensity``: ``tv_distance`` of the two normalised histograms
+        (:data:`INTENSITY_BINS` shared bins over ``[0, scale_max]``, on the scanners' own
+        intensity scale), ``median_a``, ``median_b``, and the extra ``scale_max``, the
+        larger of both ``meta["intensity_max"]`` (default 255) and the largest reading.
+        ``range``: ``tv_distance`` of the range histograms (bins of :data:`RANGE_BIN_M`
+        from 0 up to the larger maximum range), and the extra ``bin_m``.
+        ``same_beams``: ``None`` unless A and B both have ``ring`` and ``column`` and an
+        equal ``meta["beam_grid"]`` ``{"rows", "columns"}``; then, over the pixels
+        (ring, column) of that grid, from first returns (the nearest one where several
+        fall on a pixel): ``ray_drop_accuracy`` (share of pixels where A and B agree on
+        returned or not), ``range_median_abs_m`` (median ``|r_a - r_b|`` over pixels
+        returned in both, metres) and ``intensity_rmse``, the RMSE of the intensities
+        divided by each cloud's ``meta["intensity_max"]`` (default 255), i.e. on the
+        0-1 scale LiDAR-NeRF reports; extras ``pixels`` and ``returned_both``.
+
+    Raises
+    ------
+    SimulatorError
+        If either cloud is empty (the message names which) or has no ``xyz``.
+    """
+    _check(a, b)
+    xa = np.asarray(a["xyz"], dtype=np.float64)
+    xb = np.asarray(b["xyz"], dtype=np.float64)
+    d_ab = _nn_distance_m(xa, xb)  # A -> nearest of B
+    d_ba = _nn_distance_m(xb, xa)
+    t = float(f_score_threshold_m)
+    chamfer = 0.5 * (float(d_ab.mean()) + float(d_ba.mean()))
+    precision = float(np.count_nonzero(d_ba <= t)) / len(d_ba)
+    recall = float(np.count_nonzero(d_ab <= t)) / len(d_ab)
+    f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+    return {
+        "points": [len(a), len(b)],
+        "chamfer_m": chamfer,
+        "f_score": f,
+        "f_score_threshold_m": t,
+        "rings": _ring_figures(a, b),
+        "intensity": _intensity_figures(a, b),
+        "range": _range_figures(a, b),
+        "same_beams": _same_beam_figures(a, b),
+    }
+
+
+def _ring_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
+    if "ring" not in a or "ring" not in b:
+        share = {}
+        for side, c in (("a", a), ("b", b)):
+            if "ring" in c:
+                fc, _ = firings_per_ring(c)
+                n = int(np.asarray(c["ring"]).max()) + 1
+                share[side] = (_ring_counts(c, n) / fc).tolist()
+        return {"share_a": share.get("a"), "share_b": share.get("b"), "max_abs_diff": None,
+                "firings_per_ring": None, "firings_estimated": None}  # fmt: skip
+    n = int(max(a["ring"].max(), b["ring"].max())) + 1
+    fa, ea = firings_per_ring(a)
+    fb, eb = firings_per_ring(b)
+    sa = _ring_counts(a, n) / fa
+    sb = _ring_counts(b, n) / fb
+    return {
+        "share_a": sa.tolist(),
+        "share_b": sb.tolist(),
+        "max_abs_diff": float(np.abs(sa - sb).max()),
+        "firings_per_ring": [fa, fb],
+        "firings_estimated": bool(ea or eb),
+    }
+
+
+def _intensity_scale(a: PointCloud, b: PointCloud) -> float:
+    top = [_intensity_max(c) for c in (a, b)]
+    top += [float(np.max(c["intensity"])) for c in (a, b) if "intensity" in c]
+    return max(top)
+
+
+def _intensity_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
+    med = {s: float(np.median(c["intensity"])) if "intensity" in c else None
+           for s, c in (("a", a), ("b", b))}  # fmt: skip
+    scale = _intensity_scale(a, b)
+    tv = None
+    if "intensity" in a and "intensity" in b:
+        edges = np.linspace(0.0, scale, INTENSITY_BINS + 1)
+        ha, _ = np.histogram(np.asarray(a["intensity"], dtype=np.float64), edges)
+        hb, _ = np.histogram(np.asarray(b["intensity"], dtype=np.float64), edges)
+        tv = _tv(ha, hb)
+    return {"tv_distance": tv, "median_a": med["a"], "median_b": med["b"], "scale_max": scale}
+
+
+def _range_edges(ra: NDArray, rb: NDArray) -> NDArray[np.float64]:
+    top = max(float(ra.max()), float(rb.max()))
+    n = max(int(np.ceil(top / RANGE_BIN_M)), 1)
+    if n * RANGE_BIN_M <= top:  # the maximum itself in the last bin, not past it
+        n += 1
+    return np.arange(n + 1) * RANGE_BIN_M
+
+
+def _range_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
+    ra, rb = _range_m(a), _range_m(b)
+    edges = _range_edges(ra, rb)
+    tv = _tv(np.histogram(ra, edges)[0], np.histogram(rb, edges)[0])
+    return {"tv_distance": tv, "bin_m": RANGE_BIN_M}
+
+
+def _beam_image(c: PointCloud, shape: tuple[int, int]) -> tuple[NDArray, NDArray, NDArray]:
+    """(returned, range_m, intensity 0-1) images of a cloud's first returns on its grid."""
+    sel = _first(c)
+    inten = (np.asarray(c["intensity"], dtype=np.float64) / _intensity_max(c)
+             if "intensity" in c else np.full(len(c), np.nan))  # fmt: skip
+    ret, (rng, inn) = _pixels(
+        c["ring"][sel], c["column"][sel], [_range_m(c)[sel], inten[sel]], shape
+    )
+    return ret, rng, inn
+
+
+def _same_beam_figures(a: PointCloud, b: PointCloud) -> dict[str, Any] | None:
+    shape = _same_grid(a, b)
+    if shape is None:
+        return None
+    ret_a, rng_a, int_a = _beam_image(a, shape)
+    ret_b, rng_b, int_b = _beam_image(b, shape)
+    both = ret_a & ret_b
+    has_int = "intensity" in a and "intensity" in b
+    return {
+        "ray_drop_accuracy": float(np.mean(ret_a == ret_b)),
+        "range_median_abs_m": (float(np.median(np.abs(rng_a[both] - rng_b[both])))
+                               if both.any() else None),
+        "intensity_rmse": (float(np.sqrt(np.mean((int_a[both] - int_b[both]) ** 2)))
+                           if both.any() and has_int else None),
+        "pixels": int(ret_a.size),
+        "returned_both": int(both.sum()),
+    }  # fmt: skip
+
+
+def format_compare(result: dict) -> str:
+    """A few lines summing up :func:`compare_clouds`' result for the terminal."""
+
+    def g(x: float | None, fmt: str) -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    na, nb = result["points"]
+    rings, inten, same = result["rings"], result["intensity"], result["same_beams"]
+    lines = [
+        f"points       A {na:,}   B {nb:,}",
+        f"geometry     chamfer {result['chamfer_m']:.4f} m   F-score {result['f_score']:.3f} "
+        f"at {result['f_score_threshold_m']:g} m",
+        f"rings        max |share A - share B| {g(rings['max_abs_diff'], '.3f')}"
+        + ("   (firings estimated from the points)" if rings.get("firings_estimated") else ""),
+        f"intensity    TV distance {g(inten['tv_distance'], '.3f')}   median A "
+        f"{g(inten['median_a'], '.1f')}  B {g(inten['median_b'], '.1f')}",
+        f"range        TV distance {result['range']['tv_distance']:.3f}",
+    ]
+    if same is None:
+        lines.append("same beams   n/a (the clouds do not share one beam grid)")
+    else:
+        lines.append(
+            f"same beams   ray-drop accuracy {same['ray_drop_accuracy']:.3f}   range median "
+            f"|diff| {g(same['range_median_abs_m'], '.3f')} m   intensity RMSE (0-1) "
+            f"{g(same['intensity_rmse'], '.3f')}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the page
+
+_COLOURS = ("tab:blue", "tab:orange")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=90, bbox_inches="tight", format="png")
+    plt.close(fig)
+    return path
+
+
+def _image_of(c: PointCloud) -> tuple[NDArray, NDArray, str] | None:
+    """(returned, range image, x-axis label) of a cloud's first returns, None without ring."""
+    if "ring" not in c:
+        return None
+    sel = _first(c)
+    grid = c.meta.get("beam_grid")
+    ring = np.asarray(c["ring"], dtype=np.int64)[sel]
+    if "column" in c:
+        column = np.asarray(c["column"], dtype=np.int64)[sel]
+        w = int(grid["columns"]) if grid else int(column.max()) + 1
+        xlabel = "column (firing)"
+    else:
+        xyz = np.asarray(c["xyz"], dtype=np.float64)[sel]
+        az = np.arctan2(xyz[:, 1], xyz[:, 0])
+        column = np.floor((az + np.pi) / (2 * np.pi) * AZIMUTH_COLUMNS).astype(np.int64)
+        column = np.clip(column, 0, AZIMUTH_COLUMNS - 1)
+        w = AZIMUTH_COLUMNS
+        xlabel = f"azimuth column ({AZIMUTH_COLUMNS} over -180..180 deg of atan2(y, x))"
+    h = int(grid["rows"]) if grid else int(ring.max()) + 1
+    ret, (rng,) = _pixels(ring, column, [_range_m(c)[sel]], (h, w))
+    return ret, rng, xlabel
+
+
+def _missing(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=12)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def write_compare_page(
+    a: PointCloud, b: PointCloud, result: dict, out_dir: Path, names: tuple[str, str]
+) -> list[Path]:
+    """Write ``index.html`` and its PNG plots comparing A and B into ``out_dir``.
+
+    Every file is written to a temporary name beside it, then renamed. The page opens with
+    a table of ``result``'s figures, then shows: points per ring, return share per ring,
+    the range histogram, the intensity histogram, the median intensity per ring, the
+    median intensity per label (when both clouds have labels), intensity against range
+    (2D histograms side by side and binned medians), and both range images (rows = rings,
+    columns = ``column`` or 1024 azimuth bins; magenta where nothing returned).
+
+    Parameters
+    ----------
+    a, b : PointCloud
+        The clouds :func:`compare_clouds` compared.
+    result : dict
+        Its result.
+    out_dir : Path
+        Folder to write into (created).
+    names : (str, str)
+        The names of A and B (their files), for the legends and the title.
+
+    Returns
+    -------
+    list of Path
+        The files written: the PNGs, then ``index.html``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    la, lb = f"A: {names[0]}", f"B: {names[1]}"
+    clouds = ((a, la, _COLOURS[0], "A"), (b, lb, _COLOURS[1], "B"))
+    figures: list[tuple[str, Path]] = []
+
+    def legend(ax: Any) -> None:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+                  frameon=False)  # fmt: skip
+
+    # 1 and 2: points and return share per ring
+    n_rings = max((int(c["ring"].max()) + 1 for c, *_ in clouds if "ring" in c), default=0)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    rings = np.arange(n_rings)
+    for i, (c, lab, col, _side) in enumerate(clouds):
+        if "ring" not in c:
+            continue
+        counts = _ring_counts(c, n_rings)
+        axes[0].bar(rings + (i - 0.5) * 0.4, counts, width=0.4, color=col, label=lab)
+    share = result["rings"]
+    for key, (_, lab, col, _side) in zip(("share_a", "share_b"), clouds, strict=True):
+        if share[key] is not None:
+            s = share[key]
+            axes[1].plot(np.arange(len(s)), s, "o-", color=col, label=lab, ms=4)
+    axes[0].set(xlabel="ring", ylabel="first returns", title="Points per ring")
+    est = " (firings estimated)" if share.get("firings_estimated") else ""
+    axes[1].set(xlabel="ring", ylabel="returns / firings", ylim=(0, 1.05),
+                title=f"Return share per ring{est}")  # fmt: skip
+    for ax in axes:
+        if n_rings:
+            ax.set_xticks(rings if n_rings <= 32 else rings[:: max(n_rings // 16, 1)])
+            legend(ax)
+        else:
+            _missing(ax, "no ring field in A or B")
+    missing = [s for c, _, _, s in clouds if "ring" not in c]
+    if missing and n_rings:
+        for ax, what in zip(axes, ("Points", "Return share"), strict=True):
+            ax.set_title(f"{what} per ring (ring not in {' or '.join(missing)})")
+    figures.append(("Points and return share per ring", _save(fig, out / "rings.png")))
+
+    # 3: range histogram
+    ra, rb = _range_m(a), _range_m(b)
+    edges = _range_edges(ra, rb)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r, (_, lab, col, _s) in zip((ra, rb), clouds, strict=True):
+        ax.hist(r, bins=edges, histtype="step", density=True, color=col, lw=1.5, label=lab)
+    ax.set(xlabel="range (m)", ylabel="density (1/m)", xlim=(0, edges[-1]),
+           title=f"Range histogram ({RANGE_BIN_M} m bins), TV distance "
+                 f"{result['range']['tv_distance']:.3f}")  # fmt: skip
+    legend(ax)
+    figures.append(("Range histogram", _save(fig, out / "range_hist.png")))
+
+    # 4: intensity histogram
+    scale = _intensity_scale(a, b)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    iedges = np.linspace(0.0, scale, INTENSITY_BINS + 1)
+    for c, lab, col, _s in clouds:
+        if "intensity" in c:
+            ax.hist(np.asarray(c["intensity"], dtype=np.float64), bins=iedges, histtype="step",
+                    density=True, color=col, lw=1.5, label=lab)  # fmt: skip
+    miss = [s for c, _, _, s in clouds if "intensity" not in c]
+    tv = result["intensity"]["tv_distance"]
+    title = "Intensity histogram" + (f", TV distance {tv:.3f}" if tv is not None else "")
+    title += f" (intensity not in {' or '.join(miss)})" if miss else ""
+    ax.set(xlabel="intensity (scanner scale)", ylabel="density (per intensity unit)",
+           xlim=(0, scale), title=title)  # fmt: skip
+    ax.set_yscale("log")
+    legend(ax)
+    figures.append(("Intensity histogram", _save(fig, out / "intensity_hist.png")))
+
+    # 5: median intensity per ring
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ok = [c for c, *_ in clouds if "ring" in c and "intensity" in c]
+    if ok:
+        for c, lab, col, _s in clouds:
+            if "ring" in c and "intensity" in c:
+                r = np.asarray(c["ring"], dtype=np.int64)
+                med = [np.median(c["intensity"][r == k]) if np.any(r == k) else np.nan
+                       for k in range(n_rings)]  # fmt: skip
+                ax.plot(rings, med, "o-", color=col, ms=4, label=lab)
+        ax.set(xlabel="ring", ylabel="median intensity", title="Median intensity per ring")
+        ax.set_xticks(rings if n_rings <= 32 else rings[:: max(n_rings // 16, 1)])
+        legend(ax)
+    else:
+        _missing(ax, "ring or intensity not in A or B")
+    miss = [s for c, _, _, s in clouds if "ring" not in c or "intensity" not in c]
+    if ok and miss:
+        ax.set_title(f"Median intensity per ring (ring/intensity not in {' or '.join(miss)})")
+    figures.append(("Intensity per ring", _save(fig, out / "intensity_per_ring.png")))
+
+    # 6: median intensity per label
+    if all("label" in c and "intensity" in c for c in (a, b)):
+        ids = np.union1d(np.unique(a["label"]), np.unique(b["label"]))
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 4.5))
+        x = np.arange(len(ids))
+        for i, (c, lab, col, _s) in enumerate(clouds):
+            lbl = np.asarray(c["label"])
+            med = [np.median(c["intensity"][lbl == k]) if np.any(lbl == k) else 0 for k in ids]
+            ax.bar(x + (i - 0.5) * 0.4, med, width=0.4, color=col, label=lab)
+        ax.set_xticks(x, [label_name(int(k)) for k in ids], rotation=45, ha="right")
+        ax.set(ylabel="median intensity", title="Median intensity per label")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        figures.append(("Intensity per label", _save(fig, out / "intensity_per_label.png")))
+
+    # 7: intensity against range
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    redges = np.linspace(0.0, edges[-1], 81)
+    iedges2 = np.linspace(0.0, scale, 65)
+    hists = []
+    for c, *_ in clouds:
+        if "intensity" in c:
+            h, _, _ = np.histogram2d(_range_m(c), np.asarray(c["intensity"], np.float64),
+                                     bins=(redges, iedges2))  # fmt: skip
+            hists.append(h / h.sum())
+        else:
+            hists.append(None)
+    shown = [h[h > 0] for h in hists if h is not None]
+    vmin = min((float(s.min()) for s in shown if s.size), default=1e-6)
+    vmax = max((float(s.max()) for s in shown if s.size), default=1.0)
+    mesh = None
+    for ax, h, (_, lab, _col, side) in zip(axes[:2], hists, clouds, strict=True):
+        if h is None:
+            _missing(ax, f"intensity not in {side}")
+            continue
+        mesh = ax.pcolormesh(redges, iedges2, np.ma.masked_equal(h.T, 0), cmap="viridis",
+                             norm=LogNorm(vmin=vmin, vmax=vmax))  # fmt: skip
+        ax.set(xlabel="range (m)", ylabel="intensity", title=lab)
+    if mesh is not None:
+        fig.colorbar(mesh, ax=axes[:2].tolist(), label="share of points", pad=0.01)
+    mid = 0.5 * (redges[:-1] + redges[1:])
+    for c, lab, col, _s in clouds:
+        if "intensity" in c:
+            r = _range_m(c)
+            k = np.clip(np.digitize(r, redges) - 1, 0, len(mid) - 1)
+            inten = np.asarray(c["intensity"], np.float64)
+            med = np.array([np.median(inten[k == j]) if np.any(k == j) else np.nan
+                            for j in range(len(mid))])  # fmt: skip
+            axes[2].plot(mid, med, ".-", color=col, label=lab, ms=3)
+    axes[2].set(xlabel="range (m)", ylabel="median intensity", title="Median per range bin",
+                ylim=(0, scale))  # fmt: skip
+    if any("intensity" in c for c in (a, b)):
+        axes[2].legend(fontsize=7, loc="upper right")
+    figures.append(("Intensity against range", _save(fig, out / "intensity_vs_range.png")))
+
+    # 8: range images
+    images = [_image_of(c) for c in (a, b)]
+    rows = max((im[0].shape[0] for im in images if im is not None), default=16)
+    fig, axes = plt.subplots(
+        2, 1, figsize=(16, 2 * max(2.2, min(rows * 0.09, 6.0)) + 1.6), layout="constrained"
+    )
+    rmax = max(float(np.nanmax(im[1])) for im in images if im is not None) if any(
+        im is not None for im in images) else 1.0  # fmt: skip
+    from matplotlib import colormaps
+
+    cmap = colormaps["turbo"].with_extremes(bad="magenta")
+    mappable = None
+    for ax, im, (_, lab, _c, side) in zip(axes, images, clouds, strict=True):
+        if im is None:
+            _missing(ax, f"ring not in {side}")
+            continue
+        ret, rng, xlabel = im
+        mappable = ax.imshow(np.ma.masked_invalid(rng), aspect="auto", origin="lower",
+                             interpolation="nearest", cmap=cmap, vmin=0, vmax=rmax)  # fmt: skip
+        dropped = 1 - float(ret.mean())
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(
+            ylabel="ring",
+            xlabel=xlabel,
+            title=f"{lab}: range image, magenta = no return ({dropped:.1%} of pixels)",
+        )
+    if mappable is not None:
+        fig.colorbar(mappable, ax=axes.tolist(), label="range (m)", pad=0.005, aspect=30)
+    figures.append(("Range images (first returns)", _save(fig, out / "range_images.png")))
+
+    page = _html(result, names, figures)
+    index = write_atomic(out / "index.html", page)
+    return [p for _, p in figures] + [index]
+
+
+def _rows(prefix: str, value: Any) -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        return [r for k, v in value.items() for r in _rows(f"{prefix}.{k}" if prefix else k, v)]
+    if value is None:
+        return [(prefix, "null (not in both clouds)")]
+    if isinstance(value, list):
+        text = ", ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in value)
+        return [(prefix, text)]
+    if isinstance(value, float):
+        return [(prefix, f"{value:.6g}")]
+    return [(prefix, str(value))]
+
+
+def _html(result: dict, names: tuple[str, str], figures: list[tuple[str, Path]]) -> str:
+    e = html.escape
+    table = "\n".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _rows("", result))
+    plots = "\n".join(
+        f'<h2>{e(title)}</h2>\n<img src="{e(p.name)}" alt="{e(title)}">' for title, p in figures
+    )
+    raw = e(json.dumps(result, indent=1))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>compare {e(names[0])} / {e(names[1])}</title>
+<style>body{{font-family:sans-serif;margin:1.5em;max-width:1500px}}
+table{{border-collapse:collapse}}th,td{{border:1px solid #ccc;padding:2px 8px;
+text-align:left;font-size:13px}}img{{max-width:100%}}</style></head><body>
+<h1>A: {e(names[0])}<br>B: {e(names[1])}</h1>
+<table>
+{table}
+</table>
+{plots}
+<details><summary>JSON</summary><pre>{raw}</pre></details>
+</body></html>
+"""

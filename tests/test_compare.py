@@ -1,0 +1,234 @@
+"""Comparing two clouds: laws with known answers, absent fields, the HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.compare import compare_clouds, firings_per_ring, format_compare, write_compare_page
+from simulator.errors import SimulatorError
+from simulator.pointcloud import PointCloud
+
+REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+VLP16 = REALDATA / "nebula" / "velodyne-vlp16-1673400472138016708.pcd"
+
+KEYS = {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings", "intensity", "range",
+        "same_beams"}  # fmt: skip
+H, W = 8, 64  # rings, columns of the test grid
+
+
+def grid_cloud(
+    keep: np.ndarray | None = None, *, shift_x_m: float = 0.0, meta: dict | None = None
+) -> PointCloud:
+    """One point per pixel (ring, column) of an H x W beam grid, on a 0.5 m lattice.
+
+    Points are 0.5 m apart, ranges are multiples of 0.25 m and intensities 10.5 + (column
+    mod 4), all exact in float32. ``keep`` (H, W) bool leaves pixels out (drop-outs).
+    """
+    ring, column = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
+    keep = np.ones((H, W), dtype=bool) if keep is None else keep
+    ring, column = ring[keep], column[keep]
+    xyz = np.stack([column * 0.5 + shift_x_m, ring * 0.5, np.full(ring.shape, 2.0)], axis=1)
+    fields = {
+        "xyz": xyz.astype(np.float32),
+        "range_m": (1.0 + 0.25 * column).astype(np.float32),
+        "intensity": (10.5 + column % 4).astype(np.float32),
+        "ring": ring.astype(np.uint16),
+        "column": column.astype(np.uint16),
+        "return_number": np.ones(len(ring), dtype=np.uint8),
+    }
+    base = {"beam_grid": {"rows": H, "columns": W}, "intensity_max": 64.0}
+    return PointCloud(fields, {**base, **(meta or {})})
+
+
+def with_fields(cloud: PointCloud, **fields: np.ndarray) -> PointCloud:
+    return PointCloud({**cloud.fields, **fields}, dict(cloud.meta))
+
+
+def test_a_cloud_against_itself_scores_perfectly() -> None:
+    a = grid_cloud()
+    r = compare_clouds(a, a)
+    assert set(r) == KEYS
+    assert r["points"] == [H * W, H * W]
+    assert r["chamfer_m"] == 0.0
+    assert r["f_score"] == 1.0
+    assert r["rings"]["max_abs_diff"] == 0.0
+    assert r["rings"]["share_a"] == [1.0] * H
+    assert r["rings"]["firings_estimated"] is False
+    assert r["intensity"]["tv_distance"] == 0.0
+    assert r["range"]["tv_distance"] == 0.0
+    assert r["same_beams"] == {"ray_drop_accuracy": 1.0, "range_median_abs_m": 0.0,
+                               "intensity_rmse": 0.0, "pixels": H * W,
+                               "returned_both": H * W}  # fmt: skip
+    json.dumps(r, allow_nan=False)
+    assert "chamfer 0.0000 m" in format_compare(r)
+
+
+def test_shift_along_x_gives_the_shift_as_chamfer_and_thresholded_f_score() -> None:
+    a = grid_cloud()
+    b = grid_cloud(shift_x_m=0.05)
+    r = compare_clouds(a, b, f_score_threshold_m=0.1)
+    # 0.05 is not exact in float32: the coordinates carry ~1e-7 m of rounding.
+    assert abs(r["chamfer_m"] - 0.05) < 1e-6
+    assert r["f_score"] == 1.0
+    assert compare_clouds(a, b, f_score_threshold_m=0.04)["f_score"] == 0.0
+    # A shift exact in binary gives the chamfer distance exactly.
+    assert compare_clouds(a, grid_cloud(shift_x_m=0.0625))["chamfer_m"] == 0.0625
+
+
+def test_half_a_ring_removed_halves_its_share() -> None:
+    a = grid_cloud(meta={"firings_per_ring": W})
+    keep = np.ones((H, W), dtype=bool)
+    keep[3, ::2] = False
+    b = grid_cloud(keep, meta={"firings_per_ring": W})
+    r = compare_clouds(a, b)["rings"]
+    assert r["share_b"][3] == 0.5
+    assert r["max_abs_diff"] == 0.5
+    assert r["firings_per_ring"] == [W, W]
+    assert r["firings_estimated"] is False
+
+
+def test_firings_per_ring_sources_in_order() -> None:
+    c = grid_cloud(meta={"firings_per_ring": 100})
+    assert firings_per_ring(c) == (100, False)
+    assert firings_per_ring(grid_cloud()) == (W, False)  # beam_grid columns
+    bare = PointCloud(dict(grid_cloud().fields), {"pulses": 4 * H * W})
+    assert firings_per_ring(bare) == (4 * W, False)  # pulses / (max ring + 1)
+    keep = np.ones((H, W), dtype=bool)
+    keep[:, 40:] = False
+    keep[5, 40:50] = True  # ring 5 has the most points: 50
+    est = PointCloud(dict(grid_cloud(keep).fields), {})
+    assert firings_per_ring(est) == (50, True)
+    r = compare_clouds(est, est)["rings"]
+    assert r["firings_estimated"] is True
+    assert r["share_a"][5] == 1.0
+    assert r["share_a"][0] == 40 / 50
+
+
+def test_intensity_shifted_by_one_bin() -> None:
+    # intensity_max 64 and 64 bins: bins of width 1. A fills 10-14 equally (0.25 each);
+    # B, one bin up, fills 11-15: they share three bins, so TV = 0.5 * (0.25 + 0.25).
+    a = grid_cloud()
+    b = with_fields(a, intensity=a["intensity"] + np.float32(1.0))
+    r = compare_clouds(a, b)["intensity"]
+    assert r["tv_distance"] == 0.25
+    assert r["scale_max"] == 64.0
+    assert (r["median_a"], r["median_b"]) == (12.0, 13.0)
+    two = with_fields(a, intensity=a["intensity"] + np.float32(2.0))
+    assert compare_clouds(a, two)["intensity"]["tv_distance"] == 0.5
+
+
+def test_range_histogram_distance_by_hand() -> None:
+    # Ranges 1.0 + 0.25 k (k = column), one per 0.25 m bin; B moves every range up by one
+    # bin: only A's first bin and B's last bin are unshared, each 1/64 of the points.
+    a = grid_cloud()
+    b = with_fields(a, range_m=a["range_m"] + np.float32(0.25))
+    assert compare_clouds(a, b)["range"]["tv_distance"] == 1 / 64
+
+
+def test_ray_drop_pattern_and_per_beam_errors() -> None:
+    keep_a = np.ones((H, W), dtype=bool)
+    keep_a[0, :] = False  # A: ring 0 dropped (64 pixels)
+    keep_b = np.ones((H, W), dtype=bool)
+    keep_b[:, :16] = False  # B: columns 0-15 dropped (128 pixels)
+    a = grid_cloud(keep_a, meta={"intensity_max": 128.0})
+    b = grid_cloud(keep_b, meta={"intensity_max": 1.0})
+    a = with_fields(a, intensity=np.full(len(a), 64.0, np.float32))  # 0.5 of its scale
+    b = with_fields(b, intensity=np.full(len(b), 0.25, np.float32),  # 0.25 of its scale
+                    range_m=b["range_m"] + np.float32(0.25))  # fmt: skip
+    # A second return where B dropped its first one must not count as returned.
+    ghost = grid_cloud(~keep_b)
+    b = PointCloud.concatenate([b, with_fields(
+        ghost, intensity=np.full(len(ghost), 0.25, np.float32),
+        return_number=np.full(len(ghost), 2, np.uint8))])  # fmt: skip
+    s = compare_clouds(a, b)["same_beams"]
+    # Disagree: ring 0 at columns 16-63 (48) and rings 1-7 at columns 0-15 (112).
+    assert s["ray_drop_accuracy"] == (H * W - 48 - 112) / (H * W)
+    assert s["returned_both"] == 7 * 48
+    assert s["range_median_abs_m"] == 0.25
+    assert s["intensity_rmse"] == 0.25
+
+
+def test_same_beams_needs_one_shared_grid() -> None:
+    a = grid_cloud()
+    other = PointCloud(dict(a.fields), {**a.meta, "beam_grid": {"rows": H, "columns": 2 * W}})
+    assert compare_clouds(a, other)["same_beams"] is None
+    no_column = PointCloud({k: v for k, v in a.fields.items() if k != "column"}, dict(a.meta))
+    assert compare_clouds(no_column, a)["same_beams"] is None
+
+
+def test_empty_cloud_is_named() -> None:
+    a = grid_cloud()
+    empty = PointCloud.empty()
+    with pytest.raises(SimulatorError, match="cloud B is empty"):
+        compare_clouds(a, empty)
+    with pytest.raises(SimulatorError, match="cloud A is empty"):
+        compare_clouds(empty, a)
+
+
+def test_xyz_only_capture_gives_nulls_and_a_page(tmp_path: Path) -> None:
+    b = grid_cloud()
+    a = PointCloud({"xyz": b["xyz"].copy()})
+    r = compare_clouds(a, b)
+    assert set(r) == KEYS
+    assert r["chamfer_m"] == 0.0
+    assert r["rings"]["share_a"] is None
+    assert r["rings"]["share_b"] == [1.0] * H
+    assert r["rings"]["max_abs_diff"] is None
+    assert r["intensity"]["tv_distance"] is None
+    assert r["intensity"]["median_a"] is None
+    assert r["intensity"]["median_b"] == 12.0
+    assert r["range"]["tv_distance"] > 0  # A's range is the norm of xyz
+    assert r["same_beams"] is None
+    assert "n/a" in format_compare(r)
+    files = write_compare_page(a, b, r, tmp_path, ("a.pcd", "b.npz"))
+    assert all(f.is_file() for f in files)
+    assert "null" in (tmp_path / "index.html").read_text()
+
+
+def test_page_files_are_written_whole(tmp_path: Path) -> None:
+    a = with_fields(grid_cloud(), label=np.full(H * W, 40, np.uint16))
+    keep = np.ones((H, W), dtype=bool)
+    keep[2:4, 10:30] = False
+    b = grid_cloud(keep)
+    b = with_fields(b, label=np.where(b["ring"] < 4, 40, 70).astype(np.uint16))
+    r = compare_clouds(a, b)
+    out = tmp_path / "page"
+    files = write_compare_page(a, b, r, out, ("real.pcd", "sim.npz"))
+    names = sorted(f.name for f in files)
+    assert names == sorted(["index.html", "rings.png", "range_hist.png", "intensity_hist.png",
+                            "intensity_per_ring.png", "intensity_per_label.png",
+                            "intensity_vs_range.png", "range_images.png"])  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == names  # no temporaries left
+    page = (out / "index.html").read_text()
+    for f in files:
+        if f.suffix == ".png":
+            assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert f'src="{f.name}"' in page
+    assert "real.pcd" in page
+    assert "ray_drop_accuracy" in page
+
+
+@pytest.mark.skipif(not VLP16.is_file(), reason=f"real VLP-16 capture not found at {VLP16}")
+def test_real_vlp16_capture_against_itself() -> None:
+    import open3d as o3d
+
+    p = o3d.t.io.read_point_cloud(str(VLP16)).point
+    a = PointCloud({
+        "xyz": p.positions.numpy().astype(np.float32),
+        "intensity": p.intensity.numpy().reshape(-1).astype(np.float32),
+        "range_m": p.distance.numpy().reshape(-1).astype(np.float32),
+        "ring": p.channel.numpy().reshape(-1).astype(np.uint16),
+    })  # fmt: skip
+    r = compare_clouds(a, a)
+    assert r["points"] == [14831, 14831]
+    assert r["chamfer_m"] == 0.0
+    assert r["f_score"] == 1.0
+    assert r["rings"]["max_abs_diff"] == 0.0
+    assert r["rings"]["firings_estimated"] is True
+    assert r["intensity"]["tv_distance"] == 0.0
+    assert r["range"]["tv_distance"] == 0.0
+    assert r["same_beams"] is None
