@@ -33,6 +33,16 @@ SetOption = Annotated[
     typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
 ]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
+#: Which frame of a multi-frame capture (an Ouster pcap, a ROS 2 bag), as every command that
+#: reads a cloud accepts it.
+FrameOption = Annotated[int, typer.Option("--frame", help="Frame of a pcap or bag (from 0).")]
+TopicOption = Annotated[
+    str | None, typer.Option("--topic", help="A ROS 2 bag's PointCloud2 topic, e.g. /points.")
+]
+MetaOption = Annotated[
+    Path | None,
+    typer.Option("--meta", help="An Ouster pcap's metadata JSON (default: found beside it)."),
+]
 
 
 def _progress_bar(label: str, disable: bool) -> Progress:
@@ -238,8 +248,15 @@ def dataset(
         raise typer.Exit(1)
 
 
-def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False):  # type: ignore[no-untyped-def]
-    """A file's cloud, or a survey's (scanned), with the simulation for a survey."""
+def _read_options(frame: int, topic: str | None, meta: Path | None):  # type: ignore[no-untyped-def]
+    from .io.read import ReadOptions
+
+    return ReadOptions(frame=frame, topic=topic, meta=meta)
+
+
+def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False, options=None):  # type: ignore[no-untyped-def]
+    """A file's or capture's cloud, or a survey's (scanned), with the simulation for a
+    survey."""
     from .pipeline import Simulation
 
     if source.suffix.lower() in (".yaml", ".yml"):
@@ -248,7 +265,72 @@ def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False):  # type
         return sim.run(), sim
     from .io.read import read
 
-    return read(source), None
+    return read(source, options), None
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="A cloud, capture or bag, or a survey YAML to scan.")],
+    b: Annotated[Path, typer.Argument(help="The other one (e.g. the simulated frame).")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Folder for the HTML page and plots.")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures as JSON here.")
+    ] = None,
+    f_score_threshold_m: Annotated[
+        float, typer.Option("--f-score-threshold", help="F-score distance, m.")
+    ] = 0.1,
+    set_: SetOption = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
+) -> None:
+    """Compare two clouds (real against simulated, or any two): Chamfer distance, F-score,
+    returns per ring, intensity and range distributions, and pixel by pixel where both
+    share one beam grid."""
+    import json
+
+    from .compare import compare_clouds, format_compare, write_compare_page
+    from .io.atomic import write_atomic
+
+    if not f_score_threshold_m > 0:
+        raise ConfigError("--f-score-threshold", "f_score_threshold_m", "expected a number > 0")
+    options = _read_options(frame, topic, meta)
+    clouds = []
+    for source in (a, b):
+        cloud, sim = _cloud_of(source, set_ or [], diagnostics=True, options=options)
+        clouds.append(_with_beam_grid(cloud, sim))
+    result = compare_clouds(clouds[0], clouds[1], f_score_threshold_m=f_score_threshold_m)
+    _out.print(format_compare(result), highlight=False)
+    if output is not None:
+        for path in write_compare_page(clouds[0], clouds[1], result, output, (a.name, b.name)):
+            _out.print(f"wrote {path}")
+    if json_path is not None:
+        write_atomic(json_path, json.dumps(result, indent=2) + "\n")
+        _out.print(f"wrote {json_path}")
+
+
+def _with_beam_grid(cloud, sim):  # type: ignore[no-untyped-def]
+    """A scanned survey's cloud with its beam grid (``column`` and ``meta["beam_grid"]``)
+    when its scanner spins: firing ``f`` of the revolution is column ``f``, as a capture's
+    measurement id is."""
+    if sim is None or "pulse_id" not in cloud.names:
+        return cloud
+    import numpy as np
+
+    from .io.drivers import grid_meta
+    from .scanner import SpinningPattern
+
+    pattern = sim.pattern
+    if not isinstance(pattern, SpinningPattern):
+        return cloud
+    firings = int(sim.scanner.firings_per_revolution)
+    firing = cloud["pulse_id"] // np.uint64(pattern.channels)
+    cloud.fields["column"] = (firing % np.uint64(firings)).astype(np.uint16)
+    fired = sim.total_pulses // pattern.channels
+    cloud.meta.update(grid_meta(pattern.channels, firings, fired))
+    return cloud
 
 
 @app.command()
@@ -269,13 +351,16 @@ def render(
         typer.Option(help="Draw these boxes (a dataset's boxes/FFFFFF.npz) over the cloud."),
     ] = None,
     set_: SetOption = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
 ) -> None:
     """Render a cloud headless (Open3D offscreen) to a PNG."""
     from .datasets.read import read_boxes
     from .viz.colors import COLOR_SOURCES
     from .viz.render import render as render_png
 
-    cloud, _ = _cloud_of(source, set_ or [])
+    cloud, _ = _cloud_of(source, set_ or [], options=_read_options(frame, topic, meta))
     needed = COLOR_SOURCES.get(color)
     if needed is not None and needed not in cloud.names:
         raise ConfigError(source, "--color", f"{color}: the cloud has no {needed} "
@@ -299,11 +384,14 @@ def rangeimage(
         False
     ),
     set_: SetOption = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
 ) -> None:
     """Write a range image (rows = rings, columns = azimuth): range, intensity, label."""
     from .viz.rangeimage import write_range_image
 
-    cloud, _ = _cloud_of(source, set_ or [])
+    cloud, _ = _cloud_of(source, set_ or [], options=_read_options(frame, topic, meta))
     for path in write_range_image(cloud, output, width, npy):
         _out.print(f"wrote {path}")
 
@@ -318,6 +406,9 @@ def view(
         Path | None, typer.Option(help="Draw once, save this PNG and close (no interaction).")
     ] = None,
     set_: SetOption = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
 ) -> None:
     """Open an Open3D window on a cloud (a survey also shows its scene: key M)."""
     from .viz.viewer import view as open_view
@@ -325,7 +416,7 @@ def view(
     sets = list(set_ or [])
     if source.suffix.lower() in (".yaml", ".yml"):
         sets.append("output.frame=world")  # so that the scene mesh lines up
-    cloud, sim = _cloud_of(source, sets)
+    cloud, sim = _cloud_of(source, sets, options=_read_options(frame, topic, meta))
     path = open_view(cloud, color, sim.scene if sim is not None else None, screenshot)
     if path is not None:
         _out.print(f"wrote {path}")
@@ -336,13 +427,17 @@ def report(
     source: Annotated[Path, typer.Argument(help="A survey YAML (full report) or a cloud file.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")],
     set_: SetOption = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
 ) -> None:
     """Plots of the physics (Minnaert, detection, range error, rings) and an HTML page."""
     import numpy as np
 
     from .viz.report import write_report
 
-    cloud, sim = _cloud_of(source, set_ or [], diagnostics=True)
+    options = _read_options(frame, topic, meta)
+    cloud, sim = _cloud_of(source, set_ or [], diagnostics=True, options=options)
     summary = write_report(cloud, output, simulation=sim, title=source.name)
     for name, m in summary["materials"].items():
         if "fitted_k" not in m:
@@ -391,14 +486,49 @@ def _pattern_summary(scanner) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 @app.command()
 def scanners(
-    name: Annotated[str | None, typer.Argument(help="One preset (with --plot).")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="One preset (with --plot), or: import FILE [FILE2].")
+    ] = None,
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="With import: a unit's calibration (Ouster metadata JSON, "
+            "Velodyne calibration YAML, Hesai angle CSV [+ firetime CSV])."
+        ),
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option(help="Draw NAME's pattern (one frame) to this PNG.")
     ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="With import: the scanner YAML.")
+    ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(help="With import: the preset whose radiometry the unit takes."),
+    ] = None,
 ) -> None:
-    """List the bundled scanner presets; with NAME --plot, draw one's pattern."""
+    """List the bundled scanner presets; with NAME --plot, draw one's pattern; with
+    ``import FILE -o scanner.yaml``, make a scanner of one unit's own calibration."""
     from .config import load_scanner, scanner_presets
 
+    if name == "import":
+        from .config.vendor import import_scanner, write_scanner_yaml
+
+        if not files:
+            raise ConfigError("scanners import", "FILE", "expected a calibration file")
+        if output is None:
+            raise ConfigError("scanners import", "--output", "expected -o scanner.yaml")
+        mapping, header = import_scanner(list(files), preset)
+        path = write_scanner_yaml(mapping, header, output)
+        config = load_scanner(path)
+        _out.print(
+            f"wrote {path} ({config.name}: {config.channels.count if config.channels else 0} "
+            f"channels, {config.firings_per_revolution or 0} firings a revolution)"
+        )
+        return
+    if files:
+        raise ConfigError("scanners", "FILE", f"unexpected {files[0]}; did you mean "
+                          "'lidar-sim scanners import FILE'?")  # fmt: skip
     presets = scanner_presets()
     if name is not None:
         if name not in presets:
@@ -435,7 +565,10 @@ def validate(
 
 @app.command()
 def calibrate(
-    scan: Annotated[Path, typer.Argument(help="A real scan: .las .laz .pcd .ply .bin .npz.")],
+    scan: Annotated[
+        Path,
+        typer.Argument(help="A real scan: .las .laz .pcd .ply .bin .pcd.bin .npz .pcap, a bag."),
+    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The material library YAML to write.")
     ],
@@ -462,6 +595,9 @@ def calibrate(
         list[str] | None,
         typer.Option(help="Group and name surfaces: NAME=found1,found2 (repeatable)."),
     ] = None,
+    frame: FrameOption = 0,
+    topic: TopicOption = None,
+    meta: MetaOption = None,
 ) -> None:
     """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) to
     a real scan; write a material library a survey uses as it is."""
@@ -486,7 +622,7 @@ def calibrate(
         names[new.strip()] = [o.strip() for o in old.split(",") if o.strip()]
     result = fit(scan, scanner, origin_m=(xyz[0], xyz[1], xyz[2]), labels=labels, scene=scene,
                  max_planes=max_planes, intensity_divisor=intensity_divisor,
-                 names=names)  # fmt: skip
+                 names=names, read_options=_read_options(frame, topic, meta))  # fmt: skip
     if not result.surfaces:
         raise ConfigError(scan, "points", "no surface with enough points was found")
     for path in result.write(output):

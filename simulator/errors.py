@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "OutputError", "SceneError", "SimulatorError"]
+__all__ = ["ConfigError", "InputError", "OutputError", "SceneError", "SimulatorError"]
 
 
 class SimulatorError(Exception):
@@ -39,3 +39,21 @@ class SceneError(SimulatorError):
 
 class OutputError(SimulatorError):
     """An output cannot be written: unknown format or unwritable path."""
+
+
+class InputError(SimulatorError):
+    """A point-cloud file (a capture or a scan) cannot be read: not found, not the format
+    its name says, a field of the wrong type, a topic or frame that is not there.
+
+    Parameters
+    ----------
+    source : str or Path
+        The file (or bag folder).
+    problem : str
+        What is wrong and what was expected.
+    """
+
+    def __init__(self, source: str | Path, problem: str) -> None:
+        self.source = str(source)
+        self.problem = problem
+        super().__init__(f"{self.source}: {problem}")

@@ -525,6 +525,8 @@ class Simulation:
         """The point record of the returns, in the window's frame and time."""
         frame = self.output_frame(chunk, window)
         cloud = self.backend.record(returns, chunk, frame, self.tables, self.pattern)
+        if self.scanner.range_reference == "lidar_origin":
+            cloud.fields["range_m"] += np.float32(self.scanner.beam_origin_offset_m)
         if self.diagnostics:
             add_diagnostics(cloud, returns, chunk.start)
         if window.time_s:

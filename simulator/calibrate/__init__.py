@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from ..config import ScannerConfig, load_scanner
 from ..errors import ConfigError
 from ..io.atomic import write_atomic
-from ..io.read import read
+from ..io.read import ReadOptions, read
 from ..labels import SEMANTIC_KITTI, label_name
 from ..physics import pulse_length_m
 from ..pointcloud import PointCloud
@@ -214,6 +214,7 @@ def calibrate(
     min_points: int = 300,
     intensity_divisor: float = 1.0,
     names: dict[str, list[str]] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> Calibration:
     """Fit the per-hit model to a scan.
 
@@ -238,8 +239,10 @@ def calibrate(
     names : dict, optional
         Surfaces grouped and named, ``{"facade": ["wall_1", "wall_2"]}`` (see
         :func:`~simulator.calibrate.surfaces.name_surfaces`); each becomes one material.
+    read_options : ReadOptions, optional
+        Which frame of a pcap or bag, the bag's topic, the pcap's metadata.
     """
-    cloud = read(scan)
+    cloud = read(scan, read_options)
     if "intensity" not in cloud.names:
         raise ConfigError(scan, "intensity", "the scan has no intensity to calibrate against")
     config = load_scanner(scanner)

@@ -153,6 +153,11 @@ class ScannerConfig(Model):
     raster: RasterSpec | None = None
     table: TableSpec | None = None
     beam_origin_offset_m: NonNegFloat = 0.0
+    #: Where ``range_m`` is measured from: the beam's exit point (``beam_origin``: the ray's
+    #: start, ``beam_origin_offset_m`` off the spin axis) or the lidar origin on the axis
+    #: (``lidar_origin``: ``beam_origin_offset_m`` more, the way Ouster reports RANGE, whose
+    #: points are ``beam origin + (RANGE - offset) * direction``). ``xyz`` is the same either way.
+    range_reference: Literal["beam_origin", "lidar_origin"] = "beam_origin"
     range_min_m: NonNegFloat
     range_max_m: Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]
     range_resolution_m: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]

@@ -7,20 +7,26 @@ stamp), 22 bytes a point, little-endian, ``frame_id`` ``lidar``. The ground-trut
 of each frame (world from sensor at the frame's reference time) is a
 ``tf2_msgs/msg/TFMessage`` on ``/tf`` from ``map`` to ``lidar``. Stamps count from the
 survey start (t = 0 is 0 ns).
+
+:func:`read_bag_frames` reads the ``PointCloud2`` messages of a topic of any bag (any
+driver's point layout: the fields are mapped by :mod:`simulator.io.drivers`).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..pointcloud import PointCloud
+from .drivers import cloud_from_fields
 
-__all__ = ["POINT_DTYPE", "RosbagWriter"]
+__all__ = ["POINT_DTYPE", "RosbagWriter", "read_bag_frames"]
 
 #: One point of the PointCloud2 (packed, 22 bytes).
 POINT_DTYPE = np.dtype(
@@ -32,6 +38,97 @@ POINT_DTYPE = np.dtype(
     }
 )
 _DATATYPE = {"<f4": 7, "<u2": 4}  # sensor_msgs/PointField FLOAT32, UINT16
+
+#: sensor_msgs/PointField datatype codes -> numpy type (little-endian form).
+_POINTFIELD = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+_CLOUD_TYPE = "sensor_msgs/msg/PointCloud2"
+
+
+def _message_fields(msg: Any, source: Path) -> tuple[dict[str, NDArray[Any]], int, int]:
+    """A PointCloud2's fields by name, and its height and width."""
+    order = ">" if msg.is_bigendian else "<"
+    names, formats, offsets = [], [], []
+    for f in msg.fields:
+        code = _POINTFIELD.get(int(f.datatype))
+        if code is None:
+            raise InputError(
+                source, f"field {f.name!r} has PointField datatype {f.datatype}; expected 1-8"
+            )
+        names.append(f.name)
+        formats.append((order + code, (int(f.count),)) if f.count > 1 else order + code)
+        offsets.append(int(f.offset))
+    dtype = np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": int(msg.point_step)}
+    )
+    height, width = int(msg.height), int(msg.width)
+    raw = np.asarray(msg.data, dtype=np.uint8)
+    rows = raw[: height * int(msg.row_step)].reshape(height, int(msg.row_step))
+    packed = np.ascontiguousarray(rows[:, : width * int(msg.point_step)]).reshape(-1)
+    points = packed.view(dtype)
+    fields = {n: points[n].astype(points[n].dtype.newbyteorder("=")) for n in names}
+    return fields, height, width
+
+
+def read_bag_frames(bag: Path, topic: str | None = None) -> Iterator[PointCloud]:
+    """The ``sensor_msgs/msg/PointCloud2`` messages of one topic of a ROS 2 bag, in order.
+
+    Parameters
+    ----------
+    bag : Path
+        The bag folder (with its ``metadata.yaml``).
+    topic : str, optional
+        The topic; needed only when the bag has more than one PointCloud2 topic.
+
+    Yields
+    ------
+    PointCloud
+        One frame a message; ``meta["stamp_ns"]`` is the message header's stamp. An
+        organised message (``height > 1``) records its beam grid.
+    """
+    try:
+        from rosbags.rosbag2 import Reader
+        from rosbags.typesys import Stores, get_typestore
+    except ImportError:
+        raise InputError(
+            bag, "reading a bag needs the rosbags library: pip install 'lidar-sim[ros]'"
+        ) from None
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    try:
+        reader = Reader(bag)
+        reader.open()
+    except Exception as exc:  # rosbags' own errors: not a bag, a broken metadata.yaml
+        raise InputError(bag, f"not a readable ROS 2 bag ({exc})") from None
+    try:
+        clouds = sorted(c.topic for c in reader.connections if c.msgtype == _CLOUD_TYPE)
+        if topic is None:
+            if len(clouds) != 1:
+                raise InputError(
+                    bag,
+                    f"has {len(clouds)} PointCloud2 topics "
+                    f"({', '.join(clouds) or 'none'}); pick one with --topic",
+                )
+            topic = clouds[0]
+        chosen = [c for c in reader.connections if c.topic == topic]
+        if not chosen:
+            topics = ", ".join(sorted({c.topic for c in reader.connections}))
+            raise InputError(bag, f"no topic {topic!r}; the bag has {topics}")
+        if chosen[0].msgtype != _CLOUD_TYPE:
+            raise InputError(
+                bag, f"topic {topic} carries {chosen[0].msgtype}; expected {_CLOUD_TYPE}"
+            )
+        for connection, _t, raw in reader.messages(connections=chosen):
+            msg = store.deserialize_cdr(raw, connection.msgtype)
+            fields, height, width = _message_fields(msg, bag)
+            stamp = int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
+            grid = (height, width) if height > 1 else None
+            yield cloud_from_fields(
+                fields,
+                bag,
+                grid,
+                {"stamp_ns": stamp, "topic": topic, "frame_id": msg.header.frame_id},
+            )
+    finally:
+        reader.close()
 
 
 class RosbagWriter:
