@@ -327,3 +327,28 @@ def test_bad_input_raises_config_errors(tmp_path: Path) -> None:
 
     err = _error([angle_path, angle_path])
     assert "cannot combine a hesai_angles file with a hesai_angles file" in err.problem
+
+
+def test_ouster_beam_origin_above_the_lidar_origin(ouster_sdk, tmp_path: Path) -> None:
+    # A newer unit's beam_to_lidar_transform may lift the beam origin (here by a made-up
+    # 5 mm): the pattern keeps its origins in the plane; the lift joins the pose offset and
+    # RANGE exceeds the simulator's lidar_origin range by |(n_x, n_z)| - n_x.
+    doc = json.loads(ouster_sdk.SensorInfo(_os1_json().read_text()).to_json_string())
+    doc["beam_intrinsics"]["beam_to_lidar_transform"][11] = 5.0
+    path = tmp_path / "lifted.json"
+    path.write_text(json.dumps(doc))
+    mapping, header = import_scanner([path])
+    info = ouster_sdk.SensorInfo(path.read_text())
+    rows, columns = 128, 1024
+    lut = ouster_sdk.XYZLut(info)
+    xyz10 = lut(np.full((rows, columns), 10_000, np.uint32))
+    sdk_dir = (lut(np.full((rows, columns), 20_000, np.uint32)) - xyz10) / 10.0
+    direction, origin = _schedule_grid(mapping, rows, columns)
+    assert _angle_rad(direction, sdk_dir).max() < 1e-12
+    n_x, n_eucl = 0.015806, math.hypot(0.015806, 0.005)
+    residual = xyz10 - 10.0 * sdk_dir + n_eucl * sdk_dir - origin
+    assert np.abs(residual - [0.0, 0.0, 0.03618 + 0.005]).max() < 1e-14
+    from_exit_m = np.linalg.norm(xyz10 - [0.0, 0.0, 0.04118] - origin, axis=-1)
+    assert np.abs(from_exit_m + n_x - (10.0 - (n_eucl - n_x))).max() < 1e-12
+    assert "(0, 0, 41.18) mm in the sensor frame" in header
+    assert f"RANGE exceeds this model's range_m by {(n_eucl - n_x) * 1000:g} mm" in header

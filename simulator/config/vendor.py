@@ -57,6 +57,7 @@ import math
 import os
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +304,10 @@ def _header(title: str, sources: list[tuple[Path, str, str]], lines: list[str]) 
     for path, text, role in sources:
         out.append(f"#   {path.name} (sha256 {_digest(text)}...): {role}")
     out.append("#")
-    out.extend(f"# {line}" if line else "#" for line in lines)
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        wrapped = textwrap.wrap(line, width=96, subsequent_indent=indent) or [""]
+        out.extend(f"# {part}".rstrip() for part in wrapped)
     return "\n".join(out) + "\n"
 
 
@@ -371,7 +375,11 @@ def _ouster_fields(path: Path, text: str) -> dict[str, Any]:
     match = re.fullmatch(r"(\d+)x(\d+)", mode) if isinstance(mode, str) else None
     if match is None:
         raise ConfigError(path, mkey, f"expected a lidar mode such as '1024x10', got {mode!r}")
-    columns = int(fmt.get("columns_per_frame", match.group(1)))
+    columns = fmt.get("columns_per_frame", int(match.group(1)))
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns <= 0:
+        raise ConfigError(
+            path, f"{fkey}.columns_per_frame", f"expected a positive integer, got {columns!r}"
+        )
     window = fmt.get("column_window", [0, columns - 1])
     window_arr = _numbers(path, f"{fkey}.column_window", window, 2).astype(int)
     return {
@@ -510,8 +518,8 @@ def _import_ouster(path: Path, text: str, preset: str | None) -> tuple[dict[str,
     ]
     if bias != 0.0:
         lines.append(
-            f"NOT modelled: beam_to_lidar z {n_z_mm:g} mm makes RANGE exceed this model's "
-            f"by {bias:g} mm more."
+            f"NOT modelled: beam_to_lidar z {n_z_mm:g} mm: Ouster's RANGE exceeds this "
+            f"model's range_m by {bias:g} mm (|(n_x, n_z)| - n_x)."
         )
     lines += window_note
     lines.append(f"Radiometry, range limits, noise, intensity: {base_label}.")
@@ -588,7 +596,7 @@ def _import_velodyne(path: Path, text: str, preset: str | None) -> tuple[dict[st
     timing = "no firing_offset_us (base has a different channel count): all fire together"
     if firing is not None and len(firing) == n:
         channels["firing_offset_us"] = firing
-        timing = f"firing_offset_us: {base_label} (laser id k fires k-th)"
+        timing = f"firing_offset_us: {base_label} (by laser id)"
     resolution = doc.get("distance_resolution")
     ring = np.argsort(np.argsort(vert, kind="stable"), kind="stable")
     name = f"{base.get('name', base_name)}-{_slug(path.stem)}"
