@@ -30,6 +30,12 @@ $(STAMP): pyproject.toml | system-deps
 	# nuscenes-devkit pins numpy < 2, yet runs on numpy 2 for what the tests use; its
 	# other dependencies come with .[dev].
 	$(BIN)/pip install --quiet --no-deps 'nuscenes-devkit==1.2.0'
+	# ouster-sdk (the [ouster] extra: Ouster pcaps) pins rosbags==0.9.23, older than the
+	# rosbags of .[dev]: install it without that pin, and its other requirements as it states them.
+	$(BIN)/pip install --quiet --no-deps 'ouster-sdk==1.0.1'
+	$(BIN)/pip install --quiet 'psutil>=5.9.5,<6' 'click>=8.1.3,<8.1.8' 'prettytable>=2.1.0,<3.17.0' \
+		'requests>=2,<3' 'more-itertools>=8.6' 'threadpoolctl>=3.5.0' 'Pillow>=10.2.0' packaging \
+		'zeroconf>=0.150.0'
 	@touch $(STAMP)
 
 demo: system-deps $(STAMP)

@@ -114,6 +114,12 @@ def _pcd_header(path: Path) -> dict[str, list[str]]:
             raise InputError(
                 path, f"PCD field {name!r} has TYPE {t} SIZE {size}; expected F 4/8, U or I 1/2/4/8"
             )
+    types = dict(zip(header["FIELDS"], header["TYPE"], strict=True))
+    for axis in "xyz":
+        if axis in types and types[axis].upper() != "F":
+            raise InputError(
+                path, f"field {axis!r} is of PCD TYPE {types[axis]}; expected a float (TYPE F)"
+            )
     if header["DATA"][0].lower() not in ("ascii", "binary", "binary_compressed"):
         raise InputError(
             path, f"PCD DATA {header['DATA'][0]}; expected ascii, binary or binary_compressed"

@@ -155,7 +155,10 @@ class RosbagWriter:
         self.tmp = self.tmp_parent / self.path.name
         self.frame_id, self.world_id = frame_id, world_id
         self.ts = get_typestore(Stores.ROS2_HUMBLE)
-        self.writer = Writer(self.tmp, version=8)
+        try:
+            self.writer = Writer(self.tmp, version=8)
+        except TypeError:  # rosbags < 0.10 (ouster-sdk's pin) writes its one version
+            self.writer = Writer(self.tmp)
         self.writer.open()
         self.points = self.writer.add_connection(
             "/points", "sensor_msgs/msg/PointCloud2", typestore=self.ts
