@@ -212,7 +212,7 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         averaged.
         ``f_score``: ``2PR / (P + R)`` with precision P the share of B within
         ``f_score_threshold_m`` (inclusive) of A and recall R the share of A within it of
-        B (0 when both are 0).
+        B (0 when both are 0). Points with non-finite coordinates are left out of both.
         ``f_score_threshold_m``: the threshold, metres.
         ``rings``: ``share_a``, ``share_b`` (first returns of each ring 0..max ring of
         either, divided by the ring's firings, see :func:`firings_per_ring`),
@@ -240,8 +240,14 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         If either cloud is empty (the message names which) or has no ``xyz``.
     """
     _check(a, b)
+    # Organised clouds mark missing beams with NaN coordinates: those are not points.
     xa = np.asarray(a["xyz"], dtype=np.float64)
+    xa = xa[np.isfinite(xa).all(axis=1)]
     xb = np.asarray(b["xyz"], dtype=np.float64)
+    xb = xb[np.isfinite(xb).all(axis=1)]
+    for side, x in (("A", xa), ("B", xb)):
+        if len(x) == 0:
+            raise SimulatorError(f"compare: cloud {side} has no finite coordinates")
     d_ab = _nn_distance_m(xa, xb)  # A -> nearest of B
     d_ba = _nn_distance_m(xb, xa)
     t = float(f_score_threshold_m)
@@ -416,6 +422,16 @@ def _image_of(c: PointCloud) -> tuple[NDArray, NDArray, str] | None:
     return ret, rng, xlabel
 
 
+def _ring_ticks(ax: Any, n_rings: int) -> None:
+    """Every ring ticked up to 32 rings, else integer ticks matplotlib chooses."""
+    from matplotlib.ticker import MaxNLocator
+
+    if n_rings <= 32:
+        ax.set_xticks(np.arange(n_rings))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _missing(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=12)
     ax.set_xticks([])
@@ -462,6 +478,7 @@ def write_compare_page(
     la, lb = f"A: {names[0]}", f"B: {names[1]}"
     clouds = ((a, la, _COLOURS[0], "A"), (b, lb, _COLOURS[1], "B"))
     figures: list[tuple[str, Path]] = []
+    notes: list[str] = []
 
     def legend(ax: Any) -> None:
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
@@ -475,19 +492,25 @@ def write_compare_page(
         if "ring" not in c:
             continue
         counts = _ring_counts(c, n_rings)
-        axes[0].bar(rings + (i - 0.5) * 0.4, counts, width=0.4, color=col, label=lab)
+        if n_rings <= 32:
+            axes[0].bar(rings + (i - 0.5) * 0.4, counts, width=0.4, color=col, label=lab)
+        else:  # bars of 100+ rings alias: steps instead
+            axes[0].step(rings, counts, where="mid", color=col, label=lab)
     share = result["rings"]
     for key, (_, lab, col, _side) in zip(("share_a", "share_b"), clouds, strict=True):
         if share[key] is not None:
             s = share[key]
-            axes[1].plot(np.arange(len(s)), s, "o-", color=col, label=lab, ms=4)
+            axes[1].plot(np.arange(len(s)), s, "o-", color=col, label=lab,
+                         ms=4 if n_rings <= 32 else 2)  # fmt: skip
     axes[0].set(xlabel="ring", ylabel="first returns", title="Points per ring")
+    axes[0].set_ylim(bottom=0)
     est = " (firings estimated)" if share.get("firings_estimated") else ""
-    axes[1].set(xlabel="ring", ylabel="returns / firings", ylim=(0, 1.05),
+    top = max([1.0] + [max(share[k]) for k in ("share_a", "share_b") if share[k]])
+    axes[1].set(xlabel="ring", ylabel="returns / firings", ylim=(0, 1.05 * top),
                 title=f"Return share per ring{est}")  # fmt: skip
     for ax in axes:
         if n_rings:
-            ax.set_xticks(rings if n_rings <= 32 else rings[:: max(n_rings // 16, 1)])
+            _ring_ticks(ax, n_rings)
             legend(ax)
         else:
             _missing(ax, "no ring field in A or B")
@@ -538,7 +561,7 @@ def write_compare_page(
                        for k in range(n_rings)]  # fmt: skip
                 ax.plot(rings, med, "o-", color=col, ms=4, label=lab)
         ax.set(xlabel="ring", ylabel="median intensity", title="Median intensity per ring")
-        ax.set_xticks(rings if n_rings <= 32 else rings[:: max(n_rings // 16, 1)])
+        _ring_ticks(ax, n_rings)
         legend(ax)
     else:
         _missing(ax, "ring or intensity not in A or B")
@@ -560,6 +583,10 @@ def write_compare_page(
         ax.set(ylabel="median intensity", title="Median intensity per label")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         figures.append(("Intensity per label", _save(fig, out / "intensity_per_label.png")))
+    else:
+        miss = [s for c, _, _, s in clouds if "label" not in c or "intensity" not in c]
+        notes.append(f"Intensity per label: not drawn (label or intensity not in "
+                     f"{' or '.join(miss)}).")  # fmt: skip
 
     # 7: intensity against range
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
@@ -631,7 +658,7 @@ def write_compare_page(
         fig.colorbar(mappable, ax=axes.tolist(), label="range (m)", pad=0.005, aspect=30)
     figures.append(("Range images (first returns)", _save(fig, out / "range_images.png")))
 
-    page = _html(result, names, figures)
+    page = _html(result, names, figures, notes)
     index = write_atomic(out / "index.html", page)
     return [p for _, p in figures] + [index]
 
@@ -640,7 +667,11 @@ def _rows(prefix: str, value: Any) -> list[tuple[str, str]]:
     if isinstance(value, dict):
         return [r for k, v in value.items() for r in _rows(f"{prefix}.{k}" if prefix else k, v)]
     if value is None:
-        return [(prefix, "null (not in both clouds)")]
+        why = ("A and B do not share one beam grid" if prefix == "same_beams"
+               else "a field it needs is not in both clouds")  # fmt: skip
+        return [(prefix, f"null ({why})")]
+    if isinstance(value, bool):
+        return [(prefix, json.dumps(value))]
     if isinstance(value, list):
         text = ", ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in value)
         return [(prefix, text)]
@@ -649,12 +680,15 @@ def _rows(prefix: str, value: Any) -> list[tuple[str, str]]:
     return [(prefix, str(value))]
 
 
-def _html(result: dict, names: tuple[str, str], figures: list[tuple[str, Path]]) -> str:
+def _html(
+    result: dict, names: tuple[str, str], figures: list[tuple[str, Path]], notes: list[str]
+) -> str:
     e = html.escape
     table = "\n".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _rows("", result))
     plots = "\n".join(
         f'<h2>{e(title)}</h2>\n<img src="{e(p.name)}" alt="{e(title)}">' for title, p in figures
     )
+    plots += "".join(f"\n<p>{e(n)}</p>" for n in notes)
     raw = e(json.dumps(result, indent=1))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -79,6 +79,19 @@ def test_shift_along_x_gives_the_shift_as_chamfer_and_thresholded_f_score() -> N
     assert compare_clouds(a, grid_cloud(shift_x_m=0.0625))["chamfer_m"] == 0.0625
 
 
+def test_chamfer_averages_both_directions() -> None:
+    # B holds A and as many extra points 0.25 m above A's: A -> B is 0 everywhere, B -> A
+    # is 0 for half of B and 0.25 for the other half (mean 0.125); chamfer 0.0625.
+    a = grid_cloud()
+    above = PointCloud(dict(a.fields), dict(a.meta))
+    above.fields["xyz"] = a["xyz"] + np.array([0, 0, 0.25], np.float32)
+    b = PointCloud.concatenate([a, above])
+    r = compare_clouds(a, b, f_score_threshold_m=0.1)
+    assert r["chamfer_m"] == 0.0625
+    assert r["f_score"] == 2 * 0.5 * 1.0 / (0.5 + 1.0)  # precision 0.5, recall 1
+    assert compare_clouds(b, a)["chamfer_m"] == 0.0625
+
+
 def test_half_a_ring_removed_halves_its_share() -> None:
     a = grid_cloud(meta={"firings_per_ring": W})
     keep = np.ones((H, W), dtype=bool)
@@ -167,6 +180,11 @@ def test_empty_cloud_is_named() -> None:
         compare_clouds(a, empty)
     with pytest.raises(SimulatorError, match="cloud A is empty"):
         compare_clouds(empty, a)
+    nan = PointCloud({"xyz": np.full((3, 3), np.nan, np.float32)})
+    with pytest.raises(SimulatorError, match="cloud A has no finite coordinates"):
+        compare_clouds(nan, a)
+    holes = PointCloud({"xyz": np.concatenate([a["xyz"], nan["xyz"]])})
+    assert compare_clouds(holes, a)["chamfer_m"] == 0.0
 
 
 def test_xyz_only_capture_gives_nulls_and_a_page(tmp_path: Path) -> None:
