@@ -73,6 +73,11 @@ def _range_m(cloud: PointCloud) -> NDArray[np.float64]:
     return np.linalg.norm(np.asarray(cloud["xyz"], dtype=np.float64), axis=1)
 
 
+def _finite(x: NDArray) -> NDArray:
+    """The finite values of ``x``."""
+    return x[np.isfinite(x)]
+
+
 def _intensity_max(cloud: PointCloud) -> float:
     return float(cloud.meta.get("intensity_max", DEFAULT_INTENSITY_MAX))
 
@@ -312,7 +317,7 @@ def _intensity_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
 
 
 def _range_edges(ra: NDArray, rb: NDArray) -> NDArray[np.float64]:
-    top = max(float(ra.max()), float(rb.max()))
+    top = max(float(ra.max(initial=0.0)), float(rb.max(initial=0.0)))
     n = max(int(np.ceil(top / RANGE_BIN_M)), 1)
     if n * RANGE_BIN_M <= top:  # the maximum itself in the last bin, not past it
         n += 1
@@ -320,7 +325,7 @@ def _range_edges(ra: NDArray, rb: NDArray) -> NDArray[np.float64]:
 
 
 def _range_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
-    ra, rb = _range_m(a), _range_m(b)
+    ra, rb = _finite(_range_m(a)), _finite(_range_m(b))
     edges = _range_edges(ra, rb)
     tv = _tv(np.histogram(ra, edges)[0], np.histogram(rb, edges)[0])
     return {"tv_distance": tv, "bin_m": RANGE_BIN_M}
@@ -521,7 +526,7 @@ def write_compare_page(
     figures.append(("Points and return share per ring", _save(fig, out / "rings.png")))
 
     # 3: range histogram
-    ra, rb = _range_m(a), _range_m(b)
+    ra, rb = _finite(_range_m(a)), _finite(_range_m(b))
     edges = _range_edges(ra, rb)
     fig, ax = plt.subplots(figsize=(10, 4))
     for r, (_, lab, col, _s) in zip((ra, rb), clouds, strict=True):
@@ -618,6 +623,7 @@ def write_compare_page(
         if "intensity" in c:
             r = _range_m(c)
             k = np.clip(np.digitize(r, redges) - 1, 0, len(mid) - 1)
+            k[~np.isfinite(r)] = -1  # in no bin
             inten = np.asarray(c["intensity"], np.float64)
             med = np.array([np.median(inten[k == j]) if np.any(k == j) else np.nan
                             for j in range(len(mid))])  # fmt: skip
