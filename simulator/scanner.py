@@ -115,8 +115,14 @@ class SpinningPattern:
         pulse_id = np.arange(start, stop, dtype=np.uint64)
         time_s, channel_u16 = self.time_and_channel(pulse_id)
         channel = channel_u16.astype(np.intp)
+        # The head's azimuth when the channel fires, or at the firing's start (``block``).
+        aim_s = (
+            time_s
+            if self.scanner.firing_azimuth == "physical"
+            else time_s - self.firing_offset_s[channel]
+        )
         head = np.radians(self.scanner.start_azimuth_deg) + self.sign * 2.0 * np.pi * (
-            self.scanner.rotation_hz * time_s
+            self.scanner.rotation_hz * aim_s
         )
         head = np.mod(head, 2.0 * np.pi)
         azimuth = head + self.azimuth_offset_rad[channel]

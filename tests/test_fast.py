@@ -98,15 +98,22 @@ def test_spinning_rays_match_the_schedule(sim: simulator.Simulation) -> None:
     assert np.mean(got == ref) > 0.999
 
 
-@pytest.mark.parametrize("name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e"])
+@pytest.mark.parametrize(
+    "name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e", "pandar64:block"]
+)
 @pytest.mark.parametrize("start", [0, 7, 2_073_600_001])  # the first pulses, an hour in
 def test_spinning_rays_match_the_schedule_of_every_preset(name: str, start: int) -> None:
     """Any spinning preset, any start (mid-firing included, an hour of spin in): the ray
-    kernel's angle-addition form gives the schedule's rays to float32 rounding."""
+    kernel's angle-addition form gives the schedule's rays to float32 rounding (with
+    ``firing_azimuth: block`` too, the decoded cloud's azimuths)."""
     from simulator.config import load_scanner
     from simulator.scanner import pattern_for
 
-    pattern = pattern_for(load_scanner(name))
+    name, _, firing_azimuth = name.partition(":")
+    scanner = load_scanner(name)
+    if firing_azimuth:
+        scanner = scanner.model_copy(update={"firing_azimuth": firing_azimuth})
+    pattern = pattern_for(scanner)
     stop = start + 3 * pattern.channels * 1000 + 5
     rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     pos = np.array([100.0, -20.0, 2.0])

@@ -147,6 +147,12 @@ class ScannerConfig(Model):
     rotation: Literal["clockwise", "counter_clockwise"] = "clockwise"
     start_azimuth_deg: FiniteFloat = 0.0
     firings_per_revolution: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    #: Which azimuth a channel's pulse takes (spinning pattern): ``physical``, the head's at
+    #: the moment the channel fires (its firing offset later than the firing's start), which
+    #: is where the beam went; ``block``, the head's at the firing's start, as a decoder that
+    #: leaves the rotation during the firing delay out reports the points (the decoded
+    #: cloud, e.g. tier4/nebula's Hesai decoder). Firing times are the same either way.
+    firing_azimuth: Literal["physical", "block"] = "physical"
     channels: Channels | None = None
     risley: RisleySpec | None = None
     oscillating: OscillatingSpec | None = None

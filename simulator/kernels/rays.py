@@ -74,6 +74,8 @@ def spinning_rays(
     rays = np.zeros((stop - start, 6), dtype=np.float32)
     el = p.elevation_rad
     lag = p.sign * 2.0 * math.pi * p.scanner.rotation_hz * p.firing_offset_s
+    if p.scanner.firing_azimuth == "block":  # the decoded cloud: no turn during the delay
+        lag = np.zeros_like(lag)
     turn = lag + p.azimuth_offset_rad
     _spinning_rays(
         start, stop - start, p.channels, p.period_s, np.cos(turn), np.sin(turn), np.cos(lag),
