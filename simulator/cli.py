@@ -297,11 +297,16 @@ def compare(
     if not f_score_threshold_m > 0:
         raise ConfigError("--f-score-threshold", "f_score_threshold_m", "expected a number > 0")
     options = _read_options(frame, topic, meta)
-    clouds = []
+    clouds, sims = [], []
     for source in (a, b):
         cloud, sim = _cloud_of(source, set_ or [], diagnostics=True, options=options)
         clouds.append(_with_beam_grid(cloud, sim))
+        sims.append(sim)
+    renumbered = _rings_as_the_capture(clouds, sims)
     result = compare_clouds(clouds[0], clouds[1], f_score_threshold_m=f_score_threshold_m)
+    if renumbered:
+        result["rings"]["renumbered"] = renumbered
+        _out.print(f"rings: {renumbered}", highlight=False)
     _out.print(format_compare(result), highlight=False)
     if output is not None:
         for path in write_compare_page(clouds[0], clouds[1], result, output, (a.name, b.name)):
@@ -309,6 +314,28 @@ def compare(
     if json_path is not None:
         write_atomic(json_path, json.dumps(result, indent=2) + "\n")
         _out.print(f"wrote {json_path}")
+
+
+def _rings_as_the_capture(clouds, sims) -> str | None:  # type: ignore[no-untyped-def]
+    """Renumber a scanned survey's rings the way the capture beside it numbers them (by
+    elevation, as ROS drivers do; :func:`simulator.compare.match_rings`); what was done."""
+    import numpy as np
+
+    from .compare import match_rings
+
+    for i, j in ((1, 0), (0, 1)):
+        sim, capture = sims[i], clouds[j]
+        if sim is None or sims[j] is not None or sim.scanner.channels is None:
+            continue
+        ring_of_channel = match_rings(capture, np.asarray(sim.scanner.channels.elevation_deg))
+        if ring_of_channel is None or np.array_equal(
+            ring_of_channel, np.arange(len(ring_of_channel))
+        ):
+            return None
+        clouds[i].fields["ring"] = ring_of_channel[clouds[i]["ring"]].astype(np.uint16)
+        side, other = "AB"[i], "AB"[j]
+        return f"{side}'s channels renumbered as {other} numbers its rings (matched by elevation)"
+    return None
 
 
 def _with_beam_grid(cloud, sim):  # type: ignore[no-untyped-def]

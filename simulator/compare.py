@@ -35,6 +35,7 @@ __all__ = [
     "compare_clouds",
     "firings_per_ring",
     "format_compare",
+    "match_rings",
     "write_compare_page",
 ]
 
@@ -46,6 +47,78 @@ RANGE_BIN_M = 0.25
 AZIMUTH_COLUMNS = 1024
 #: Intensity scale of a cloud whose ``meta`` has no ``intensity_max``.
 DEFAULT_INTENSITY_MAX = 255.0
+
+
+# --------------------------------------------------------------------------- rings
+
+
+def ring_elevations_deg(cloud: PointCloud, min_points: int = 10) -> dict[int, float]:
+    """Median elevation of each ring's points seen from the origin, deg (rings with at least
+    ``min_points`` points)."""
+    xyz = cloud["xyz"].astype(np.float64)
+    elevation = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
+    ring = cloud["ring"].astype(np.int64)
+    order = np.argsort(ring, kind="stable")
+    rings, starts, counts = np.unique(ring[order], return_index=True, return_counts=True)
+    out = {}
+    for r, s0, n in zip(rings.tolist(), starts.tolist(), counts.tolist(), strict=True):
+        if n >= min_points:  # a loop over rings (tens), each a vectorised median
+            out[r] = float(np.median(elevation[order[s0 : s0 + n]]))
+    return out
+
+
+def match_rings(
+    capture: PointCloud, elevation_deg: NDArray[np.float64]
+) -> NDArray[np.int64] | None:
+    """How a capture numbers a scanner's channels, from where its rings point.
+
+    Drivers number rings their own way: the ROS Velodyne driver and tier4/nebula by
+    elevation, lowest first; the simulator by channel (laser id), Ouster by row (highest
+    first). With ``m_r`` the median elevation of ring ``r``'s points
+    (:func:`ring_elevations_deg`):
+
+    - ``m_r`` strictly rising (or falling) with ``r``: the capture numbers rings by
+      elevation, so the channel of elevation rank ``k`` is ring ``k`` (or ``C - 1 - k``);
+      rings with no points (a ceiling out of reach) are placed by that rule too;
+    - otherwise every ring must have points, and rings pair with channels by elevation rank.
+
+    Parameters
+    ----------
+    capture : PointCloud
+        With ``xyz`` (sensor frame) and ``ring``.
+    elevation_deg : (C,) float
+        The scanner's channel elevations, channel 0 first.
+
+    Returns
+    -------
+    (C,) int64 or None
+        ``ring_of_channel[c]``: the capture's ring number of channel ``c``; None when the
+        rings cannot be matched one to one (ring numbers beyond the channels, fewer than
+        half the rings seen, or rings seen partly and not in elevation order).
+    """
+    elevation_deg = np.asarray(elevation_deg, dtype=np.float64)
+    n = len(elevation_deg)
+    if "ring" not in capture or len(capture) == 0 or int(capture["ring"].max()) >= n:
+        return None
+    medians = ring_elevations_deg(capture)
+    if len(medians) < max(2, n // 2):
+        return None
+    rings = np.array(sorted(medians))
+    seen = np.array([medians[r] for r in rings])
+    rank = np.zeros(n, dtype=np.int64)  # each channel's elevation rank, lowest 0
+    rank[np.argsort(elevation_deg, kind="stable")] = np.arange(n)
+    step = np.diff(seen)
+    if np.all(step > 0):
+        return rank
+    if np.all(step < 0):
+        return n - 1 - rank
+    if len(rings) < n:
+        return None
+    ring_of_channel = np.zeros(n, dtype=np.int64)
+    ring_of_channel[np.argsort(elevation_deg, kind="stable")] = rings[
+        np.argsort(seen, kind="stable")
+    ]
+    return ring_of_channel
 
 
 # --------------------------------------------------------------------------- helpers

@@ -250,3 +250,68 @@ def test_real_vlp16_capture_against_itself() -> None:
     assert r["intensity"]["tv_distance"] == 0.0
     assert r["range"]["tv_distance"] == 0.0
     assert r["same_beams"] is None
+
+
+def _rings_at(elevation_deg: list[float], rings: list[int], points: int = 50) -> PointCloud:
+    """Points of each ring at its elevation, 10 m out, around the circle."""
+    az = np.linspace(0, 2 * np.pi, points, endpoint=False)
+    xyz, ring = [], []
+    for el, r in zip(elevation_deg, rings, strict=True):
+        e = np.radians(el)
+        xyz.append(np.stack([10 * np.cos(e) * np.cos(az), 10 * np.cos(e) * np.sin(az),
+                             np.full(points, 10 * np.sin(e))], axis=1))  # fmt: skip
+        ring.append(np.full(points, r))
+    return PointCloud({"xyz": np.concatenate(xyz).astype(np.float32),
+                       "ring": np.concatenate(ring).astype(np.uint16)})  # fmt: skip
+
+
+def test_match_rings_by_elevation_order_with_a_ring_out_of_reach() -> None:
+    """A VLP-16 frame numbered as the ROS driver numbers it (by elevation, lowest first)
+    with its lowest ring empty: laser id c is ring rank(c); numbered by channel, identity;
+    an unordered numbering with a ring missing cannot be matched."""
+    from simulator.compare import match_rings
+
+    lasers = [-15.0, 1, -13, 3, -11, 5, -9, 7, -7, 9, -5, 11, -3, 13, -1, 15]
+    by_elevation = sorted(lasers)[1:]  # ring 0 (-15 deg) saw nothing
+    capture = _rings_at(by_elevation, list(range(1, 16)))
+    expected = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]
+    assert match_rings(capture, np.array(lasers)).tolist() == expected
+    assert match_rings(_rings_at(lasers, list(range(16))), np.array(lasers)).tolist() == list(
+        range(16)
+    )
+    shuffled = [3, 1, 4, 0, 5, 9, 2, 6, 8, 7, 10, 12, 11, 13, 14]
+    assert match_rings(_rings_at(lasers[:15], shuffled), np.array(lasers)) is None
+    if (REALDATA / "nebula").is_dir():  # nebula's own VLP-16 frame numbers rings so too
+        from simulator.io.read import read
+
+        real = read(REALDATA / "nebula" / "velodyne-vlp16-1673400472138016708.pcd")
+        assert match_rings(real, np.array(lasers)).tolist() == expected
+
+
+def test_compare_command_on_an_ouster_frame_against_itself(tmp_path: Path) -> None:
+    """`lidar-sim compare` of a capture against itself: chamfer 0, F 1, every distance 0,
+    ray-drop accuracy 1 on its own beam grid; the JSON has exactly the contract's keys."""
+    import subprocess
+    import sys
+
+    pcap = REALDATA / "ouster" / "OS-1-128_v2.3.0_1024x10_lb_n3.pcap"
+    if not pcap.exists():
+        pytest.skip(f"{pcap.name} not found: the shared real captures are not in this checkout")
+    pytest.importorskip("ouster.sdk")
+    out = tmp_path / "cmp.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "compare", str(pcap), str(pcap), "--json",
+         str(out), "--frame", "1"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    got = json.loads(out.read_text())
+    assert set(got) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
+                        "intensity", "range", "same_beams"}  # fmt: skip
+    assert got["points"] == [107_357, 107_357]  # frame 1
+    assert got["chamfer_m"] == 0.0 and got["f_score"] == 1.0
+    assert got["rings"]["max_abs_diff"] == 0.0 and len(got["rings"]["share_a"]) == 128
+    assert got["intensity"]["tv_distance"] == 0.0 and got["range"]["tv_distance"] == 0.0
+    same = got["same_beams"]
+    assert same["ray_drop_accuracy"] == 1.0 and same["range_median_abs_m"] == 0.0
+    assert same["intensity_rmse"] == 0.0
