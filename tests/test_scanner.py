@@ -12,40 +12,12 @@ from simulator.scanner import SpinningPattern, pattern_for
 
 from .conftest import single_channel_scanner
 
+# Laser-id order: lasers 18/19 are -16/-13 and 22/23 are -28/-25 (nebula's Helios5515.csv,
+# settled on nebula's real frame in tests/test_real_beams.py).
 HELIOS_ELEVATIONS = [
-    15,
-    13,
-    11,
-    9,
-    7,
-    5.5,
-    4,
-    2.67,
-    1.33,
-    0,
-    -1.33,
-    -2.67,
-    -4,
-    -5.33,
-    -6.67,
-    -8,
-    -10,
-    -13,
-    -16,
-    -19,
-    -22,
-    -25,
-    -28,
-    -31,
-    -34,
-    -37,
-    -40,
-    -43,
-    -46,
-    -49,
-    -52,
-    -55,
-]
+    15, 13, 11, 9, 7, 5.5, 4, 2.67, 1.33, 0, -1.33, -2.67, -4, -5.33, -6.67, -8,
+    -10, -16, -13, -19, -22, -28, -25, -31, -34, -37, -40, -43, -46, -49, -52, -55,
+]  # fmt: skip
 VLP16_ELEVATIONS = [-15, 1, -13, 3, -11, 5, -9, 7, -7, 9, -5, 11, -3, 13, -1, 15]
 
 
