@@ -371,8 +371,11 @@ class TablePattern(_Pattern):
 
 
 def _header(path: str) -> int:
-    """1 if the CSV's first line is not numbers (a header), else 0."""
-    with open(path, encoding="utf-8") as fh:
+    """1 if the CSV's first line is not numbers (a header), else 0 (``.csv.gz`` too)."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
         first = fh.readline()
     try:
         [float(v) for v in first.split(",")]

@@ -126,7 +126,8 @@ class RasterSpec(Model):
 
 
 class TableSpec(Model):
-    """A recorded pattern replayed: a CSV of ``time_s, azimuth_deg, elevation_deg[, channel]``."""
+    """A recorded pattern replayed: a CSV (or ``.csv.gz``) of ``time_s, azimuth_deg,
+    elevation_deg[, channel]``."""
 
     file: str
     period_s: PositiveFloat | None = None
