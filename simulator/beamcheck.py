@@ -170,7 +170,9 @@ def beam_residuals(
     is the circular mean of ``exp(2 pi i u)`` over its points (not the arithmetic mean:
     points near a half-column would otherwise average to nonsense); its argument times ``D``
     is the phase in deg of head rotation, and its length ``R`` says how tightly the points
-    sit on the grid. The count-weighted circular mean over all channels (the sensor's start
+    sit on the grid. With ``firing_azimuth: block`` the head's azimuth is taken at ``k T``
+    (``u = s (a - offset_c - start) / D``), as the decoded cloud reports it. The
+    count-weighted circular mean over all channels (the sensor's start
     phase, which no preset fixes) is removed. A phase residual is only defined modulo ``D``:
     it is reported in ``[-D/2, D/2)``.
 
@@ -239,7 +241,8 @@ def beam_residuals(
         tau_s = np.asarray(ch_cfg.firing_offset_us or [0.0] * n_ch, np.float64) * 1e-6
         period = scanner.firing_period_s
         u = sign * (azim - az_off[channel] - scanner.start_azimuth_deg) / step
-        u = u - tau_s[channel] / period
+        if scanner.firing_azimuth == "physical":  # block: the head's azimuth at k T
+            u = u - tau_s[channel] / period
         ang = 2.0 * np.pi * u
         cm = np.array([_circular_mean(ang[by][starts[c] : starts[c + 1]]) for c in range(n_ch)])
         has = count > 0

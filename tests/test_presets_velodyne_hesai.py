@@ -566,6 +566,33 @@ def test_vlp32c_preset_matches_veloview_calibration_and_the_manual() -> None:
     _check_schedule(s, p)
 
 
+def test_vls128_preset_matches_the_calibration_timing_and_manual() -> None:
+    """VLS128.yaml of VELODYNE (numbers checked, not copied: the preset's header cites it);
+    the firing groups of its rawdata.cc / nebula's vls128_decoder.cpp; the VLS-128 manual."""
+    s = load_scanner("vls-128")
+    p = pattern_for(s)
+    el = np.asarray(s.channels.elevation_deg)
+    assert s.channels.count == 128
+    assert len(set(el.tolist())) == 128 and np.diff(np.sort(el)).min() == pytest.approx(0.11)
+    assert (el[36], el[59], el[82]) == (-25.0, 15.0, -5.4)  # bottom, top; laser 82 (see real frame)
+    # rot_correction: eight values, one per position in a firing group of eight (manual 9.3.1.2)
+    az = s.channels.azimuth_offset_deg
+    column = [-6.354, -4.548, -2.732, -0.911, 0.911, 2.732, 4.548, 6.354]
+    assert az == [column[k % 8] for k in range(128)]
+    # group g = laser // 8 fires at (g + g // 8) x 2.665 us (a maintenance slot after group 7)
+    assert s.channels.firing_offset_us == pytest.approx(
+        [2.665 * (k // 8 + k // 64) for k in range(128)], abs=1e-9
+    )
+    assert max(s.channels.firing_offset_us) == pytest.approx(42.64)  # within the 53.3 us sequence
+    # Manual 8.2.4: 2,401,497.6 points/s single return (1876 whole sequences a turn: -0.009 %).
+    assert p.pulses_per_second == pytest.approx(2_401_497.6, rel=1e-4)
+    assert 1 / (s.rotation_hz * s.firings_per_revolution) == pytest.approx(53.3e-6, rel=1e-4)
+    assert _vertical_fov_deg(p) == pytest.approx(40.0, abs=1e-9)  # +15 to -25 deg
+    assert (s.wavelength_nm, s.range_resolution_m) == (903.0, 0.004)  # manual 9.3.1.2, 9.3.1.3
+    assert (s.divergence_mrad.horizontal, s.divergence_mrad.vertical) == (3.0, 1.5)  # Table F-1
+    _check_schedule(s, p)
+
+
 def test_pandar64_preset_matches_nebula() -> None:
     s = load_scanner("pandar64")
     p = pattern_for(s)
@@ -659,7 +686,8 @@ def test_hesai_azimuth_sign(block_deg: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["vlp-16", "hdl-32e", "hdl-64e", "vlp-32c", "pandar64", "pandar-xt32", "pandar128"]
+    "name",
+    ["vlp-16", "hdl-32e", "hdl-64e", "vlp-32c", "vls-128", "pandar64", "pandar-xt32", "pandar128"],
 )
 def test_reflectivity_byte(name: str) -> None:
     """Calibrated reflectivity 0-255, diffuse 0-100: whole steps, 100 for reflectance 1."""
