@@ -5,8 +5,11 @@
 ``REALDATA_DIR`` is the folder holding ``nebula/`` (the four decoded frames: VLP-16, VLS-128,
 Pandar64, RS-Helios 5515). For every frame the points are compared with the matching preset's
 channel elevations (:func:`simulator.beamcheck.beam_residuals`), with the channel the decoder
-wrote where the frame has one, else the nearest channel; the VLS-128, which has no preset, is
-compared with its own elevation clusters. One table row per frame is printed.
+wrote where the frame has one, else the nearest channel. The Pandar64 frame has a second row
+against its preset with ``firing_azimuth: block`` (nebula's Hesai decoder leaves out the turn
+during each channel's firing delay). One table row per frame (and fit) is printed. The
+VLS-128 frame is not locked to its preset's column grid (min R near 0), so its phase column
+means nothing; tests/test_real_beams.py checks its azimuths within each firing sequence.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.beamcheck import BeamFit, beam_residuals, elevation_clusters, firing_order
-from simulator.config import Channels, ScannerConfig, load_scanner, scanner_presets
+from simulator.beamcheck import BeamFit, beam_residuals, firing_order
+from simulator.config import ScannerConfig, load_scanner, scanner_presets
 from simulator.io.read import read
 
 FRAMES = {
@@ -54,27 +57,14 @@ def helios_laser_slot(nebula_channel: np.ndarray) -> np.ndarray:
 
 
 def load_frames(realdata: Path) -> list[Frame]:
-    """The four frames with their presets, channels in the presets' numbering."""
+    """The four frames with their presets (channels in the presets' numbering), and the
+    Pandar64 frame once more against its preset with ``firing_azimuth: block``."""
     presets = scanner_presets()
     out = []
     for name, file in FRAMES.items():
         cloud = read(realdata / "nebula" / file)
         f = cloud.fields
         xyz = f["xyz"].astype(np.float64)
-        if name == "vls-128" and name not in presets:
-            elev = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
-            centres = elevation_clusters(elev)
-            base = load_scanner(presets["vlp-16"])
-            scanner = base.model_copy(
-                update={
-                    "name": "vls-128 (own clusters)",
-                    "channels": Channels(elevation_deg=[float(c) for c in centres]),
-                    "firings_per_revolution": None,
-                    "pattern": "table",
-                }
-            )
-            out.append(Frame(name, xyz, scanner, None, None, "no preset: frame's own clusters"))
-            continue
         scanner = load_scanner(presets[name])
         ring = time = None
         note = "nearest channel"
@@ -89,6 +79,9 @@ def load_frames(realdata: Path) -> list[Frame]:
             ring = slot[f["ring"].astype(np.intp)]
             note = "laser id from packet order"
         out.append(Frame(name, xyz, scanner, ring, time, note))
+        if name == "pandar64":
+            block = scanner.model_copy(update={"firing_azimuth": "block"})
+            out.append(Frame("pandar64 (block)", xyz, block, None, None, "firing_azimuth: block"))
     return out
 
 
