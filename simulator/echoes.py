@@ -558,9 +558,13 @@ def jitter_keys(
     return np.where(echoes.rank == 0, key, later)
 
 
-def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -> Returns:
+def report_echoes(
+    echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel, pulse_id: NDArray[np.uint64]
+) -> Returns:
     """Echoes measured (relief, jitter from ``key``, quantisation), detected against the
-    threshold and the range window, and selected by the return mode.
+    threshold and the range window, selected by the return mode, and their intensity
+    reported (through the sensor's intensity response: the pulse's channel, the measured
+    range; :func:`simulator.hits.reported_intensity`).
 
     Parameters
     ----------
@@ -569,6 +573,8 @@ def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -
     key : (E,) uint64
         Hash key of each echo's sensor jitter.
     model : ReturnModel
+    pulse_id : (P,) uint64
+        Global id of each pulse (``echoes.pulse`` indexes it).
 
     Returns
     -------
@@ -584,10 +590,11 @@ def report_echoes(echoes: Echoes, key: NDArray[np.uint64], model: ReturnModel) -
         model.returns_per_pulse,
     )  # fmt: skip
     e = sel[chosen]
+    ids = np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse[e]]
     return Returns(
         pulse=echoes.pulse[e],
         range_m=range_meas[e],
-        intensity=reported_intensity(echoes.energy[e], model),
+        intensity=reported_intensity(echoes.energy[e], model, range_meas[e], ids),
         object_index=echoes.object_index[e],
         return_number=number,
         num_returns=total,
@@ -724,7 +731,7 @@ def surface_returns(
         _resolve(echoes, wide, model)
         tables.append(wide)
         keys.append(key)
-    return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model)
+    return report_echoes(Echoes.concatenate(tables), np.concatenate(keys), model, pulse_id)
 
 
 def _resolve(echoes: Echoes, broad: Echoes, model: ReturnModel) -> None:

@@ -18,14 +18,16 @@ direction ``d``, range ``R``, normal ``n`` turned to face the sensor):
 7. Range: true range + place-fixed relief (rough-surface law) + per-pulse sensor
    noise, quantised, kept inside the range window (:func:`measured_range`,
    :func:`in_window`).
-8. Intensity: calibrated reflectivity ``intensity_scale * b``, clipped, in the sensor's steps.
+8. Intensity: calibrated reflectivity ``intensity_scale * b``, through the sensor's
+   intensity response if it has one (a channel's gain, a range response:
+   :class:`SensorResponse`), clipped, in the sensor's steps (:func:`reported_intensity`).
 
 Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.echoes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,16 +42,21 @@ from .constants import (
     STREAM_SENSOR_NOISE,
     stream_seed,
 )
+from .errors import ConfigError
+from .scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
 from .scene import MaterialTable, Scene
 
 __all__ = [
+    "RANGE_FORMS",
     "HitResults",
     "ReturnModel",
     "SceneTables",
+    "SensorResponse",
     "Streams",
     "evaluate_hits",
     "in_window",
     "measured_range",
+    "range_response",
     "received_peak",
     "reported_intensity",
     "sensor_jitter_m",
@@ -105,6 +112,90 @@ class SceneTables:
         )
 
 
+#: The range forms of the intensity response, as the kernels number them.
+RANGE_FORMS = {"none": 0, "power": 1, "velodyne_focal": 2}
+#: The HDL-64E focal correction's constants as ros-drivers/velodyne's rawdata.cc has them
+#: (velodyne_pointcloud/src/lib/rawdata.cc, ``unpack``): the focal distance is divided by
+#: 13100 (the manual's 131 m in cm) and the raw range count by 65535.
+VELODYNE_FOCAL_SCALE = 13100.0
+VELODYNE_RANGE_COUNTS = 65535.0
+
+
+@dataclass(frozen=True)
+class SensorResponse:
+    """The sensor's intensity response, as the specification and the kernels apply it
+    (:func:`reported_intensity`), made from the scanner's ``intensity_response``.
+
+    Attributes
+    ----------
+    gain_of_slot : (S,) float64
+        The channel gain of pulse id ``p`` is ``gain_of_slot[(p // pulses_per_slot) % S]``
+        (spinning and risley patterns: ``S`` channels, one pulse a slot; raster: a row a
+        slot of ``columns`` pulses; table: a row of the table a slot; all ones without
+        ``channel_gain``).
+    pulses_per_slot : int
+    range_form : int
+        :data:`RANGE_FORMS`.
+    range_params : (3,) float64
+        ``power``: ``(reference_m, exponent, 0)``; ``velodyne_focal``: ``(focal_offset,
+        focal_slope, raw_range_max_m)``, ``focal_offset = 256 (1 - focal_distance /
+        131 m)^2`` and ``raw_range_max_m = 65535 * distance_resolution_m``.
+    """
+
+    gain_of_slot: NDArray[np.float64]
+    pulses_per_slot: int
+    range_form: int
+    range_params: NDArray[np.float64]
+
+    @classmethod
+    def of(cls, scanner: ScannerConfig, pattern: ScanPattern | None = None) -> SensorResponse:
+        """The response of a scanner with an ``intensity_response`` section (``pattern``:
+        its scan pattern, made if not given, for a table pattern's channels)."""
+        resp = scanner.intensity_response
+        assert resp is not None
+        pattern = pattern_for(scanner) if pattern is None else pattern
+        channels = int(pattern.channels)
+        gains = np.ones(channels) if resp.channel_gain is None else np.array(resp.channel_gain)
+        if len(gains) != channels:
+            raise ConfigError(
+                scanner.name, "intensity_response.channel_gain",
+                f"has {len(gains)} entries; expected {channels}, one per channel of the pattern",
+            )  # fmt: skip
+        per_slot = 1
+        if isinstance(pattern, RasterPattern):
+            per_slot = pattern.spec.columns  # a row of pixels a slot
+        elif isinstance(pattern, TablePattern):
+            gains = gains[pattern.ch]  # a row of the table a slot
+        rng = resp.range
+        params = np.zeros(3)
+        if rng.form == "power":
+            assert rng.reference_m is not None and rng.exponent is not None
+            params[:2] = rng.reference_m, rng.exponent
+        elif rng.form == "velodyne_focal":
+            assert rng.focal_distance_m is not None and rng.focal_slope is not None
+            scale = VELODYNE_FOCAL_SCALE / (100.0 if rng.convention == "manual" else 1.0)
+            params[0] = 256.0 * (1.0 - rng.focal_distance_m / scale) ** 2
+            params[1] = rng.focal_slope
+            params[2] = VELODYNE_RANGE_COUNTS * rng.distance_resolution_m
+        return cls(np.ascontiguousarray(gains, np.float64), per_slot, RANGE_FORMS[rng.form],
+                   params)  # fmt: skip
+
+    def gain(self, pulse_id: NDArray[np.uint64]) -> NDArray[np.float64]:
+        """(H,) float64: the channel gain of each pulse id."""
+        slot = np.asarray(pulse_id, np.uint64) // np.uint64(self.pulses_per_slot)
+        return self.gain_of_slot[(slot % np.uint64(len(self.gain_of_slot))).astype(np.intp)]
+
+    def kernel_args(self) -> tuple[bool, NDArray[np.float64], int, int, NDArray[np.float64]]:
+        """The response as the kernels take it: ``(on, gain_of_slot, pulses_per_slot,
+        range_form, range_params)``."""
+        return (True, self.gain_of_slot, self.pulses_per_slot, self.range_form,
+                self.range_params)  # fmt: skip
+
+
+#: What the kernels take for a sensor without an intensity response (``on`` false).
+NO_RESPONSE = (False, np.ones(1), 1, 0, np.zeros(3))
+
+
 @dataclass(frozen=True)
 class ReturnModel:
     """Sensor constants of the per-hit model and of echo selection, in SI units."""
@@ -128,12 +219,19 @@ class ReturnModel:
     return_mode: str = "strongest"
     #: Most returns reported for one pulse.
     returns_per_pulse: int = 1
+    #: The sensor's intensity response; None: the reflectivity as it is.
+    response: SensorResponse | None = field(default=None, compare=False)
 
     @classmethod
     def from_scanner(
-        cls, scanner: ScannerConfig, weather_extinction_per_m: float = 0.0
+        cls,
+        scanner: ScannerConfig,
+        weather_extinction_per_m: float = 0.0,
+        pattern: ScanPattern | None = None,
     ) -> ReturnModel:
-        """Constants of a scanner, in clear air or with a weather's extinction added.
+        """Constants of a scanner, in clear air or with a weather's extinction added
+        (``pattern``: the scanner's scan pattern, if made already: the intensity response's
+        channels).
 
         The threshold is the received peak of a ``reference_reflectance`` target at
         normal incidence (backscatter = reflectance, peak factor 1) at
@@ -164,7 +262,16 @@ class ReturnModel:
             separation_m=max(scanner.min_return_separation_m, pulse_m),
             return_mode=scanner.return_mode,
             returns_per_pulse=scanner.returns_per_pulse,
+            response=(
+                None if scanner.intensity_response is None else SensorResponse.of(scanner, pattern)
+            ),
         )
+
+    @property
+    def response_args(self) -> tuple[bool, NDArray[np.float64], int, int, NDArray[np.float64]]:
+        """The intensity response as the kernels take it (:meth:`SensorResponse.kernel_args`;
+        ``on`` false without one)."""
+        return NO_RESPONSE if self.response is None else self.response.kernel_args()
 
     @property
     def return_mode_number(self) -> int:
@@ -197,7 +304,10 @@ class HitResults:
     range_m : (H,) float64
         Measured range (relief, jitter unless left out, quantisation).
     intensity : (H,) float64
-        Calibrated reflectivity.
+        Reported intensity (:func:`reported_intensity`) of the hit as its pulse's only
+        return: with an intensity response, ray ``i`` is taken as pulse ``start + i`` (a
+        chunk cast one ray a pulse, the only case that reports it; echoes of sub-rays and
+        of surfaces behind report their own).
     cos_incidence, cos_effective, spread_m, peak_factor : (H,) float64
         Diagnostics (empty when the kernel was asked for the record's fields only).
     backscatter : (H,) float64
@@ -250,22 +360,81 @@ def _in_plane_coords(
     return u, v
 
 
-def reported_intensity(backscatter: NDArray[np.float64], model: ReturnModel) -> NDArray[np.float64]:
-    """The intensity the sensor reports: ``intensity_scale * b`` clipped to
-    ``[0, intensity_max]``, then rounded to whole ``intensity_step``s (half to even) and
-    held at the maximum.
+def range_response(
+    raw: NDArray[np.float64], range_m: NDArray[np.float64], response: SensorResponse
+) -> NDArray[np.float64]:
+    """A reading ``raw`` through the sensor's range response at the measured range ``R``.
+
+    * ``none``: ``raw``.
+    * ``power`` (multiplicative): ``raw * (max(R, 1 um) / reference_m) ** exponent``.
+    * ``velodyne_focal`` (additive, in the reported intensity's units: the driver adds it
+      to the raw 8-bit count): ``raw + focal_slope * |focal_offset - 256 (1 - R /
+      raw_range_max_m)^2|``, ``focal_offset = 256 (1 - focal_distance / 131 m)^2``,
+      ``raw_range_max_m = 65535 * distance_resolution_m`` (131.07 m at 2 mm): the HDL-64E
+      S2/S3 correction as ros-drivers/velodyne applies it
+      (velodyne_pointcloud/src/lib/rawdata.cc@29abd0e1, ``RawData::unpack``; the range
+      term there is the raw range count ``tmp.uint / 65535``).
+
+    Parameters
+    ----------
+    raw : (H,) float64
+        ``intensity_scale * b * channel_gain``, the reported intensity's units.
+    range_m : (H,) float64
+        Measured range, m.
+    response : SensorResponse
+
+    Returns
+    -------
+    (H,) float64
+    """
+    p = response.range_params
+    if response.range_form == RANGE_FORMS["power"]:
+        return raw * (np.maximum(range_m, 1e-6) / p[0]) ** p[1]
+    if response.range_form == RANGE_FORMS["velodyne_focal"]:
+        near = 1.0 - range_m / p[2]
+        return raw + p[1] * np.abs(p[0] - 256.0 * (near * near))
+    return raw
+
+
+def reported_intensity(
+    backscatter: NDArray[np.float64],
+    model: ReturnModel,
+    range_m: NDArray[np.float64] | None = None,
+    pulse_id: NDArray[np.uint64] | None = None,
+) -> NDArray[np.float64]:
+    """The intensity the sensor reports.
+
+    Without an intensity response: ``intensity_scale * b`` clipped to ``[0,
+    intensity_max]``, then rounded to whole ``intensity_step``s (half to even) and held at
+    the maximum. With one (``model.response``), in this order: the reflectivity times the
+    channel's gain, ``raw = intensity_scale * b * channel_gain[channel of the pulse]``;
+    the range response at the measured range, ``f(R, raw)`` (:func:`range_response`:
+    a factor for ``power``, an added term for ``velodyne_focal``); then the same clip and
+    rounding. Detection does not see the response (it is the receiver's reading, not the
+    received power).
 
     Parameters
     ----------
     backscatter : (H,) float64
         Minnaert backscatter (or an echo's energy), dimensionless.
     model : ReturnModel
+    range_m : (H,) float64, optional
+        Measured range, m (needed with a response).
+    pulse_id : (H,) uint64, optional
+        Global pulse id of each, which gives its channel (needed with a response).
 
     Returns
     -------
     (H,) float64
     """
-    value = np.clip(model.intensity_scale * backscatter, 0.0, model.intensity_max)
+    response = model.response
+    if response is None:
+        value = model.intensity_scale * backscatter
+    else:
+        assert range_m is not None and pulse_id is not None, "a response needs R and pulses"
+        raw = model.intensity_scale * backscatter * response.gain(pulse_id)
+        value = range_response(raw, range_m, response)
+    value = np.clip(value, 0.0, model.intensity_max)
     step = model.intensity_step
     if step > 0.0:
         value = np.minimum(np.rint(value / step) * step, model.intensity_max)
@@ -413,8 +582,10 @@ def evaluate_hits(
     range_meas = measured_range(range_true, relief, noise, model)
     keep = in_window(received, range_meas, model)
 
-    # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor)
-    intensity = reported_intensity(backscatter, model)
+    # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor),
+    # through the sensor's response as the pulse's only return (ray i is pulse start + i)
+    pulse_of_ray = np.uint64(chunk.start) + idx.astype(np.uint64)
+    intensity = reported_intensity(backscatter, model, range_meas, pulse_of_ray)
     return HitResults(
         idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak, backscatter, relief
     )

@@ -197,7 +197,9 @@ class Simulation:
             t.materials.transmittance[t.material_of_object], 0.0
         )  # the last entry: a miss (object -1)
         self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
-        self.model = ReturnModel.from_scanner(scanner, weather_extinction_per_m(s.weather))
+        self.model = ReturnModel.from_scanner(
+            scanner, weather_extinction_per_m(s.weather), self.pattern
+        )
         self.medium = None
         if not s.weather.clear:
             objects = len(self.tables.label_of_object)

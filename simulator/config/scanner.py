@@ -13,8 +13,10 @@ __all__ = [
     "Channels",
     "Detection",
     "Divergence",
+    "IntensityResponse",
     "OscillatingSpec",
     "Prism",
+    "RangeResponse",
     "RasterSpec",
     "RisleySpec",
     "ScannerConfig",
@@ -52,6 +54,66 @@ class Channels(Model):
     def count(self) -> int:
         """Number of channels."""
         return len(self.elevation_deg)
+
+
+#: The keys each range form takes (required, then optional).
+_RANGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "none": ((), ()),
+    "power": (("reference_m", "exponent"), ()),
+    "velodyne_focal": (
+        ("focal_distance_m", "focal_slope"),
+        ("distance_resolution_m", "convention"),
+    ),
+}
+
+
+class RangeResponse(Model):
+    """The sensor's range response of the reported intensity (``intensity_response.range``).
+
+    ``none``: no range response. ``power``: a gain ``(R / reference_m) ** exponent``
+    (multiplicative). ``velodyne_focal``: the HDL-64E S2/S3 focal correction as the
+    ros-drivers velodyne driver adds it to the raw intensity count (additive; see
+    :func:`simulator.hits.range_response`).
+    """
+
+    form: Literal["none", "power", "velodyne_focal"] = "none"
+    reference_m: PositiveFloat | None = None
+    exponent: FiniteFloat | None = None
+    #: The laser's focal distance, m (the calibration's ``focal_distance``).
+    focal_distance_m: NonNegFloat | None = None
+    #: The calibration's ``focal_slope``: intensity counts per unit of the focal term.
+    focal_slope: FiniteFloat | None = None
+    #: The raw range count's step (the calibration's ``distance_resolution``; 2 mm on the
+    #: HDL-64E): the driver's range term uses ``R / (65535 * distance_resolution_m)``.
+    distance_resolution_m: PositiveFloat = 0.002
+    #: ``manual``: ``focal_distance_m`` in metres against the manual's 131 m (13100 cm);
+    #: ``ros_driver``: the number divided by 13100 as rawdata.cc does with the calibration
+    #: YAML's metres (ros-drivers/velodyne issue #499), to reproduce that driver's output.
+    convention: Literal["manual", "ros_driver"] = "manual"
+
+    @model_validator(mode="after")
+    def _keys_of_form(self) -> RangeResponse:
+        required, optional = _RANGE_KEYS[self.form]
+        missing = [k for k in required if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"range form {self.form} needs {', '.join(missing)}")
+        given = self.model_fields_set - {"form", *required, *optional}
+        if given:
+            raise ValueError(f"{', '.join(sorted(given))} does not apply to range form {self.form}")
+        return self
+
+
+class IntensityResponse(Model):
+    """The sensor's intensity response, applied to the per-hit model's reflectivity
+    before clipping and rounding (:func:`simulator.hits.reported_intensity`).
+
+    ``channel_gain`` multiplies each channel's (ring's) reading: one entry per channel of
+    the pattern (spinning: per channel; raster: per row; risley: per emitter; table: per
+    channel index of the table; oscillating: one). ``range`` is the range response.
+    """
+
+    channel_gain: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
+    range: RangeResponse = Field(default_factory=RangeResponse)
 
 
 class Divergence(Model):
@@ -188,6 +250,8 @@ class ScannerConfig(Model):
     #: The sensor reports intensity in whole steps of this (1: an integer reading such as
     #: uint8 reflectivity); 0 reports it unquantised.
     intensity_step: Annotated[float, Field(ge=0, le=65535, allow_inf_nan=False)] = 0.0
+    #: The sensor's intensity response (per-channel gain, range response); absent: none.
+    intensity_response: IntensityResponse | None = None
     #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
     beam_samples: Annotated[int, Field(ge=1)] = 1
     #: ``full`` casts every sub-ray of every pulse (the reference); ``adaptive`` casts them
@@ -248,6 +312,33 @@ class ScannerConfig(Model):
                 f"{self.max_returns} applies to return_mode multi"
             )
         return self
+
+    @model_validator(mode="after")
+    def _channel_gains(self) -> ScannerConfig:
+        resp = self.intensity_response
+        if resp is None or resp.channel_gain is None:
+            return self
+        want = self.channel_count
+        got = len(resp.channel_gain)
+        if want is not None and got != want:
+            raise ValueError(
+                f"intensity_response.channel_gain has {got} entries; expected {want}, one per "
+                f"channel of the {self.pattern} pattern"
+            )
+        return self
+
+    @property
+    def channel_count(self) -> int | None:
+        """Channels (rings) the pattern reports; None for a table (read from its file)."""
+        if self.pattern == "spinning":
+            return self.channels.count if self.channels is not None else None
+        if self.pattern == "risley":
+            return len(self.risley.channel_offsets_deg) if self.risley is not None else None
+        if self.pattern == "raster":
+            return self.raster.rows if self.raster is not None else None
+        if self.pattern == "oscillating":
+            return 1
+        return None
 
     @property
     def returns_per_pulse(self) -> int:

@@ -115,9 +115,29 @@ def measured_range(r, relief, jitter, res):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def reported_intensity(b, scale, maximum, step):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.reported_intensity` of one backscatter (or echo energy)."""
-    value = min(max(scale * b, 0.0), maximum)
+def range_response(raw, r, form, params):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.range_response` of one reading ``raw`` at measured range ``r``
+    (``form``: :data:`simulator.hits.RANGE_FORMS`)."""
+    if form == 1:  # power: a factor
+        return raw * (max(r, 1e-6) / params[0]) ** params[1]
+    if form == 2:  # velodyne_focal: an added term
+        near = 1.0 - r / params[2]
+        return raw + params[1] * abs(params[0] - 256.0 * (near * near))
+    return raw
+
+
+@njit(inline="always", cache=True)
+def reported_intensity(b, r, pid, scale, maximum, step, response):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.reported_intensity` of one backscatter (or echo energy) ``b``
+    of pulse id ``pid`` (int64) at measured range ``r``; ``response`` is
+    :attr:`simulator.hits.ReturnModel.response_args` (``on`` false: none)."""
+    on, gains, per_slot, form, params = response
+    if on:
+        slot = (pid // per_slot) % gains.shape[0]
+        value = range_response(scale * b * gains[slot], r, form, params)
+    else:
+        value = scale * b
+    value = min(max(value, 0.0), maximum)
     if step > 0.0:
         value = min(np.rint(value / step) * step, maximum)
     return value

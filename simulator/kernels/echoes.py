@@ -399,11 +399,13 @@ def echo_returns(
     flat = np.flatnonzero(out_slot.ravel() >= 0)
     slot = out_slot.ravel()[flat]
     energy = slots["energy"][slot]
+    range_m = out_range.ravel()[flat]
+    ids = np.asarray(pulse_id, dtype=np.uint64)[flat // width]
     fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
     return Returns(
         pulse=flat // width,
-        range_m=out_range.ravel()[flat],
-        intensity=reported_intensity(energy, model),
+        range_m=range_m,
+        intensity=reported_intensity(energy, model, range_m, ids),
         object_index=slots["object"][slot].astype(np.int32),
         return_number=out_number.ravel()[flat],
         num_returns=out_total.ravel()[flat],
@@ -421,8 +423,8 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
     idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true,
     obj, row_start, l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b, l_spread,
     l_cos_inc, l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m, resolution,
-    pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, diagnostics,
-    block_count, o_pulse, o_number, o_total, o_range, o_intensity, o_obj, o_range_true,
+    pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, response,
+    diagnostics, block_count, o_pulse, o_number, o_total, o_range, o_intensity, o_obj, o_range_true,
     o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
 ):  # fmt: skip
     """Per pulse of a chunk cast one ray a pulse: the echoes of every surface its ray met
@@ -535,7 +537,9 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
                 o_number[at + t] = out_number[0, t]
                 o_total[at + t] = out_total[0, t]
                 o_range[at + t] = out_range[0, t]
-                o_intensity[at + t] = intensity_of(energy, iscale, imax, istep)
+                o_intensity[at + t] = intensity_of(
+                    energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                )
                 o_obj[at + t] = e_obj[k]
                 if diagnostics:
                     o_range_true[at + t] = e_range[k]
@@ -597,7 +601,8 @@ def see_through_returns(
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
         model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
         model.range_max_m, model.return_mode_number, width, model.intensity_scale,
-        model.intensity_max, model.intensity_step, diagnostics, block_count, o_pulse, o_number,
+        model.intensity_max, model.intensity_step, model.response_args, diagnostics,
+        block_count, o_pulse, o_number,
         o_total, o_range, o_intensity, o_obj, *diag,
     )  # fmt: skip
     # Each block's returns, moved together into one table.

@@ -31,6 +31,7 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
     idx, rays, shift, range_true, normals, obj, pulse_start, up,
     mat_of_obj, refl, mk, rough, slope, cell,
     beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax, istep,
+    response,
     seed_slope, seed_relief, seed_noise,
     keep, range_meas, intensity, full, jitter, cos_inc_out, cos_eff_out, spread_out, peak_out,
     backscatter_out, relief_out,
@@ -112,8 +113,9 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         rm = measured_range(r, relief, noise_m, res)
         keep[q] = received >= threshold and rm >= rmin and rm <= rmax
         range_meas[q] = rm
-        # 8. intensity
-        intensity[q] = reported_intensity(b, iscale, imax, istep)
+        # 8. intensity, as the pulse's only return (ray i is pulse pulse_start + i)
+        pid = np.int64(pulse_start) + np.int64(i)
+        intensity[q] = reported_intensity(b, rm, pid, iscale, imax, istep, response)
         if not full:  # the point record needs no more
             continue
         cos_inc_out[q] = cos_inc
@@ -152,7 +154,7 @@ def evaluate_hits(
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
         model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
         model.range_noise_m, model.intensity_scale, model.intensity_max, model.intensity_step,
-        streams.micro_slope, streams.relief, streams.sensor_noise,
+        model.response_args, streams.micro_slope, streams.relief, streams.sensor_noise,
         keep, range_m, intensity, full, jitter, *extra,
     )  # fmt: skip
     return HitResults(idx, keep, range_m, intensity, *extra)
