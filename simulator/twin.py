@@ -1,0 +1,401 @@
+"""The calibrated scene re-scanned against the real frame (``lidar-sim calibrate --twin DIR``).
+
+What ``calibrate`` found in a real scan (its surfaces, each a plane with a fitted material,
+and the sensor's fitted overrides) is rebuilt as a scene of meshes (:func:`_surface_mesh`: the
+ground a rectangle over its points' extent, any other surface the cells its points occupy,
+holes closed), seen from the real sensor's pose. The twin survey scans it
+with the same scanner, and the two frames are compared beam by beam:
+
+- every beam of one revolution of the scanner (ring ``c``, column ``j``) is aimed in the
+  twin's geometry (Open3D casts them); the beams that meet a surface first are its beams;
+- the real frame's points are put on the same grid (a capture that records its grid, an
+  Ouster frame, gives its own ``column``; for others the column follows from each point's
+  azimuth and the pattern, and rings are matched by elevation, :func:`match_rings`);
+- a surface's beam counts where the real frame either returned from that surface or
+  returned nothing; a beam whose real return lies on something else (an object in front
+  the twin does not have) is left out;
+- per ring, the return share of the real frame and of the twin on those beams, the median
+  intensity of each, and on the ground the share against range (where a ring drops out).
+
+``DIR/compare.json`` has :func:`simulator.compare.compare_clouds`'s keys (the real points on
+the surfaces against the twin's points, with ``rings`` the per-surface-beam shares above);
+``DIR/twin.json`` the goals per surface (return share per ring within 0.05 on 90 % of the
+rings, median intensity per ring within 15 %); ``DIR/index.html`` the plots.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from numpy.typing import NDArray
+
+from .calibrate import Calibration
+from .compare import compare_clouds, match_rings
+from .errors import ConfigError
+from .io.atomic import atomic_path, write_atomic
+from .pipeline import Simulation
+from .pointcloud import PointCloud
+from .scanner import SpinningPattern
+
+__all__ = ["INTENSITY_TOLERANCE", "SHARE_TOLERANCE", "TwinResult", "run_twin", "write_twin"]
+
+#: A ring's return share agrees when within this of the real one.
+SHARE_TOLERANCE = 0.05
+#: A ring's median intensity agrees when within this fraction of the real one.
+INTENSITY_TOLERANCE = 0.15
+#: Rings with fewer surface beams than this are not judged.
+MIN_RING_BEAMS = 20
+_MARGIN_M = 0.1
+
+
+@dataclass
+class TwinResult:
+    """What the twin found: the compare figures, the per-surface goals, the files."""
+
+    compare: dict[str, Any]
+    surfaces: dict[str, dict[str, Any]]
+    files: list[Path]
+
+
+def _basis(normal: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+    """Two unit vectors spanning the plane of ``normal``."""
+    helper = np.array([1.0, 0.0, 0.0]) if abs(normal[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = np.cross(normal, helper)
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(normal, e1)
+
+
+#: Occupancy cells of a surface's mesh, m, and the closing radius that fills holes (cells).
+CELL_M = 0.2
+CLOSING_CELLS = 2
+
+
+def _dilate(grid: NDArray[np.bool_], r: int) -> NDArray[np.bool_]:
+    """Boolean dilation by a (2r + 1)-square, by shifted ORs (no loop over cells)."""
+    out = grid.copy()
+    padded = np.pad(grid, r)
+    h, w = grid.shape
+    for di in range(-r, r + 1):  # (2r + 1)^2 shifts, not a loop per cell
+        for dj in range(-r, r + 1):
+            out |= padded[r + di : r + di + h, r + dj : r + dj + w]
+    return out
+
+
+def _surface_mesh(
+    surface: Any, xyz: NDArray[np.float64], origin: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """(V, 3) vertices and (F, 3) faces of a surface's twin, in the scan's frame: cells of
+    ``CELL_M`` in the surface's plane.
+
+    The ground (the surface calibrate names ``ground``) starts as every cell over its
+    points' extent (0.5th to 99.5th percentile in the plane, 0.1 m more), so the twin can
+    return where the real frame dropped out; any other surface as the cells its points
+    occupy, with holes of up to ``2 x CLOSING_CELLS`` cells closed (dilation, then
+    erosion). Then free space is carved out: a cell that more of the real frame's rays
+    crossed on their way to something farther (by 0.1 m, more at grazing incidence) than
+    ended in it is left out, so the twin is never opaque where the real sensor saw
+    through (a gap, a door, the space between the sensor and a surface it looks past).
+    """
+    normal = np.asarray(surface.normal, dtype=np.float64)
+    e1, e2 = _basis(normal)
+    centre = -float(surface.offset_m) * normal
+    pts = xyz[surface.index]
+    uv = np.stack([(pts - centre) @ e1, (pts - centre) @ e2], axis=1)
+    r = CLOSING_CELLS
+    if surface.name == "ground":
+        lo = np.percentile(uv, 0.5, axis=0) - _MARGIN_M
+        hi = np.percentile(uv, 99.5, axis=0) + _MARGIN_M
+    else:
+        lo, hi = uv.min(axis=0), uv.max(axis=0)
+    lo = lo - r * CELL_M
+    shape = tuple(np.floor((hi - lo) / CELL_M).astype(np.int64) + r + 1)
+
+    def cells(points_uv: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+        ij = np.floor((points_uv - lo) / CELL_M).astype(np.int64)
+        inside = np.all((ij >= 0) & (ij < np.array(shape)), axis=1)
+        return ij[inside, 0], ij[inside, 1], inside
+
+    ends = np.zeros(shape, dtype=np.int64)
+    i, j, _ = cells(uv)
+    np.add.at(ends, (i, j), 1)
+    if surface.name == "ground":
+        gu = lo[0] + (np.arange(shape[0]) + 0.5) * CELL_M
+        gv = lo[1] + (np.arange(shape[1]) + 0.5) * CELL_M
+        keep = ((gu >= lo[0] + r * CELL_M) & (gu <= hi[0]))[:, None] & (
+            (gv >= lo[1] + r * CELL_M) & (gv <= hi[1])
+        )[None, :]
+    else:
+        occupied = ends > 0
+        keep = ~_dilate(~_dilate(occupied, r), r) | occupied
+    # Free space: where the real rays crossed this plane short of their own point.
+    rays = xyz - origin
+    rng = np.linalg.norm(rays, axis=1)
+    direction = rays / np.maximum(rng, 1e-9)[:, None]
+    denom = direction @ normal
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = -(origin @ normal + surface.offset_m) / denom
+    # Short by 0.1 m, or more at grazing incidence (a plane fitted through noisy ranges
+    # lies 0.05 m / cos off a point along the ray).
+    through = np.isfinite(t) & (t > 0) & (t < rng - 0.1 - 0.05 / np.maximum(np.abs(denom), 1e-3))
+    cross = origin + t[through, None] * direction[through]
+    i, j, _ = cells(np.stack([(cross - centre) @ e1, (cross - centre) @ e2], axis=1))
+    passed = np.zeros(shape, dtype=np.int64)
+    np.add.at(passed, (i, j), 1)
+    keep &= passed <= ends
+    ci, cj = np.nonzero(keep)
+    u0 = lo[0] + ci * CELL_M
+    v0 = lo[1] + cj * CELL_M
+    corners = np.stack([np.stack([u0, v0], 1), np.stack([u0 + CELL_M, v0], 1),
+                        np.stack([u0 + CELL_M, v0 + CELL_M], 1),
+                        np.stack([u0, v0 + CELL_M], 1)], axis=1)  # (K, 4, 2)  # fmt: skip
+    vertices = centre + corners[..., :1] * e1 + corners[..., 1:] * e2
+    base = 4 * np.arange(len(ci))[:, None]
+    faces = np.concatenate([base + np.array([0, 1, 2]), base + np.array([0, 2, 3])])
+    return vertices.reshape(-1, 3), faces
+
+
+def _meshes(calibration: Calibration, xyz: NDArray[np.float64]) -> list[tuple[str, Any, Any]]:
+    origin = np.asarray(calibration.origin_m, dtype=np.float64)
+    return [(s.surface.name, *_surface_mesh(s.surface, xyz, origin)) for s in calibration.surfaces]
+
+
+def _first_surface(
+    meshes: list[tuple[str, Any, Any]], origin: NDArray, direction: NDArray
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """(N,) index of the first twin surface each ray meets (-1: none) and its distance, m,
+    cast by Open3D's ``RaycastingScene``."""
+    import open3d as o3d
+
+    scene = o3d.t.geometry.RaycastingScene()
+    ids = []
+    for _, vertices, faces in meshes:
+        ids.append(scene.add_triangles(vertices.astype(np.float32), faces.astype(np.uint32)))
+    rays = np.concatenate([origin, direction], axis=1).astype(np.float32)
+    hit = scene.cast_rays(o3d.core.Tensor(rays))
+    t = hit["t_hit"].numpy().astype(np.float64)
+    geometry = hit["geometry_ids"].numpy().astype(np.int64)
+    lookup = np.full(max(ids) + 2, -1, dtype=np.int64)
+    lookup[np.array(ids)] = np.arange(len(ids))
+    found = np.isfinite(t)
+    surface = np.where(found, lookup[np.where(found, geometry, len(lookup) - 1)], -1)
+    return surface, t
+
+
+def write_twin(
+    calibration: Calibration,
+    xyz_m: NDArray[np.float64],
+    folder: Path,
+    scanner: str | Path,
+    overrides: dict[str, Any],
+) -> Path:
+    """Write the twin's meshes, scene and survey into ``folder``; return the survey path.
+
+    Parameters
+    ----------
+    calibration : Calibration
+        What ``calibrate`` found (its surfaces and fitted materials).
+    xyz_m : (N, 3) float
+        The scan's points (the frame ``calibration`` was fitted in).
+    folder : Path
+        Where to write (``meshes/``, ``scene.yaml``, ``survey.yaml``).
+    scanner : str or Path
+        The scanner that took the scan (a preset name or a YAML file).
+    overrides : dict
+        The fitted scanner overrides (``Calibration.write``'s ``*_scanner.yaml``).
+    """
+    import trimesh
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meshes").mkdir(exist_ok=True)
+    library = calibration.library()
+    objects = []
+    for name, vertices, faces in _meshes(calibration, np.asarray(xyz_m, dtype=np.float64)):
+        mesh = trimesh.Trimesh(vertices, faces, process=False)
+        path = folder / "meshes" / f"{name}.ply"
+        with atomic_path(path) as tmp:
+            mesh.export(tmp, file_type="ply")
+        objects.append({"name": name, "mesh": f"meshes/{name}.ply", "material": library[name]})
+    write_atomic(
+        folder / "scene.yaml",
+        "# calibrate --twin: the surfaces found, with their "
+        "fitted materials\n" + yaml.safe_dump({"objects": objects}, sort_keys=False),
+    )
+    scanner_ref = str(Path(scanner).resolve()) if Path(str(scanner)).is_file() else str(scanner)
+    origin = [float(v) for v in calibration.origin_m]
+    survey = {
+        "scanner": scanner_ref,
+        "scanner_overrides": overrides,
+        "scene": "scene.yaml",
+        "pose": {"position_m": origin, "rotation_deg": [0.0, 0.0, 0.0]},
+        "revolutions": 1,
+        "seed": 0,
+        "output": {"path": "twin.npz", "frame": "sensor", "diagnostics": True},
+    }
+    header = f"# calibrate --twin: the surfaces of {calibration.source}, re-scanned\n"
+    return write_atomic(folder / "survey.yaml", header + yaml.safe_dump(survey, sort_keys=False))
+
+
+def _real_grid(
+    cloud: PointCloud, pattern: SpinningPattern, origin: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Each real point's (ring as the scanner numbers it, column) on one revolution's grid."""
+    channels = pattern.channels
+    columns = int(pattern.scanner.firings_per_revolution or 1)
+    elevation = np.degrees(pattern.elevation_rad)
+    if "ring" in cloud.names:
+        ring_of_channel = match_rings(cloud, elevation)
+        if ring_of_channel is None:
+            raise ConfigError(
+                cloud.meta.get("source", "scan"),
+                "ring",
+                "its rings cannot be matched to the scanner's channels",
+            )
+        channel_of_ring = np.full(int(ring_of_channel.max()) + 1, -1, dtype=np.int64)
+        channel_of_ring[ring_of_channel] = np.arange(channels)
+        ring = channel_of_ring[cloud["ring"].astype(np.int64)]
+    else:
+        xyz = cloud["xyz"].astype(np.float64) - origin
+        el = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
+        ring = np.argmin(np.abs(el[:, None] - elevation[None, :]), axis=1)
+    if "column" in cloud.names and cloud.meta.get("beam_grid", {}).get("columns") == columns:
+        return ring, cloud["column"].astype(np.int64)
+    xyz = cloud["xyz"].astype(np.float64) - origin
+    azimuth = np.arctan2(xyz[:, 1], xyz[:, 0])
+    head = azimuth - pattern.azimuth_offset_rad[ring]
+    turns = (head - np.radians(pattern.scanner.start_azimuth_deg)) / (2.0 * np.pi) * pattern.sign
+    if pattern.scanner.firing_azimuth == "physical":  # the head turned during the delay
+        turns = turns - pattern.scanner.rotation_hz * pattern.firing_offset_s[ring]
+    column = np.mod(np.rint(turns * columns), columns).astype(np.int64)
+    return ring, column
+
+
+def _ring_figures(
+    beams: NDArray[np.bool_],
+    real: NDArray[np.bool_],
+    twin: NDArray[np.bool_],
+    real_i: NDArray[np.float64],
+    twin_i: NDArray[np.float64],
+) -> dict[str, Any]:
+    """Per ring (rows of the (C, W) grids): beams, return shares, median intensities."""
+    n = beams.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share_a = (real & beams).sum(axis=1) / n
+        share_b = (twin & beams).sum(axis=1) / n
+    med_a = np.array(
+        [
+            np.median(real_i[c][real[c] & beams[c]]) if (real[c] & beams[c]).any() else np.nan
+            for c in range(len(n))
+        ]
+    )
+    med_b = np.array(
+        [
+            np.median(twin_i[c][twin[c] & beams[c]]) if (twin[c] & beams[c]).any() else np.nan
+            for c in range(len(n))
+        ]
+    )
+    judged = n >= MIN_RING_BEAMS
+    share_ok = np.abs(share_a - share_b) <= SHARE_TOLERANCE
+    both = judged & np.isfinite(med_a) & np.isfinite(med_b) & (med_a > 0)
+    intensity_ok = np.abs(med_b - med_a) <= INTENSITY_TOLERANCE * med_a
+
+    def listed(x: NDArray) -> list[float | None]:
+        return [None if not np.isfinite(v) else round(float(v), 4) for v in x]
+
+    return {
+        "beams_per_ring": n.astype(int).tolist(),
+        "share_a": listed(share_a),
+        "share_b": listed(share_b),
+        "median_intensity_a": listed(med_a),
+        "median_intensity_b": listed(med_b),
+        "rings_judged": int(judged.sum()),
+        "share_within_0.05": float(share_ok[judged].mean()) if judged.any() else None,
+        "intensity_within_15pct": float(intensity_ok[both].mean()) if both.any() else None,
+    }
+
+
+def run_twin(
+    calibration: Calibration,
+    cloud: PointCloud,
+    folder: Path,
+    scanner: str | Path,
+    overrides: dict[str, Any],
+) -> TwinResult:
+    """Write the twin (:func:`write_twin`), scan it, and compare it with the real frame
+    beam by beam (see the module); writes ``compare.json``, ``twin.json`` and ``index.html``
+    into ``folder``."""
+    xyz = cloud["xyz"].astype(np.float64)
+    survey = write_twin(calibration, xyz, folder, scanner, overrides)
+    sim = Simulation.from_file(survey)
+    if not isinstance(sim.pattern, SpinningPattern):
+        raise ConfigError(scanner, "pattern", "the twin compares beams of a spinning scanner")
+    twin = sim.run()
+    pattern = sim.pattern
+    channels, columns = pattern.channels, int(sim.scanner.firings_per_revolution or 1)
+    origin = np.asarray(calibration.origin_m, dtype=np.float64)
+    sched = pattern.schedule(0, channels * columns)
+    meshes = _meshes(calibration, xyz)
+    surface_of_beam, range_of_beam = _first_surface(
+        meshes, sched.origin_m + origin, sched.direction
+    )
+    surface_of_beam = surface_of_beam.reshape(columns, channels).T  # (C, W)
+    range_of_beam = range_of_beam.reshape(columns, channels).T
+
+    ring, column = _real_grid(cloud, pattern, origin)
+    first = (
+        cloud["return_number"] <= 1 if "return_number" in cloud.names else np.ones(len(xyz), bool)
+    )
+    member = np.full(len(xyz), -1, dtype=np.int64)
+    for k, s in enumerate(calibration.surfaces):
+        member[s.surface.index] = k
+    real_any = np.zeros((channels, columns), dtype=bool)
+    real_on = np.full((channels, columns), -1, dtype=np.int64)
+    real_i = np.zeros((channels, columns))
+    ok = first & (ring >= 0)
+    real_any[ring[ok], column[ok]] = True
+    real_on[ring[ok], column[ok]] = member[ok]
+    real_i[ring[ok], column[ok]] = cloud["intensity"][ok]
+    twin_ret = np.zeros((channels, columns), dtype=bool)
+    twin_i = np.zeros((channels, columns))
+    tf = twin["return_number"] <= 1
+    twin_col = (twin["pulse_id"][tf] // np.uint64(channels) % np.uint64(columns)).astype(np.int64)
+    twin_ret[twin["ring"][tf], twin_col] = True
+    twin_i[twin["ring"][tf], twin_col] = twin["intensity"][tf]
+
+    surfaces: dict[str, dict[str, Any]] = {}
+    pooled = np.zeros((channels, columns), dtype=bool)
+    for k, (name, _, _) in enumerate(meshes):
+        beams = (surface_of_beam == k) & ~(real_any & (real_on != k))
+        pooled |= beams
+        figures = _ring_figures(beams, real_on == k, twin_ret, real_i, twin_i)
+        figures["median_range_per_ring_m"] = [
+            None if not beams[c].any() else round(float(np.median(range_of_beam[c][beams[c]])), 3)
+            for c in range(channels)
+        ]
+        surfaces[name] = figures
+    pooled_figures = _ring_figures(pooled, real_on >= 0, twin_ret, real_i, twin_i)
+
+    real_cloud = cloud.select(member >= 0)
+    result = compare_clouds(real_cloud, twin)
+    diff = np.abs(
+        np.array(pooled_figures["share_a"], dtype=float)
+        - np.array(pooled_figures["share_b"], dtype=float)
+    )
+    result["rings"] = {
+        "share_a": pooled_figures["share_a"],
+        "share_b": pooled_figures["share_b"],
+        "max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else None,
+        "beams_per_ring": pooled_figures["beams_per_ring"],
+    }
+    files = [
+        write_atomic(folder / "compare.json", json.dumps(result, indent=2) + "\n"),
+        write_atomic(folder / "twin.json", json.dumps(surfaces, indent=2) + "\n"),
+    ]
+    from .viz.twin import write_twin_page
+
+    files += write_twin_page(surfaces, calibration, twin, folder)
+    return TwinResult(result, surfaces, files)
