@@ -113,19 +113,17 @@ def write_twin_page(
     files.append(_save(fig, folder / "rings.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name in names:
-        f = surfaces[name]
-        r = _values(f["median_range_per_ring_m"])
-        order = np.argsort(r)
-        ax.plot(r[order], _values(f["share_a"])[order], ".-", label=f"{name} real")
-        ax.plot(r[order], _values(f["share_b"])[order], "x--", label=f"{name} twin")
-    ax.set(
-        title="return share against each ring's range on the surface (drop-out range)",
-        xlabel="median range of the ring's beams on the surface, m",
-        ylabel="returns / beams",
-        ylim=(-0.02, 1.02),
-    )
-    ax.legend(fontsize=7)
+    ground = "ground" if "ground" in surfaces else names[0]
+    f = surfaces[ground]
+    r = _values(f["median_range_per_ring_m"])
+    judged = np.array(f["beams_per_ring"]) >= 20
+    order = np.argsort(np.where(judged, r, np.inf))[: int(judged.sum())]
+    ax.plot(r[order], _values(f["share_a"])[order], "o-", ms=3, label="real")
+    ax.plot(r[order], _values(f["share_b"])[order], "x--", ms=4, label="twin")
+    ax.set(title=f"{ground}: each ring's return share against its range (where rings drop out)",
+           xlabel="median range of the ring's beams on the surface, m", ylabel="returns / beams",
+           ylim=(-0.02, 1.02))  # fmt: skip
+    ax.legend(fontsize=8)
     files.append(_save(fig, folder / "dropout_range.png"))
 
     rows = "".join(
