@@ -622,12 +622,17 @@ def calibrate(
         list[str] | None,
         typer.Option(help="Group and name surfaces: NAME=found1,found2 (repeatable)."),
     ] = None,
+    ego_box: Annotated[
+        str | None,
+        typer.Option(help="The ego vehicle's box, xmin,ymin,zmin,xmax,ymax,zmax m (scan frame)."),
+    ] = None,
     frame: FrameOption = 0,
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) to
-    a real scan; write a material library a survey uses as it is."""
+    """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) and
+    the sensor's intensity response (per-ring gains, range response) to a real scan; write
+    a material library and scanner overrides a survey uses as they are."""
     from .calibrate import calibrate as fit
     from .calibrate.report import write_report
 
@@ -639,6 +644,18 @@ def calibrate(
         raise ConfigError(
             "--origin", "origin", f"expected x,y,z in metres, got {origin!r}"
         ) from None
+    box: tuple[float, float, float, float, float, float] | None = None
+    if ego_box is not None:
+        try:
+            v = [float(x) for x in ego_box.split(",")]
+            if len(v) != 6 or not all(lo <= hi for lo, hi in zip(v[:3], v[3:], strict=True)):
+                raise ValueError
+        except ValueError:
+            raise ConfigError(
+                "--ego-box", "ego_box",
+                f"expected xmin,ymin,zmin,xmax,ymax,zmax in metres, min <= max; got {ego_box!r}",
+            ) from None  # fmt: skip
+        box = (v[0], v[1], v[2], v[3], v[4], v[5])
     if not intensity_divisor > 0:
         raise ConfigError("--intensity-divisor", "intensity_divisor", "expected a number > 0")
     names: dict[str, list[str]] = {}
@@ -649,11 +666,19 @@ def calibrate(
         names[new.strip()] = [o.strip() for o in old.split(",") if o.strip()]
     result = fit(scan, scanner, origin_m=(xyz[0], xyz[1], xyz[2]), labels=labels, scene=scene,
                  max_planes=max_planes, intensity_divisor=intensity_divisor,
-                 names=names, read_options=_read_options(frame, topic, meta))  # fmt: skip
+                 names=names, read_options=_read_options(frame, topic, meta),
+                 ego_box_m=box)  # fmt: skip
     if not result.surfaces:
         raise ConfigError(scan, "points", "no surface with enough points was found")
     for path in result.write(output):
         _out.print(f"wrote {path}")
+    for note in result.notes:
+        _out.print(f"note: {note}")
+    if result.response is not None and result.response.gain_fitted.any():
+        r = result.response
+        gains = " ".join(f"{g:.3f}" if ok else "-" for g, ok in zip(r.gain, r.gain_fitted,
+                                                                    strict=True))  # fmt: skip
+        _out.print(f"ring gains (median 1; -: not fitted): {gains}")
     for s in result.surfaces:
         vals = {**s.intensity_fit.values, **s.range_fit.values, **s.slope_fit.values,
                 **s.detection_fit.values}  # fmt: skip

@@ -28,7 +28,6 @@ from ..io.atomic import write_atomic
 from ..io.read import ReadOptions, read
 from ..labels import SEMANTIC_KITTI, label_name
 from ..physics import pulse_length_m
-from ..pointcloud import PointCloud
 from .fits import (
     Fit,
     fit_detection,
@@ -37,6 +36,7 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
+from .response import Response, fit_response
 from .surfaces import (
     Surface,
     beam_origins,
@@ -46,7 +46,16 @@ from .surfaces import (
     surface_geometry,
 )
 
-__all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings"]
+__all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings", "physical"]
+
+#: The highest reflectance of a diffuse surface; above it a surface is retroreflective.
+MAX_DIFFUSE_REFLECTANCE = 1.5
+#: The Minnaert exponent's physical range.
+K_RANGE = (0.0, 3.0)
+#: Roughness at or above this is not a surface's relief (clutter, or two surfaces).
+MAX_ROUGHNESS_M = 0.2
+#: A surface whose points are all seen more grazing than this is a scan line, not a plane.
+MIN_MEDIAN_COS = 0.05
 
 
 @dataclass
@@ -74,6 +83,7 @@ class SurfaceFit:
             return fit.values[key][0] if key in fit.values else default
 
         rho = v(self.intensity_fit, "reflectance", 0.3)
+        retro = rho > MAX_DIFFUSE_REFLECTANCE
         out: dict[str, object] = {
             "reflectance": round(float(rho), 4),
             "minnaert_k": round(max(float(v(self.intensity_fit, "minnaert_k", 1.0)), 0.0), 3),
@@ -83,7 +93,9 @@ class SurfaceFit:
             ),
             "micro_slope_cell_m": 0.1,
             "label": label,
-            "description": f"fitted by lidar-sim calibrate to {len(self.cos)} points of {source}",
+            "description": (("retroreflective; " if retro else "")
+                            + f"fitted by lidar-sim calibrate to {len(self.cos)} points of "
+                            f"{source}"),
         }  # fmt: skip
         return out
 
@@ -96,6 +108,12 @@ class Calibration:
     scanner: ScannerConfig
     origin_m: NDArray[np.float64]
     surfaces: list[SurfaceFit] = field(default_factory=list)
+    #: The fitted intensity response (per-ring gains, range response); None if not fitted.
+    response: Response | None = None
+    #: Points removed as the ego vehicle's (within the minimum range or the ego box).
+    ego_points: int = 0
+    #: Notes on the scan as a whole (the ego points, the gains, dropped surfaces).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def range_noise_m(self) -> tuple[float, float] | None:
@@ -122,6 +140,7 @@ class Calibration:
             f"# Materials fitted by lidar-sim calibrate to {self.source}",
             f"# with the scanner {self.scanner.name}; one standard error after each value.",
         ]
+        lines += [f"# note: {note}" for note in self.notes]
         for s in self.surfaces:
             vals = {**s.intensity_fit.values, **s.range_fit.values, **s.slope_fit.values,
                     **s.detection_fit.values}  # fmt: skip
@@ -145,9 +164,12 @@ class Calibration:
         if "divergence_mrad" in d:
             beta = round(d["divergence_mrad"][0], 3)
             overrides["divergence_mrad"] = {"horizontal": beta, "vertical": beta}
+        if self.response is not None:
+            overrides["intensity_response"] = self.response.overrides()
         scanner_path = path.with_name(f"{path.stem}_scanner.yaml")
+        notes = "".join(f"# note: {note}\n" for note in self.notes)
         files.append(write_atomic(scanner_path,
-                                  f"# scanner_overrides fitted to {self.source}\n"
+                                  f"# scanner_overrides fitted to {self.source}\n" + notes
                                   + yaml.safe_dump(overrides, sort_keys=False)))  # fmt: skip
         return files
 
@@ -174,8 +196,22 @@ def infer_rings(xyz_m: NDArray, origin_m: NDArray, scanner: ScannerConfig) -> ND
     return np.abs(elevation[:, None] - table[None]).argmin(axis=1).astype(np.uint16)
 
 
-def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> list[Surface]:
-    # origin: (N, 3), each point's beam origin
+def _as_channels(file_ring: NDArray, inferred: NDArray, n_channels: int) -> NDArray[np.int64]:
+    """The file's rings (N,) renumbered as the scanner's channels: each ring becomes the
+    channel most of its points' elevations are nearest (drivers number rings by elevation,
+    a preset's channels are in firing order); a ring number outside the table is kept."""
+    f = np.asarray(file_ring, dtype=np.int64)
+    if not len(f) or f.min() < 0:
+        return np.asarray(inferred, dtype=np.int64)
+    n_file = int(f.max()) + 1
+    votes = np.zeros((n_file, n_channels))
+    np.add.at(votes, (f, np.asarray(inferred, dtype=np.int64)), 1.0)
+    table = np.where(votes.sum(axis=1) > 0, votes.argmax(axis=1), np.arange(n_file))
+    return table[f]
+
+
+def _scene_surfaces(xyz_m: NDArray, origin: NDArray, scene_path: Path) -> list[Surface]:
+    # xyz_m, origin: (N, 3), the points and each point's beam origin, m
     """Surfaces from a known, aligned mesh (the scan in the scene's frame): each point's
     beam is cast into the scene; the hit object's material groups the points, and each
     point's incidence and range residual come from its hit triangle."""
@@ -184,7 +220,7 @@ def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> lis
 
     scene = load_scene(scene_path)
     engine = RayEngine(scene)
-    xyz = cloud["xyz"].astype(np.float64)
+    xyz = np.asarray(xyz_m, dtype=np.float64)
     d = xyz - origin
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     hits = engine.cast(origin, d, np.zeros(len(d)))
@@ -203,6 +239,81 @@ def _scene_surfaces(cloud: PointCloud, origin: NDArray, scene_path: Path) -> lis
     return out
 
 
+def physical(fit: SurfaceFit) -> None:
+    """Keep only physical values: reflectance > 0 (above 1.5 flagged retroreflective), k in
+    [0, 3], roughness below 0.2 m, finite values with finite or unknown errors; a value
+    left out gets a verdict with the reason."""
+
+    def drop(f: Fit, key: str, reason: str) -> None:
+        if key in f.values:
+            v, e = f.values.pop(key)
+            f.verdicts.append(f"{key} {v:.4g} +- {e:.2g} left out: {reason}")
+
+    for f in (fit.intensity_fit, fit.range_fit, fit.slope_fit, fit.detection_fit):
+        for key, (v, e) in list(f.values.items()):
+            if not math.isfinite(v):
+                drop(f, key, "not finite")
+            elif math.isfinite(e) and e > 10 * abs(v) and e > 1e-3:
+                drop(f, key, "the data do not constrain it (its error is over 10 times it)")
+    fi = fit.intensity_fit
+    if "reflectance" in fi.values:
+        rho = fi.value("reflectance")
+        if rho <= 0:
+            drop(fi, "reflectance", "not positive")
+            fi.values.pop("minnaert_k", None)
+        elif rho > MAX_DIFFUSE_REFLECTANCE:
+            fi.verdicts.append(f"reflectance {rho:.2f} > {MAX_DIFFUSE_REFLECTANCE}: "
+                               "a retroreflective surface")  # fmt: skip
+    if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") <= K_RANGE[1]:
+        drop(fi, "minnaert_k", f"outside [{K_RANGE[0]:g}, {K_RANGE[1]:g}]")
+    fr = fit.range_fit
+    if "roughness_m" in fr.values and fr.value("roughness_m") >= MAX_ROUGHNESS_M:
+        drop(fr, "roughness_m", f"not below {MAX_ROUGHNESS_M} m: clutter or several surfaces")
+    if "micro_slope_deg" in fit.slope_fit.values and fit.slope_fit.value("micro_slope_deg") > 45:
+        drop(fit.slope_fit, "micro_slope_deg", "above 45 deg")
+
+
+def ego_mask(
+    xyz_m: NDArray, origin_m: NDArray, min_range_m: float,
+    ego_box_m: tuple[float, float, float, float, float, float] | None = None,
+) -> NDArray[np.bool_]:  # fmt: skip
+    """The points of the ego vehicle (and the file's empty returns): within ``min_range_m``
+    of ``origin_m``, inside the box ``(xmin, ymin, zmin, xmax, ymax, zmax)`` (m, the scan's
+    frame), or not finite. (N,) bool."""
+    p = np.asarray(xyz_m, dtype=np.float64)
+    bad = ~np.isfinite(p).all(axis=1)
+    bad |= np.linalg.norm(np.where(bad[:, None], 0.0, p - origin_m), axis=1) < min_range_m
+    if ego_box_m is not None:
+        lo, hi = np.asarray(ego_box_m[:3]), np.asarray(ego_box_m[3:])
+        bad |= ((p >= lo) & (p <= hi)).all(axis=1)
+    return bad
+
+
+def _guarded(name: str, fn, *args, **kwargs) -> Fit:  # type: ignore[no-untyped-def]
+    """A fit whose numerical failure is a verdict, not a traceback."""
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError, ZeroDivisionError) as exc:
+        return Fit(verdicts=[f"the {name} fit failed ({exc}): not fitted"])
+
+
+def _detection(
+    xyz: NDArray, rings: NDArray, on: NDArray[np.bool_], origin: NDArray, s: Surface,
+    config: ScannerConfig, *, rho: float, k: float, slope_deg: float,
+) -> Fit:  # fmt: skip
+    """The threshold and divergence fit of one ground-like surface."""
+    assert config.channels is not None
+    counts = ring_counts(xyz, rings, on, origin, s.normal, s.offset_m,
+                         np.radians(config.channels.elevation_deg))  # fmt: skip
+    return fit_detection(
+        counts, rho=rho, k=min(max(k, 0.0), 3.0), slope_rad=float(np.radians(slope_deg)),
+        pulse_length_m=float(pulse_length_m(config.pulse_length_ns)),
+        divergence_rad=config.divergence_mrad.vertical * 1e-3,
+        reference_reflectance=config.detection.reference_reflectance,
+    )  # fmt: skip
+
+
 def calibrate(
     scan: str | Path,
     scanner: str | Path = "rs-helios-5515",
@@ -215,8 +326,10 @@ def calibrate(
     intensity_divisor: float = 1.0,
     names: dict[str, list[str]] | None = None,
     read_options: ReadOptions | None = None,
+    ego_box_m: tuple[float, float, float, float, float, float] | None = None,
+    replicas: int = 24,
 ) -> Calibration:
-    """Fit the per-hit model to a scan.
+    """Fit the per-hit model and the sensor's intensity response to a scan.
 
     Parameters
     ----------
@@ -241,21 +354,34 @@ def calibrate(
         :func:`~simulator.calibrate.surfaces.name_surfaces`); each becomes one material.
     read_options : ReadOptions, optional
         Which frame of a pcap or bag, the bag's topic, the pcap's metadata.
+    ego_box_m : (6,) float, optional
+        ``xmin, ymin, zmin, xmax, ymax, zmax`` (m, the scan's frame): the ego vehicle's
+        body, whose points are removed with those within the scanner's minimum range.
+    replicas : int
+        Bootstrap replicas of the intensity fit (its standard errors).
     """
     cloud = read(scan, read_options)
     if "intensity" not in cloud.names:
         raise ConfigError(scan, "intensity", "the scan has no intensity to calibrate against")
     config = load_scanner(scanner)
     origin = np.asarray(origin_m, dtype=np.float64)
-    xyz = cloud["xyz"].astype(np.float64)
+    xyz_all = cloud["xyz"].astype(np.float64)
+    ego = ego_mask(xyz_all, origin, config.range_min_m, ego_box_m)
+    keep = np.flatnonzero(~ego)
+    xyz = xyz_all[keep]
+    result = Calibration(str(scan), config, origin, ego_points=int(ego.sum()))
+    box = "" if ego_box_m is None else " or inside the ego box"
+    result.notes.append(f"{int(ego.sum())} ego points removed (within the minimum range "
+                        f"{config.range_min_m:g} m{box}, or not finite)")  # fmt: skip
     beams = beam_origins(xyz, origin, config.beam_origin_offset_m)
     if scene is not None:
-        surfaces = _scene_surfaces(cloud, beams, Path(scene))
+        surfaces = _scene_surfaces(xyz, beams, Path(scene))
     elif labels:
         if "label" not in cloud.names:
             raise ConfigError(scan, "label", "--labels needs a label field (or classification)")
-        class_names = {v: label_name(v) for v in np.unique(cloud["label"]).tolist()}
-        surfaces = label_surfaces(xyz, origin, cloud["label"], class_names, min_points=min_points)
+        lab = cloud["label"][keep]
+        class_names = {v: label_name(v) for v in np.unique(lab).tolist()}
+        surfaces = label_surfaces(xyz, origin, lab, class_names, min_points=min_points)
     else:
         surfaces = find_planes(xyz, origin, max_planes=max_planes, min_points=min_points)
     if names:
@@ -263,7 +389,7 @@ def calibrate(
             surfaces = name_surfaces(surfaces, names)
         except KeyError as exc:
             raise ConfigError(scan, "--surface", str(exc.args[0])) from None
-    intensity = cloud["intensity"].astype(np.float64) / intensity_divisor
+    intensity = cloud["intensity"].astype(np.float64)[keep] / intensity_divisor
     top = float(np.percentile(intensity, 99.9)) if len(intensity) else 0.0
     if top > 1.01 * config.intensity_max:
         raise ConfigError(
@@ -272,43 +398,74 @@ def calibrate(
             f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
             "stored as 16-bit LAS) or a scanner whose intensity matches the file",
         )  # fmt: skip
-    result = Calibration(str(scan), config, origin)
     rings = None
+    n_rings = 0
     if config.channels is not None:
-        rings = (cloud["ring"].astype(np.int64) if "ring" in cloud.names
-                 else infer_rings(xyz, origin, config).astype(np.int64))  # fmt: skip
+        n_rings = len(config.channels.elevation_deg)
+        rings = infer_rings(xyz, origin, config).astype(np.int64)
+        if "ring" in cloud.names:  # the file's rings, renumbered as the scanner's channels
+            rings = _as_channels(cloud["ring"].astype(np.int64)[keep], rings, n_rings)
+    geometry = []
     for s in surfaces:
-        cos, _, residual = surface_geometry(xyz, beams, s)
+        cos, range_m, residual = surface_geometry(xyz, beams, s)
+        if not len(cos) or float(np.median(cos)) < MIN_MEDIAN_COS:
+            result.notes.append(
+                f"{s.name} ({len(cos)} points) dropped: seen edge-on (median incidence cosine "
+                f"{float(np.median(cos)) if len(cos) else float('nan'):.3f}), a scan line "
+                "through the sensor rather than a surface"
+            )
+            continue
+        geometry.append((s, cos, range_m, residual))
+    response = None
+    if geometry:
+        d_all = xyz - origin
+        response = fit_response(
+            np.concatenate([intensity[s.index] for s, *_ in geometry]),
+            np.concatenate([g[1] for g in geometry]),
+            np.concatenate([g[2] for g in geometry]),
+            np.concatenate([np.full(len(s.index), j) for j, (s, *_) in enumerate(geometry)]),
+            None if rings is None else np.concatenate([rings[s.index] for s, *_ in geometry]),
+            np.concatenate([np.arctan2(d_all[s.index, 1], d_all[s.index, 0])
+                            for s, *_ in geometry]),
+            n_surfaces=len(geometry), n_rings=n_rings, scale=config.intensity_scale,
+            intensity_max=config.intensity_max, intensity_step=config.intensity_step,
+            replicas=replicas,
+        )  # fmt: skip
+        result.notes += response.verdicts
+        if response.gain_fitted.any() or response.range_exponent is not None:
+            result.response = response
+    for j, (s, cos, _, residual) in enumerate(geometry):
         i = intensity[s.index]
-        fi = fit_intensity(i, cos, scale=config.intensity_scale, intensity_max=config.intensity_max)
-        if "reflectance" in fi.values:
-            fs = fit_micro_slope(i, cos, scale=config.intensity_scale,
-                                 rho=fi.value("reflectance"), k=fi.value("minnaert_k"),
-                                 intensity_max=config.intensity_max,
-                                 intensity_step=config.intensity_step)  # fmt: skip
-        else:
-            fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
+        fi = Fit() if response is None else response.surfaces[j]
+        fs = Fit()
+        if "micro_slope_deg" in fi.values:
+            fs.values["micro_slope_deg"] = fi.values.pop("micro_slope_deg")
+        if "reflectance" not in fi.values:
+            fi = _guarded("intensity", fit_intensity, i, cos, scale=config.intensity_scale,
+                          intensity_max=config.intensity_max)  # fmt: skip
+            fi.verdicts.insert(0, "the likelihood fit gave nothing: a log-space line instead")
+            if "reflectance" in fi.values:
+                fs = _guarded("micro-slope", fit_micro_slope, i, cos,
+                              scale=config.intensity_scale, rho=fi.value("reflectance"),
+                              k=fi.value("minnaert_k"), intensity_max=config.intensity_max,
+                              intensity_step=config.intensity_step)  # fmt: skip
+            else:
+                fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
         slope_rad = float(np.radians(fs.values.get("micro_slope_deg", (0.0, 0.0))[0]))
-        fr = fit_range_scatter(residual, cos, resolution_m=config.range_resolution_m,
-                               slope_rad=slope_rad)  # fmt: skip
+        fr = _guarded("range scatter", fit_range_scatter, residual, cos,
+                      resolution_m=config.range_resolution_m, slope_rad=slope_rad)  # fmt: skip
         fd = Fit()
         if "reflectance" in fi.values and (s.name == "ground" or abs(s.normal[2]) > 0.9):
-            if config.channels is None:
+            if config.channels is None or rings is None:
                 fd.verdicts.append("the threshold fit needs a spinning scanner's rings")
             else:
                 on = np.zeros(len(xyz), dtype=bool)
                 on[s.index] = True
-                counts = ring_counts(xyz, rings, on, origin, s.normal, s.offset_m,
-                                     np.radians(config.channels.elevation_deg))  # fmt: skip
                 slope = fs.values.get("micro_slope_deg", (0.0, 0.0))[0]
-                fd = fit_detection(
-                    counts,
-                    rho=fi.value("reflectance"),
-                    k=max(fi.value("minnaert_k"), 0.0),
-                    slope_rad=float(np.radians(slope)),
-                    pulse_length_m=float(pulse_length_m(config.pulse_length_ns)),
-                    divergence_rad=config.divergence_mrad.vertical * 1e-3,
-                    reference_reflectance=config.detection.reference_reflectance,
-                )
-        result.surfaces.append(SurfaceFit(s, cos, i, residual, fi, fr, fs, fd))
+                fd = _guarded("detection", _detection, xyz, rings, on, origin, s, config,
+                              rho=fi.value("reflectance"), k=fi.value("minnaert_k"),
+                              slope_deg=slope)  # fmt: skip
+        fit = SurfaceFit(s, cos, i, residual, fi, fr, fs, fd)
+        physical(fit)
+        result.surfaces.append(fit)
     return result

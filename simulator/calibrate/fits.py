@@ -164,7 +164,9 @@ def fit_range_scatter(
 
     fit = Fit()
     r = np.asarray(residual_m, dtype=np.float64)
-    c = np.clip(np.asarray(cos, dtype=np.float64), 0.05, 1.0)
+    c = np.asarray(cos, dtype=np.float64)
+    finite = np.isfinite(r) & np.isfinite(c)
+    r, c = r[finite], np.clip(c[finite], 0.05, 1.0)
     bins = _bins(c)
     if not bins:
         fit.verdicts.append("too few points for the range scatter")
@@ -386,6 +388,11 @@ def fit_detection(
             if err < best[0]:
                 best = (err, bi, si)
     _, bi, si = best
+    if si in (0, len(ref) - 1):
+        fit.verdicts.append(
+            f"the threshold fit ends at the edge of its grid ({ref[si]:g} m): not constrained"
+        )
+        return fit
     step = float(np.log(ref[1] / ref[0]))
     fit.values["reference_range_m"] = (float(ref[si]), float(ref[si]) * step)
     if fit_beta:
