@@ -1,0 +1,59 @@
+"""``calibrate --twin``: what calibrate found, re-scanned, meets the scan it came from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import simulator
+from simulator.calibrate import calibrate
+from simulator.io.read import read
+from simulator.twin import run_twin
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def yard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One revolution of the calibration yard (an RS-Helios 5515 1.8 m above a dark
+    ground with two walls), as a "real" scan the twin does not see the scene of."""
+    folder = tmp_path_factory.mktemp("yard")
+    for name in ("scene.yaml", "survey.yaml"):
+        shutil.copy(REPO / "scenes" / "calibration" / name, folder / name)
+    survey = yaml.safe_load((folder / "survey.yaml").read_text())
+    survey["revolutions"] = 1
+    (folder / "survey.yaml").write_text(yaml.safe_dump(survey))
+    cloud = simulator.scan(folder / "survey.yaml")
+    simulator.io.write(cloud, folder / "real.npz")
+    return folder
+
+
+def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
+    """Each surface of the twin (ground, two walls) returns on the same beams as the scan
+    it was fitted to: per-ring return share within 0.05 and median intensity within 15 %
+    on at least 90 % of the rings; compare.json has compare's keys."""
+    scan = yard / "real.npz"
+    fitted = calibrate(scan, "rs-helios-5515")  # the scan is in the sensor frame
+    files = fitted.write(yard / "fitted.yaml")
+    overrides = yaml.safe_load(files[1].read_text()) or {}
+    result = run_twin(fitted, read(scan), yard / "twin", "rs-helios-5515", overrides)
+    names = {s.surface.name for s in fitted.surfaces}
+    assert {"ground", "wall_1", "wall_2"} <= names
+    for name, figures in result.surfaces.items():
+        print(name, figures["rings_judged"], figures["share_within_0.05"],
+              figures["intensity_within_15pct"])  # fmt: skip
+        if name in ("ground", "wall_1", "wall_2"):
+            assert figures["rings_judged"] >= 5
+            assert figures["share_within_0.05"] >= 0.9
+            assert figures["intensity_within_15pct"] >= 0.9
+    saved = json.loads((yard / "twin" / "compare.json").read_text())
+    assert set(saved) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
+                          "intensity", "range", "same_beams"}  # fmt: skip
+    share_a = np.array(saved["rings"]["share_a"], dtype=float)
+    assert np.nanmax(share_a) <= 1.0 and len(share_a) == 32
+    assert (yard / "twin" / "index.html").is_file() and (yard / "twin" / "rings.png").is_file()
