@@ -100,6 +100,30 @@ RAIN_LIDAR_RATIO_SR = 18.8
 #: A flake as a Lambertian sphere of snow's albedo near 900 nm (0.9): its backscatter is
 #: that of a disc of reflectance ``2/3 * 0.9``.
 SNOW_EQUIVALENT_REFLECTANCE = 0.6
+#: A drop's backscatter as a biaxial receiver sees it, as the reflectance of a disc of its
+#: cross-section (``pi`` times the differential backscatter cross-section per geometric
+#: area). Mie theory for water at 905 nm (n = 1.3275 + 4.7e-7 i; miepython 3.3, averaged
+#: over +-3 % in size): exactly backwards the glory gives 1.1-2.0 for 0.5-2 mm drops (lidar
+#: ratios of 3-6 sr, not the 18.8 sr of cloud droplets), but it is narrower than 2 mrad;
+#: 5-20 mrad off the backward direction, where a receiver 25 mm beside the transmitter
+#: sees a drop 1-5 m away, it is 0.035-0.093 (mean 0.05). ASSUMPTION: the off-glory mean.
+RAIN_BACKSCATTER_REFLECTANCE = 0.05
+#: Brandes et al. (2007): the bulk density of snow flakes falls with their size,
+#: ``rho = 0.178 D^-0.922`` g/cm^3 with D the flake's diameter in mm (Colorado, fitted
+#: for 0.3-10 mm flakes); a flake of melted diameter ``Dm`` is then
+#: ``(Dm^3 / 0.178)^(1 / 2.078)`` mm across.
+SNOW_DENSITY_G_CM3 = (0.178, -0.922)
+#: Kim, McArthur and Korevaar (2001): the extinction of haze of visibility V scales with
+#: the wavelength as ``(lambda / 550 nm)^-q``, q = 0 below V = 0.5 km, V - 0.5 to 1 km,
+#: 0.16 V + 0.34 to 6 km, 1.3 to 50 km and 1.6 beyond (V in km).
+HAZE_REFERENCE_WAVELENGTH_NM = 550.0
+#: Extinction efficiency of rain drops and flakes by default: 2, the large-particle limit
+#: (van de Hulst 1957, the extinction paradox), for a receiver that sees none of the light
+#: the particle diffracts forward; a receiver whose field of view recaptures that lobe
+#: (about 1.2 lambda / D, 1 mrad for a 1 mm drop) measures down to 1
+#: (``weather.rain.extinction_efficiency``).
+DEFAULT_EXTINCTION_EFFICIENCY = 2.0
+
 #: Most particles one pulse may meet (the Poisson tail beyond is below 1e-20 at the
 #: rates allowed).
 MAX_PARTICLES_PER_PULSE = 16

@@ -60,6 +60,7 @@ results, with the extinction in the model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -74,13 +75,13 @@ from .constants import (
     DUST_LIDAR_RATIO_SR,
     FOG_BACKSCATTER_MOR,
     GOLDEN_GAMMA,
+    HAZE_REFERENCE_WAVELENGTH_NM,
     KOSCHMIEDER,
-    PARTICLE_EXTINCTION_EFFICIENCY,
+    RAIN_BACKSCATTER_REFLECTANCE,
     RAIN_LAMBDA,
-    RAIN_LIDAR_RATIO_SR,
     RAIN_N0,
+    SNOW_DENSITY_G_CM3,
     SNOW_EQUIVALENT_REFLECTANCE,
-    SNOW_FLAKE_PER_MELTED,
     SNOW_LAMBDA,
     SNOW_N0,
     STREAM_DUST,
@@ -101,6 +102,7 @@ __all__ = [
     "Population",
     "SoftTarget",
     "beam_area_m2",
+    "haze_wavelength_factor",
     "medium_returns",
     "overlap",
     "weather_extinction_per_m",
@@ -122,28 +124,68 @@ _SOFT_BLOCK_VALUES = 4_000_000
 _PARTICLE_TABLE = 4096
 
 
-def _rain_distribution(rate_mm_h: float) -> tuple[float, float, float]:
-    """(N0 m^-3 mm^-1, Lambda mm^-1, diameter per size variable) of Marshall-Palmer rain."""
-    return RAIN_N0, RAIN_LAMBDA[0] * rate_mm_h ** RAIN_LAMBDA[1], 1.0
+#: A size distribution: (N0 m^-3 mm^-1, Lambda mm^-1, k, p): ``N(D) = N0 exp(-Lambda D)``
+#: in the size variable D (mm), the particle's optical diameter ``k D^p`` mm.
+Distribution = tuple[float, float, float, float]
 
 
-def _snow_distribution(rate_mm_h: float) -> tuple[float, float, float]:
-    """(N0, Lambda, flake diameter per melted diameter) of Gunn-Marshall snow."""
+def _rain_distribution(rate_mm_h: float) -> Distribution:
+    """Marshall-Palmer rain: the drop's diameter is D."""
+    return RAIN_N0, RAIN_LAMBDA[0] * rate_mm_h ** RAIN_LAMBDA[1], 1.0, 1.0
+
+
+def _snow_distribution(rate_mm_h: float) -> Distribution:
+    """Gunn-Marshall snow in melted diameter D; the flake's diameter from the density law
+    of Brandes et al. 2007, ``rho = a d^b``: ``rho d^3 = D^3`` (g/cm^3, water 1) gives
+    ``d = (D^3 / a)^(1 / (3 + b))``."""
     n0 = SNOW_N0[0] * rate_mm_h ** SNOW_N0[1]
     lam = SNOW_LAMBDA[0] * rate_mm_h ** SNOW_LAMBDA[1]
-    return n0, lam, SNOW_FLAKE_PER_MELTED
+    a, b = SNOW_DENSITY_G_CM3
+    return n0, lam, a ** (-1.0 / (3.0 + b)), 3.0 / (3.0 + b)
 
 
-def particle_extinction_per_m(n0: float, lambda_per_mm: float, diameter_per_size: float) -> float:
-    """Extinction of particles of size distribution ``N0 exp(-Lambda D)`` (D in mm, the
-    particle's diameter ``diameter_per_size * D``): ``Q_ext pi/4 k^2 2 N0 / Lambda^3``,
-    1/m."""
-    mm2_per_m3 = PARTICLE_EXTINCTION_EFFICIENCY * np.pi / 4.0 * diameter_per_size**2
-    return float(mm2_per_m3 * 2.0 * n0 / lambda_per_mm**3 * 1e-6)
+def particle_extinction_per_m(
+    n0: float, lambda_per_mm: float, k: float, p: float, efficiency: float = 2.0
+) -> float:
+    """Extinction of particles of size distribution ``N0 exp(-Lambda D)`` whose diameter
+    is ``k D^p`` (D, mm), each removing ``efficiency`` times its cross-section:
+    ``Q pi/4 k^2 N0 Gamma(2p + 1) / Lambda^(2p + 1)``, 1/m."""
+    mm2_per_m3 = efficiency * np.pi / 4.0 * k**2
+    return float(mm2_per_m3 * math.gamma(2.0 * p + 1.0) * n0 / lambda_per_mm ** (2.0 * p + 1.0)
+                 * 1e-6)  # fmt: skip
 
 
-def weather_extinction_per_m(weather: Weather) -> float:
+def haze_wavelength_factor(visibility_m: float, wavelength_nm: float | None) -> float:
+    """The extinction of haze of a visibility at a wavelength over that at 550 nm (where
+    the visibility is defined): ``(lambda / 550)^-q(V)`` of Kim, McArthur and Korevaar
+    2001; 1 below 500 m (fog, whose drops are much larger than the wavelength) and when
+    the wavelength is not known.
+
+    Examples
+    --------
+    >>> round(haze_wavelength_factor(5000.0, 905.0), 3)
+    0.567
+    """
+    v_km = visibility_m / 1000.0
+    if wavelength_nm is None or v_km <= 0.5:
+        return 1.0
+    if v_km <= 1.0:
+        q = v_km - 0.5
+    elif v_km <= 6.0:
+        q = 0.16 * v_km + 0.34
+    elif v_km <= 50.0:
+        q = 1.3
+    else:
+        q = 1.6
+    return float((wavelength_nm / HAZE_REFERENCE_WAVELENGTH_NM) ** -q)
+
+
+def weather_extinction_per_m(weather: Weather, wavelength_nm: float | None = None) -> float:
     """The extinction coefficient of the weather (its conditions' sum), 1/m; 0 in clear air.
+
+    Fog and dust: Koschmieder's ``ln(20) / MOR`` times :func:`haze_wavelength_factor`
+    (1 without a wavelength); rain and snow: :func:`particle_extinction_per_m` of every
+    particle, with the condition's extinction efficiency.
 
     Examples
     --------
@@ -154,11 +196,11 @@ def weather_extinction_per_m(weather: Weather) -> float:
     alpha = 0.0
     for medium in (weather.fog, weather.dust):
         if medium is not None:
-            alpha += KOSCHMIEDER / medium.visibility_m
-    if weather.rain is not None:
-        alpha += particle_extinction_per_m(*_rain_distribution(weather.rain.rate_mm_h))
-    if weather.snow is not None:
-        alpha += particle_extinction_per_m(*_snow_distribution(weather.snow.rate_mm_h))
+            factor = haze_wavelength_factor(medium.visibility_m, wavelength_nm)
+            alpha += KOSCHMIEDER / medium.visibility_m * factor
+    for fall, law in ((weather.rain, _rain_distribution), (weather.snow, _snow_distribution)):
+        if fall is not None:
+            alpha += particle_extinction_per_m(*law(fall.rate_mm_h), fall.extinction_efficiency)
     return alpha
 
 
@@ -172,13 +214,37 @@ def beam_area_m2(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArra
 
 
 def overlap(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
-    """The receiver's near-field overlap at a range: 0 before ``overlap_m[0]``, 1 beyond
-    ``overlap_m[1]``, linear between: (N,) float64."""
-    start, full = scanner.overlap_range_m
+    """The receiver's near-field overlap at a range: (N,) float64 in [0, 1].
+
+    With ``overlap_m = [start, full]`` given: 0 before ``start``, 1 beyond ``full``, linear
+    between. Otherwise the geometric overlap of a biaxial sensor with parallel axes
+    (Rasshofer et al. 2011, Fig. 2; Hahner et al. 2021, Sec. 3): the share of the
+    transmitted beam's cross-section, a disc of radius ``a = rho_t + r theta_t / 2``
+    (exit radius, geometric-mean divergence), inside the receiver's field of view, a disc
+    of radius ``b = rho_r + r theta_r / 2`` (aperture radius, field of view) whose centre is
+    ``s`` (``axis_separation_mm``) away: the two discs' intersection over ``pi a^2``. It is
+    0 up to ``(s - rho_t - rho_r) / (theta_t/2 + theta_r/2)`` and 1 from
+    ``(s + rho_t - rho_r) / (theta_r/2 - theta_t/2)`` on; 0 closer than ``range_min_m``
+    (the receiver is blanked there).
+    """
     r = np.asarray(range_m, dtype=np.float64)
-    if full <= start:
-        return (r >= start).astype(np.float64)
-    return np.clip((r - start) / (full - start), 0.0, 1.0)
+    if scanner.overlap_m is not None:
+        start, full = scanner.overlap_range_m
+        if full <= start:
+            return (r >= start).astype(np.float64)
+        return np.clip((r - start) / (full - start), 0.0, 1.0)
+    rho_t, grow_t = scanner.transmit_radius_mm
+    a = rho_t + r * grow_t
+    b = 0.5 * scanner.receiver_aperture_mm + r * 0.5 * scanner.receiver_fov_mrad
+    s = scanner.axis_separation_mm
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos_a = np.clip((s**2 + a**2 - b**2) / (2.0 * s * a), -1.0, 1.0)
+        cos_b = np.clip((s**2 + b**2 - a**2) / (2.0 * s * b), -1.0, 1.0)
+        kite = np.sqrt(np.maximum((-s + a + b) * (s + a - b) * (s - a + b) * (s + a + b), 0.0))
+        lens = a**2 * np.arccos(cos_a) + b**2 * np.arccos(cos_b) - 0.5 * kite
+        share = np.where(s > 0.0, lens, np.pi * np.minimum(a, b) ** 2) / (np.pi * a**2)
+    share = np.where(s >= a + b, 0.0, np.where(s <= b - a, 1.0, share))
+    return np.where(r >= scanner.range_min_m, np.clip(share, 0.0, 1.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -316,18 +382,21 @@ class Population:
         ``rain`` or ``snow``.
     n0_per_m3_mm, lambda_per_mm : float
         The size distribution ``N0 exp(-Lambda D)`` in its size variable D (mm).
-    diameter_per_size : float
-        The particle's optical diameter per unit of D (1 for drops; a flake per its
-        melted drop).
+    diameter_k, diameter_p : float
+        The particle's optical diameter is ``k D^p`` mm (drops: 1, 1; flakes from their
+        melted drops by the density law).
     reflectance : float
         The equivalent reflectance of its cross-section in the backscatter direction.
+    efficiency : float
+        Its extinction efficiency Q: it removes ``Q`` times its cross-section from the
+        beam on each pass.
     object_index : int
     stream : np.uint64
         Hash seed of its particles.
     range_m : (T,) float64
         Table ranges, 0 to the scanner's maximum range.
     min_size_mm : (T,) float64
-        The smallest D detectable there.
+        The smallest D detectable there (with the overlap; ``inf`` where it is 0).
     cumulative : (T,) float64
         Expected number of drawn particles per pulse closer than each range.
     poisson_cdf : (K,) float64
@@ -337,8 +406,10 @@ class Population:
     kind: str
     n0_per_m3_mm: float
     lambda_per_mm: float
-    diameter_per_size: float
+    diameter_k: float
+    diameter_p: float
     reflectance: float
+    efficiency: float
     object_index: int
     stream: np.uint64
     range_m: NDArray[np.float64]
@@ -355,21 +426,25 @@ class Population:
     def of(
         cls,
         kind: str,
-        distribution: tuple[float, float, float],
+        distribution: Distribution,
         reflectance: float,
+        efficiency: float,
         scanner: ScannerConfig,
         model: ReturnModel,
         object_index: int,
         stream: np.uint64,
     ) -> Population:
-        """Tabulate a size distribution ``(N0, Lambda, diameter per size)`` for a scanner."""
-        n0, lam, k = distribution
+        """Tabulate a size distribution ``(N0, Lambda, k, p)`` for a scanner."""
+        n0, lam, k, p = distribution
         r = model.range_max_m * np.linspace(0.0, 1.0, _PARTICLE_TABLE) ** 2
         area = beam_area_m2(r, scanner)
-        two_way = np.exp(-2.0 * model.extinction_per_m * r)
-        # rho (pi d^2 / 4) / A exp(-2 alpha r) / r^2 = threshold, d = k D 1e-3 m
-        d_min_m = np.sqrt(4.0 * model.threshold * r**2 * area / (np.pi * reflectance * two_way))
-        size_mm = d_min_m / (k * 1e-3)
+        seen = overlap(r, scanner) * np.exp(-2.0 * model.extinction_per_m * r)
+        # rho zeta (pi d^2 / 4) / A exp(-2 alpha r) / r^2 = threshold, d = k D^p 1e-3 m
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_min_mm = 1e3 * np.sqrt(4.0 * model.threshold * r**2 * area
+                                     / (np.pi * reflectance * seen))  # fmt: skip
+        d_min_mm = np.where(seen > 0.0, d_min_mm, np.inf)
+        size_mm = (d_min_mm / k) ** (1.0 / p)
         density = area * n0 / lam * np.exp(-lam * size_mm)
         cumulative = np.concatenate(
             [[0.0], np.cumsum(0.5 * (density[1:] + density[:-1]) * np.diff(r))]
@@ -380,8 +455,8 @@ class Population:
         log_pmf = counts * np.log(max(mean, 1e-300)) - mean - _log_factorial(counts)
         cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
         cdf[-1] = 1.0
-        return cls(kind, n0, lam, k, reflectance, object_index, stream, r, size_mm,
-                   cumulative, cdf)  # fmt: skip
+        return cls(kind, n0, lam, k, p, reflectance, efficiency, object_index, stream, r,
+                   size_mm, cumulative, cdf)  # fmt: skip
 
     def draw(self, pulse_id: NDArray[np.uint64]) -> Particles:
         """The particles in the beams of pulses ``pulse_id`` (every one, lit or not).
@@ -405,10 +480,10 @@ class Population:
             u_size = physics.hash_uniform(physics.mix64(h + np.uint64(2)))
             u_place = physics.hash_uniform(physics.mix64(h + np.uint64(3)))
         range_m = np.interp(u_range * self.mean_per_pulse, self.cumulative, self.range_m)
-        size = np.interp(range_m, self.range_m, self.min_size_mm) - np.log(u_size) / (
-            self.lambda_per_mm
-        )
-        diameter_m = self.diameter_per_size * size * 1e-3
+        finite = np.isfinite(self.min_size_mm)
+        smallest = np.interp(range_m, self.range_m[finite], self.min_size_mm[finite])
+        size = smallest - np.log(u_size) / self.lambda_per_mm
+        diameter_m = self.diameter_k * size**self.diameter_p * 1e-3
         return Particles(pulse, range_m, diameter_m, u_place)
 
 
@@ -481,22 +556,24 @@ class Medium:
                 ("dust", weather.dust, DUST_LIDAR_RATIO_SR, STREAM_DUST),
             ):
                 if medium is not None:
-                    beta = KOSCHMIEDER / medium.visibility_m / ratio
+                    # The lidar ratio kept at the scanner's wavelength (Kim et al. 2001).
+                    factor = haze_wavelength_factor(medium.visibility_m, scanner.wavelength_nm)
+                    beta = KOSCHMIEDER / medium.visibility_m / ratio * factor
                     seed_k = np.uint64(stream_seed(seed, stream))
                     soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
         populations = []
-        rain_rho = 2.0 * np.pi / RAIN_LIDAR_RATIO_SR
         for kind, fall, law, rho, stream in (
-            ("rain", weather.rain, _rain_distribution, rain_rho, STREAM_RAIN),
+            ("rain", weather.rain, _rain_distribution, RAIN_BACKSCATTER_REFLECTANCE, STREAM_RAIN),
             ("snow", weather.snow, _snow_distribution, SNOW_EQUIVALENT_REFLECTANCE, STREAM_SNOW),
         ):
             if fall is not None:
                 seed_k = np.uint64(stream_seed(seed, stream))
-                populations.append(
-                    Population.of(kind, law(fall.rate_mm_h), rho, scanner, model, obj(kind), seed_k)
-                )
-        return cls(weather_extinction_per_m(weather), tuple(soft), tuple(populations),
-                   objects, scanner)  # fmt: skip
+                populations.append(Population.of(
+                    kind, law(fall.rate_mm_h), rho, fall.extinction_efficiency, scanner, model,
+                    obj(kind), seed_k,
+                ))  # fmt: skip
+        alpha = weather_extinction_per_m(weather, scanner.wavelength_nm)
+        return cls(alpha, tuple(soft), tuple(populations), objects, scanner)
 
     @property
     def labels(self) -> NDArray[np.uint16]:
@@ -571,7 +648,8 @@ def medium_returns(
     sub_range = hits.range_m.astype(np.float64).reshape(n_pulses, samples)
     extra: list[tuple[NDArray, ...]] = []
     cumulative = np.cumsum(beam.weights)
-    shadow = np.zeros((n_pulses, samples))
+    weights = (beam.weights / cumulative[-1]).astype(np.float64)
+    passed = np.ones((n_pulses, samples))  # the sub-rays' one-way transmission
     for population, p in zip(medium.populations, particles, strict=True):
         k = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
         lit = (p.range_m < sub_range[p.pulse, k]) & (p.range_m < model.range_max_m)
@@ -579,7 +657,9 @@ def medium_returns(
         share = np.minimum(
             np.pi / 4.0 * p.diameter_m[lit] ** 2 / beam_area_m2(p_range, medium.scanner), 1.0
         )
-        np.add.at(shadow, (p_pulse, k), share)
+        # It removes Q times its cross-section of the sub-ray it lies in, out and back.
+        lost = np.minimum(population.efficiency * share / weights[k], 1.0)
+        np.multiply.at(passed, (p_pulse, k), 1.0 - lost)
         energy = population.reflectance * overlap(p_range, medium.scanner)
         seen = energy > 0.0  # the receiver sees none of those short of the overlap
         m = int(seen.sum())
@@ -587,6 +667,7 @@ def medium_returns(
             p_pulse[seen], share[seen], p_range[seen], np.zeros(m), energy[seen], np.zeros(m),
             np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
         ))  # fmt: skip
+    shadow = beam.weights.astype(np.float64)[None, :] * (1.0 - passed**2)
     broad = [_soft_echoes(soft, sub_range, beam, pulse_id, model) for soft in medium.soft]
     return surface_returns(
         results, hits, pulse_id, beam, model, streams,

@@ -23,8 +23,9 @@ RateMmH = Annotated[float, Field(gt=0.0, le=300.0, allow_inf_nan=False)]
 class Fog(Model):
     """Fog of a given meteorological optical range (MOR, the distance at which the
     contrast of a black target falls to 5 %): extinction ``ln(20) / MOR`` and
-    backscatter ``0.046 / MOR`` per metre and steradian. Dense fog is 20-50 m, light
-    fog 200-1000 m."""
+    backscatter ``0.046 / MOR`` per metre and steradian at 550 nm, scaled to the
+    scanner's wavelength above 500 m (haze, Kim et al. 2001). Dense fog is 20-50 m,
+    light fog 200-1000 m."""
 
     visibility_m: VisibilityM
 
@@ -42,6 +43,10 @@ class Precipitation(Model):
     water, 1 mm/h is a moderate snowfall)."""
 
     rate_mm_h: RateMmH
+    #: Extinction efficiency Q of the particles: each removes ``Q`` times its cross-section
+    #: from the beam. 2 is the large-particle limit (van de Hulst 1957); a receiver whose
+    #: field of view recaptures the forward-diffracted lobe sees less, down to 1.
+    extinction_efficiency: Annotated[float, Field(ge=1.0, le=2.0, allow_inf_nan=False)] = 2.0
 
 
 class Weather(Model):
