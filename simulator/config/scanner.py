@@ -241,8 +241,18 @@ class ScannerConfig(Model):
     #: The receiver's near-field overlap ``[start, full]``, m: it sees none of the light
     #: scattered closer than ``start`` and all of it beyond ``full``, linearly between.
     #: Applied to the returns of the medium (fog, rain, snow, dust), which fills every
-    #: range; default ``[range_min_m, range_min_m + 1]``.
+    #: range. Given, it replaces the geometric overlap of the receiver's optics below.
     overlap_m: Annotated[list[NonNegFloat], Field(min_length=2, max_length=2)] | None = None
+    #: The receiver's optics, from which the geometric overlap follows when ``overlap_m``
+    #: is not given (:func:`simulator.weather.overlap`; Rasshofer et al. 2011, Fig. 2, as
+    #: Hahner et al. 2021 state it): the receiving lens' clear aperture, mm; its full-angle
+    #: field of view, mrad (it must exceed the beam's divergences); the distance between
+    #: the transmitting and the receiving optical axes (parallel), mm. Defaults: a typical
+    #: biaxial spinning sensor (ASSUMPTION: no vendor publishes them): a 20 mm lens, a
+    #: 16 mrad field of view (a 0.8 mm detector behind a 50 mm focal length), 25 mm apart.
+    receiver_aperture_mm: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] = 20.0
+    receiver_fov_mrad: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] = 16.0
+    axis_separation_mm: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 25.0
     range_noise_m: NonNegFloat
     intensity_scale: PositiveFloat
     #: The top reading; LAS stores intensity as uint16, so at most 65535.
@@ -289,14 +299,34 @@ class ScannerConfig(Model):
     def _overlap(self) -> ScannerConfig:
         if self.overlap_m is not None and self.overlap_m[0] > self.overlap_m[1]:
             raise ValueError(f"overlap_m [start, full] needs start <= full; got {self.overlap_m}")
+        widest = max(self.divergence_mrad.horizontal, self.divergence_mrad.vertical)
+        if self.overlap_m is None and self.receiver_fov_mrad <= widest:
+            raise ValueError(
+                f"receiver_fov_mrad ({self.receiver_fov_mrad}) must exceed the divergence "
+                f"({widest} mrad) for the receiver to see the whole beam; or give overlap_m"
+            )
         return self
 
     @property
+    def transmit_radius_mm(self) -> tuple[float, float]:
+        """The transmitted beam as a disc of the ellipse's area: (radius at the exit, mm;
+        growth, mm per m, i.e. half the geometric-mean divergence in mrad)."""
+        div = self.divergence_mrad
+        return 0.5 * self.beam_exit_diameter_mm, 0.5 * (div.horizontal * div.vertical) ** 0.5
+
+    @property
     def overlap_range_m(self) -> tuple[float, float]:
-        """The near-field overlap ``(start, full)``, m (the default when not given)."""
-        if self.overlap_m is None:
-            return self.range_min_m, self.range_min_m + 1.0
-        return float(self.overlap_m[0]), float(self.overlap_m[1])
+        """The near-field overlap ``(start, full)``, m: ``overlap_m`` when given, else where
+        the receiver's field of view starts to meet the beam and where it holds all of it
+        (Rasshofer et al. 2011, eqs. 11-12), the start no closer than ``range_min_m``."""
+        if self.overlap_m is not None:
+            return float(self.overlap_m[0]), float(self.overlap_m[1])
+        rho_t, grow_t = self.transmit_radius_mm
+        rho_r, grow_r = 0.5 * self.receiver_aperture_mm, 0.5 * self.receiver_fov_mrad
+        sep = self.axis_separation_mm
+        start = max(0.0, sep - rho_t - rho_r) / (grow_t + grow_r)
+        full = max(0.0, sep + rho_t - rho_r) / (grow_r - grow_t)
+        return max(start, self.range_min_m), max(full, start, self.range_min_m)
 
     @model_validator(mode="after")
     def _returns(self) -> ScannerConfig:
