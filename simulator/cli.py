@@ -626,6 +626,13 @@ def calibrate(
         str | None,
         typer.Option(help="The ego vehicle's box, xmin,ymin,zmin,xmax,ymax,zmax m (scan frame)."),
     ] = None,
+    twin: Annotated[
+        Path | None,
+        typer.Option(
+            help="Re-scan what was found (its surfaces, fitted) here and compare it "
+            "with the scan beam by beam: compare.json, twin.json, index.html."
+        ),
+    ] = None,
     frame: FrameOption = 0,
     topic: TopicOption = None,
     meta: MetaOption = None,
@@ -670,7 +677,8 @@ def calibrate(
                  ego_box_m=box)  # fmt: skip
     if not result.surfaces:
         raise ConfigError(scan, "points", "no surface with enough points was found")
-    for path in result.write(output):
+    written = result.write(output)
+    for path in written:
         _out.print(f"wrote {path}")
     for note in result.notes:
         _out.print(f"note: {note}")
@@ -688,6 +696,27 @@ def calibrate(
             _out.print(f"  note: {verdict}")
     if report is not None:
         for path in write_report(result, report):
+            _out.print(f"wrote {path}")
+    if twin is not None:
+        import yaml
+
+        from .io.read import read
+        from .twin import run_twin
+
+        overrides = yaml.safe_load(written[1].read_text()) or {}
+        cloud = read(scan, _read_options(frame, topic, meta))
+        made = run_twin(result, cloud, twin, scanner, overrides)
+        for name, f in made.surfaces.items():
+            share, level = f["share_within_0.05"], f["intensity_within_15pct"]
+            _out.print(
+                f"twin {name}: {f['rings_judged']} rings judged; return share within 0.05 on "
+                + ("-" if share is None else f"{100 * share:.0f} %")
+                + ", median intensity within 15 % on "
+                + ("-" if level is None else f"{100 * level:.0f} %")
+            )
+            for verdict in f["verdicts"]:
+                _out.print(f"  misses: {verdict}")
+        for path in made.files:
             _out.print(f"wrote {path}")
 
 

@@ -306,8 +306,28 @@ def _ring_figures(
     def listed(x: NDArray) -> list[float | None]:
         return [None if not np.isfinite(v) else round(float(v), 4) for v in x]
 
+    share_diff = (share_b - share_a)[judged]
+    ratio = (med_b / med_a)[both]
+    verdicts = []
+    if judged.any() and share_ok[judged].mean() < 0.9:
+        worst = np.flatnonzero(judged)[np.argsort(-np.abs(share_diff))[:3]]
+        verdicts.append(
+            f"return share: the twin is {'above' if share_diff.mean() > 0 else 'below'} the "
+            f"real frame by {np.abs(share_diff).mean():.3f} on average (worst rings "
+            f"{', '.join(map(str, worst.tolist()))}): detection (the threshold, the grazing "
+            "footprint) or the surface's extent misses"
+        )
+    if both.any() and intensity_ok[both].mean() < 0.9:
+        verdicts.append(
+            f"intensity: the twin's median per ring is {np.median(ratio):.2f}x the real one "
+            f"(from {ratio.min():.2f}x to {ratio.max():.2f}x): the Minnaert law or the "
+            "sensor's range response misses"
+        )
     return {
         "beams_per_ring": n.astype(int).tolist(),
+        "share_mean_diff": float(share_diff.mean()) if judged.any() else None,
+        "intensity_median_ratio": float(np.median(ratio)) if both.any() else None,
+        "verdicts": verdicts,
         "share_a": listed(share_a),
         "share_b": listed(share_b),
         "median_intensity_a": listed(med_a),

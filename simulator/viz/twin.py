@@ -128,7 +128,8 @@ def write_twin_page(
 
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{f['rings_judged']}</td>"
-        f"<td>{_pct(f['share_within_0.05'])}</td><td>{_pct(f['intensity_within_15pct'])}</td></tr>"
+        f"<td>{_pct(f['share_within_0.05'])}</td><td>{_pct(f['intensity_within_15pct'])}</td>"
+        f"<td>{'<br>'.join(html.escape(v) for v in f.get('verdicts', [])) or 'met'}</td></tr>"
         for name, f in surfaces.items()
     )
     page = (
@@ -137,7 +138,7 @@ def write_twin_page(
         "<p>Goals: on 90 % of the rings, the return share within 0.05 of the real one and "
         "the median intensity within 15 %.</p><table border='1' cellpadding='4'>"
         "<tr><th>surface</th><th>rings judged</th><th>share within 0.05</th>"
-        f"<th>intensity within 15 %</th></tr>{rows}</table>"
+        f"<th>intensity within 15 %</th><th>what misses</th></tr>{rows}</table>"
         "<h2>Per ring</h2><img src='rings.png' alt='per ring'>"
         "<h2>Drop-out range</h2><img src='dropout_range.png' alt='drop-out range'>"
         "<p>The figures: <a href='twin.json'>twin.json</a>, "
