@@ -22,7 +22,10 @@ Frames and conventions:
   the box; ``visibility_token`` the visibility level of the sensor's share of the
   object's surface samples (``"1"``: 0-40 %, ... ``"4"``: 80-100 %).
 - ``lidarseg/v1.0-trainval/<sample_data token>_lidarseg.bin``: one uint8 a point, the
-  nuScenes-lidarseg class index of its SemanticKITTI label by :data:`NUSCENES_OF_LABEL`.
+  nuScenes-lidarseg class index of its SemanticKITTI label by :data:`NUSCENES_OF_LABEL`;
+  the ``lidarseg`` record's token is its ``sample_data`` token, as nuScenes-lidarseg has it
+  (the devkit's ``get_sample_lidarseg_stats`` and lidarseg renderers rely on it). No
+  ``panoptic.json`` is written: the devkit loads without it.
 
 Tokens are the MD5 of what they name (``sample:3:12``), the same in every run and worker.
 Timestamps are microseconds from ``TIME_ORIGIN_S`` plus an hour per sequence.
@@ -276,7 +279,9 @@ def write_tables(root: Path, samples: list[tuple[int, int]]) -> list[Path]:
             if not key:
                 continue
             tables["lidarseg"].append({
-                "token": _token("lidarseg", seq, r["frame"]), "sample_data_token": sdt,
+                # nuScenes-lidarseg: a lidarseg record's token is its sample_data's (the
+                # devkit looks it up as ``get("lidarseg", sample_data_token)``)
+                "token": sdt, "sample_data_token": sdt,
                 "filename": f"lidarseg/{NUSCENES_VERSION}/{sdt}_lidarseg.bin",
             })  # fmt: skip
             for a in r["annotations"]:
