@@ -198,7 +198,7 @@ class Simulation:
         )  # the last entry: a miss (object -1)
         self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
         self.model = ReturnModel.from_scanner(
-            scanner, weather_extinction_per_m(s.weather), self.pattern
+            scanner, weather_extinction_per_m(s.weather, scanner.wavelength_nm), self.pattern
         )
         self.medium = None
         if not s.weather.clear:
