@@ -8,8 +8,12 @@ An object is the set of scene parts that share one instance id of a countable cl
   they stand at the reference time, and turns with that frame: the rotation is the full
   3D one. An articulated object (a walker, whose limbs swing) gets the box that holds its
   parts over 1.2 s around the reference time, one size in every frame;
-- a static object's box is upright: the smallest rectangle around its vertices in the
-  ground plane (its long side is x), and their height range.
+- a static object's box is upright. One whose heading is known (its placement: the
+  generators' parked cars, standing people and parked bicycles, and a scene file's
+  countable primitives, :func:`headings_from_spec`) is axis-aligned in that heading, x its
+  front, so a car parked facing 180 deg has yaw pi; one without a front (a mesh file's
+  object) gets the smallest rectangle around its vertices in the ground plane (its long
+  side is x, the yaw in [-pi/2, pi/2)), and their height range.
 
 Boxes are given in the sensor frame at the frame's reference time (its first firing),
 which is where the dataset layouts give them. A real scan of a moving object is smeared
@@ -21,17 +25,20 @@ written in the sensor's axes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import trimesh
 from numpy.typing import NDArray
 
-from .labels import THING_LABELS
+from .config import SceneSpec
+from .labels import THING_LABELS, label_id
 from .raycast import RayEngine
 from .scene import Scene, SceneObject
+from .transforms import rotation_from_rpy_deg
 
-__all__ = ["VISIBILITY_SAMPLES", "Boxes", "object_boxes"]
+__all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes"]
 
 #: Surface samples (triangle centroids) per object for its visibility.
 VISIBILITY_SAMPLES = 64
@@ -128,6 +135,38 @@ def _envelope(objs: list[SceneObject], main: SceneObject, time_s: float) -> NDAr
     return np.concatenate(out)
 
 
+def headings_from_spec(spec: SceneSpec) -> dict[int, float]:
+    """The heading (rad, about the world z axis) of each static countable object of a
+    scene spec, by instance id: the direction of the x axis of its first part's placement
+    (``rotation_deg``). The kit builds every object in its own frame, x forward, and turns
+    each part with it, so this is the yaw the generator placed the object with. Objects
+    with a trajectory (their pose gives it), mesh files (no front is stated) and objects
+    without an explicit instance are left out: they keep the long-side rule."""
+    headings: dict[int, float] = {}
+    for obj in spec.objects:
+        if obj.mesh is not None or obj.trajectory is not None or not obj.instance:
+            continue
+        if obj.label is None or label_id(obj.label) not in THING_LABELS:
+            continue
+        if obj.instance in headings:
+            continue
+        x_axis = rotation_from_rpy_deg(obj.rotation_deg)[:, 0]
+        headings[obj.instance] = float(np.arctan2(x_axis[1], x_axis[0]))
+    return headings
+
+
+def _heading_box(
+    vertices: NDArray[np.float64], heading_rad: float
+) -> tuple[NDArray, NDArray, NDArray]:
+    """Centre, size and rotation of the upright box around the points (V, 3) whose x axis
+    is the heading (rad about z)."""
+    c, s = np.cos(heading_rad), np.sin(heading_rad)
+    rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    local = vertices @ rotation
+    lo, hi = local.min(axis=0), local.max(axis=0)
+    return rotation @ ((lo + hi) / 2), hi - lo, rotation
+
+
 def _upright_box(vertices: NDArray[np.float64]) -> tuple[NDArray, NDArray, NDArray]:
     """Centre, size and rotation of the smallest upright box around the points."""
     to_rect, extents = trimesh.bounds.oriented_bounds_2D(vertices[:, :2])
@@ -136,7 +175,7 @@ def _upright_box(vertices: NDArray[np.float64]) -> tuple[NDArray, NDArray, NDArr
     if extents[1] > extents[0]:  # the long side is x
         extents = extents[::-1]
         yaw += np.pi / 2
-    yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2  # [-pi/2, pi/2): static boxes have no front
+    yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2  # [-pi/2, pi/2): an object with no front
     centre_xy = inverse[:2, :2] @ np.zeros(2) + inverse[:2, 2]
     z0, z1 = vertices[:, 2].min(), vertices[:, 2].max()
     c, s = np.cos(yaw), np.sin(yaw)
@@ -153,6 +192,7 @@ def object_boxes(
     xyz_m: NDArray | None = None,
     engine: RayEngine | None = None,
     range_max_m: float = np.inf,
+    headings_rad: Mapping[int, float] | None = None,
 ) -> Boxes:
     """The boxes of the scene's countable objects at ``time_s``, in the sensor frame.
 
@@ -169,7 +209,11 @@ def object_boxes(
         The scene's ray engine, for ``visibility`` (0 without).
     range_max_m : float
         Samples farther than this are not seen.
+    headings_rad : mapping of int to float, optional
+        The world heading (rad about z) of static objects by instance id
+        (:func:`headings_from_spec`); the others get the long-side rule.
     """
+    headings = headings_rad or {}
     groups = _objects_by_instance(scene)
     rot_s, pos_s = (np.asarray(a, dtype=np.float64) for a in world_from_sensor)
     rows = []
@@ -187,6 +231,10 @@ def object_boxes(
             ra, pa = main.trajectory.pose_at(time_s + h)  # type: ignore[union-attr]
             rb, pb = main.trajectory.pose_at(time_s - h)  # type: ignore[union-attr]
             velocity = ((ra @ c_local + pa) - (rb @ c_local + pb)) / (2 * h)
+        elif instance in headings:
+            vertices = np.concatenate([o.vertices_m for o in objs])
+            centre, size, rotation = _heading_box(vertices, headings[instance])
+            velocity = np.zeros(3)
         else:
             centre, size, rotation = _upright_box(np.concatenate([o.vertices_m for o in objs]))
             velocity = np.zeros(3)

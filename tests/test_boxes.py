@@ -144,3 +144,40 @@ def test_an_npz_boxes_file_round_trips(compensated: Path) -> None:
     assert np.array_equal(boxes.contains(points[:, :3]).sum(axis=1), boxes.num_points)
     assert ((boxes.visibility >= 0) & (boxes.visibility <= 1)).all()
     assert (boxes.visibility[boxes.num_points > 50] > 0.05).all()
+
+
+def test_parked_cars_face_the_way_they_were_parked() -> None:
+    """A static countable object's heading is its placement: cars parked facing 180 deg
+    have yaw pi, and the box's front (+x) is the car's front, read from its mesh: the kit
+    sets a car's glass cabin back from the centre (a longer bonnet than boot) and puts a
+    truck's cab in front of its cargo box."""
+    from simulator.boxes import headings_from_spec, object_boxes
+    from simulator.config import SceneSpec, load_materials
+    from simulator.scene import build_scene
+
+    spec = SceneSpec.model_validate(street(sequence_seed(3, 0) % 2**63))
+    scene = build_scene(spec, Path("."), load_materials(), source="street")
+    boxes = object_boxes(scene, 0.0, (np.eye(3), np.zeros(3)),
+                         headings_rad=headings_from_spec(spec))  # fmt: skip
+    placed = {o.instance: o.rotation_deg[2] for o in spec.objects
+              if o.name.startswith("parked") and o.name.endswith("/body")}  # fmt: skip
+    by_name = {}
+    for o in scene.objects:
+        by_name.setdefault(o.instance, {})[o.name.rsplit("/", 1)[-1]] = o.vertices_m
+    faced = {0: 0, 180: 0}
+    for b in np.flatnonzero(np.isin(boxes.instance, list(placed))):
+        inst = int(boxes.instance[b])
+        want = np.radians(placed[inst])
+        assert abs(np.angle(np.exp(1j * (boxes.yaw_rad[b] - want)))) < 1e-9
+        # the front from the geometry: where the cabin (or the truck's cargo box) sits
+        local = (by_name[inst]["glass"] - boxes.centre_m[b]) @ boxes.rotation[b]
+        if "cargo" in by_name[inst]:
+            assert local[:, 0].mean() > 0.5  # a truck's cab is at its front
+        else:
+            half = boxes.size_m[b][0] / 2  # the cabin is set back: the bonnet is at +x
+            bonnet, boot = half - local[:, 0].max(), local[:, 0].min() + half
+            assert bonnet > boot + 0.05 * boxes.size_m[b][0]
+        faced[180 if abs(want) > np.pi / 2 else 0] += 1
+        if abs(want) > np.pi / 2:
+            assert abs(abs(boxes.yaw_rad[b]) - np.pi) < np.radians(3.01)
+    assert faced[0] >= 5 and faced[180] >= 5

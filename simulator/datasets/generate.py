@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..boxes import object_boxes
+from ..boxes import headings_from_spec, object_boxes
 from ..config import (
     DatasetSpec,
     SceneSpec,
@@ -36,6 +36,7 @@ from ..config import (
     load_dataset_spec,
     load_materials,
     load_scanner,
+    load_scene_spec,
 )
 from ..constants import sequence_seed
 from ..errors import ConfigError, SceneError
@@ -120,6 +121,10 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             scene = build_scene(spec, base, load_materials(), source=f"{group.generator}")
         else:
             scene = load_scene(base / str(group.scene))
+        # static countable objects face the way they were placed (a parked car's front)
+        headings = headings_from_spec(spec) if group.generator is not None else (
+            headings_from_spec(load_scene_spec(base / str(group.scene)))
+            if str(group.scene).endswith((".yaml", ".yml")) else {})  # fmt: skip
         scanner = load_scanner(group.scanner, group.scanner_overrides, base_dir=base)
         trajectory = group.trajectory.model_copy(deep=True)
         if group.start_jitter_m and trajectory.start is not None:
@@ -152,7 +157,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
         try:
             cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
             boxes = object_boxes(scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
-                                 engine=sim.engine, range_max_m=scanner.range_max_m)  # fmt: skip
+                                 engine=sim.engine, range_max_m=scanner.range_max_m,
+                                 headings_rad=headings)  # fmt: skip
             pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
             layout.write_sample(Sample(task.index, f.index, cloud, scanner.intensity_max,
                                        boxes, pose))  # fmt: skip
