@@ -128,10 +128,16 @@ def test_another_sensor_from_a_pcd_file_with_rings_inferred(tmp_path: Path) -> N
     result = calibrate(tmp_path / "noring.npz", "vlp-32c")
     scanner = load_scanner("vlp-32c")
     _check(result, ground, wall, scanner.detection.reference_range_m)
-    # its rings are dense near the horizon: the dropout spans enough of them to fit the beam
+    # its rings are dense near the horizon: the dropout spans several of them, yet no other
+    # divergence fits them clearly better than the true one (the scanner's), which is kept
     ground_fit = next(s for s in result.surfaces if s.surface.name == "ground")
-    beta = ground_fit.detection_fit.value("divergence_mrad")
-    assert beta == pytest.approx(scanner.divergence_mrad.vertical, rel=0.15)
+    beta = ground_fit.detection_fit.values.get("divergence_mrad")
+    if beta is None:
+        assert any(
+            "the divergence is the scanner's" in v for v in ground_fit.detection_fit.verdicts
+        )
+    else:
+        assert beta[0] == pytest.approx(scanner.divergence_mrad.vertical, rel=0.15)
 
 
 def test_an_aligned_scene_names_the_surfaces_by_material(tmp_path: Path) -> None:
@@ -289,11 +295,6 @@ def test_quantised_dark_ground_with_ring_gains(scanner: str, tmp_path: Path) -> 
     assert overrides["intensity_response"]["range"] == {"form": "none"}
 
 
-@pytest.mark.xfail(
-    reason="measured: reflectance covered 20/20, k only 17/20 (the one-step "
-    "block bootstrap understates k's error)",
-    strict=False,
-)
 def test_two_sigma_covers_the_truth_over_20_round_trips(tmp_path: Path) -> None:
     """20 seeded scans of the car park (VLP-16): the stated 2-sigma interval of the
     ground's reflectance and k holds the true value in at least 18."""
@@ -305,6 +306,7 @@ def test_two_sigma_covers_the_truth_over_20_round_trips(tmp_path: Path) -> None:
         for j, (key, truth) in enumerate((("reflectance", 0.2), ("minnaert_k", 0.6))):
             value, se = ground.intensity_fit.values[key]
             hits[j] += abs(value - truth) <= 2 * se
+    print(f"2-sigma coverage over 20 round trips: reflectance {hits[0]:.0f}, k {hits[1]:.0f}")
     assert (hits >= 18).all(), hits
 
 

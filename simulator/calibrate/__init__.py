@@ -373,6 +373,16 @@ def calibrate(
     box = "" if ego_box_m is None else " or inside the ego box"
     result.notes.append(f"{int(ego.sum())} ego points removed (within the minimum range "
                         f"{config.range_min_m:g} m{box}, or not finite)")  # fmt: skip
+    every = cloud["intensity"].astype(np.float64) / intensity_divisor  # ego points too
+    intensity = every[keep]
+    top = float(np.percentile(every, 99.9)) if len(every) else 0.0
+    if top > 1.01 * config.intensity_max:
+        raise ConfigError(
+            scan, "intensity",
+            f"readings reach {top:.0f}, above the scanner's intensity_max "
+            f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
+            "stored as 16-bit LAS) or a scanner whose intensity matches the file",
+        )  # fmt: skip
     beams = beam_origins(xyz, origin, config.beam_origin_offset_m)
     if scene is not None:
         surfaces = _scene_surfaces(xyz, beams, Path(scene))
@@ -389,15 +399,6 @@ def calibrate(
             surfaces = name_surfaces(surfaces, names)
         except KeyError as exc:
             raise ConfigError(scan, "--surface", str(exc.args[0])) from None
-    intensity = cloud["intensity"].astype(np.float64)[keep] / intensity_divisor
-    top = float(np.percentile(intensity, 99.9)) if len(intensity) else 0.0
-    if top > 1.01 * config.intensity_max:
-        raise ConfigError(
-            scan, "intensity",
-            f"readings reach {top:.0f}, above the scanner's intensity_max "
-            f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
-            "stored as 16-bit LAS) or a scanner whose intensity matches the file",
-        )  # fmt: skip
     rings = None
     n_rings = 0
     if config.channels is not None:

@@ -355,6 +355,11 @@ def detected_share(
     return (levels >= s_th).mean(axis=1)
 
 
+#: A divergence other than the scanner's is taken only when it lowers the dropout's
+#: chi-square by this much (3 sigma for one parameter).
+CHI2_BETTER = 9.0
+
+
 def fit_detection(
     counts: RingCounts, *, rho: float, k: float, slope_rad: float, pulse_length_m: float,
     divergence_rad: float, reference_reflectance: float,
@@ -377,16 +382,35 @@ def fit_detection(
     ref = np.geomspace(5.0, 2000.0, 241)
     s_grid = reference_reflectance / ref**2
     fit_beta = partial.sum() >= 3
-    betas = divergence_rad * (np.geomspace(0.33, 3.0, 25) if fit_beta else np.ones(1))
+    # 3 ** [-1 .. 1]: the scanner's own divergence is the grid's middle, exactly.
+    factors = 3.0 ** np.linspace(-1.0, 1.0, 25) if fit_beta else np.ones(1)
+    betas = divergence_rad * factors
+    middle = len(factors) // 2
     best = (np.inf, 0, 0)
+    best_own = (np.inf, middle, 0)
     for bi, beta in enumerate(betas):
         levels = _tilted_levels(counts, beta_rad=beta, rho=rho, k=k, slope_rad=slope_rad,
                                 pulse_length_m=pulse_length_m)  # fmt: skip
         for si, s_th in enumerate(s_grid):  # the levels once a divergence, not once a cell
             model = (levels >= s_th).mean(axis=1)
-            err = float(np.sum(counts.pulses * (model - share) ** 2))
+            # chi-square of the detected shares: binomial, each ring's variance p (1 - p) / n
+            p = np.clip(model, 0.02, 0.98)
+            err = float(np.sum(counts.pulses * (model - share) ** 2 / (p * (1.0 - p))))
             if err < best[0]:
                 best = (err, bi, si)
+            if bi == middle and err < best_own[0]:
+                best_own = (err, bi, si)
+    # Where the model misses the shares by more than their binomial noise, the noise is
+    # scaled by the misfit (the Birge ratio: chi-square per degree of freedom of the best fit).
+    dof = max(int(partial.sum()) - 2, 1)
+    gain = (best_own[0] - best[0]) / max(best[0] / dof, 1.0)
+    if fit_beta and gain < CHI2_BETTER:
+        # the data do not prefer another divergence clearly: keep the scanner's
+        fit.verdicts.append(
+            f"the divergence is the scanner's: another fits the dropout better by chi-square "
+            f"{gain:.1f} only (misfit-scaled; < {CHI2_BETTER:g})"
+        )
+        best, fit_beta = best_own, False
     _, bi, si = best
     if si in (0, len(ref) - 1):
         fit.verdicts.append(
@@ -398,7 +422,7 @@ def fit_detection(
     if fit_beta:
         beta_mrad = 1e3 * float(betas[bi])
         fit.values["divergence_mrad"] = (beta_mrad, beta_mrad * float(np.log(betas[1] / betas[0])))
-    else:
+    elif partial.sum() < 3:
         fit.verdicts.append(f"{int(partial.sum())} ring(s) in the dropout: the divergence is "
                             "the scanner's")  # fmt: skip
     model = detected_share(counts, s_th=float(s_grid[si]), beta_rad=float(betas[bi]), rho=rho,
