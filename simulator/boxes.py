@@ -69,7 +69,12 @@ class Boxes:
     velocity_mps : (B, 3) float64
         Over the ground, in the sensor's axes (zero for static objects).
     num_points : (B,) int64
-        Points of the frame inside the box.
+        The object's own points (the box's instance id) of the frame inside the box: not
+        the ground under its tyres, which the box's bottom (the object's lowest vertex)
+        holds within the range noise, so a fully occluded object has 0.
+    num_points_in_box : (B,) int64
+        Every point of the frame inside the box, whatever it belongs to (nuScenes'
+        ``num_lidar_pts``, which the devkit's ``points_in_box`` counts).
     visibility : (B,) float64
         Share of the object's surface samples facing the sensor that the sensor sees
         (nothing in between, within range); 0 for an object out of view.
@@ -83,6 +88,7 @@ class Boxes:
     instance: NDArray[np.uint16] = field(default_factory=lambda: np.zeros(0, np.uint16))
     velocity_mps: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
     num_points: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    num_points_in_box: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     visibility: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
@@ -94,7 +100,11 @@ class Boxes:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, NDArray]) -> Boxes:
-        """The inverse of :meth:`arrays`."""
+        """The inverse of :meth:`arrays` (a file written before ``num_points_in_box``
+        existed gets it equal to ``num_points``, which was then every point in the box)."""
+        arrays = dict(arrays)
+        if "num_points_in_box" not in arrays:
+            arrays["num_points_in_box"] = arrays["num_points"]
         return cls(**{k: np.asarray(arrays[k]) for k in cls.__dataclass_fields__})
 
     def contains(self, xyz_m: NDArray) -> NDArray[np.bool_]:
@@ -190,6 +200,7 @@ def object_boxes(
     world_from_sensor: tuple[NDArray[np.float64], NDArray[np.float64]],
     *,
     xyz_m: NDArray | None = None,
+    point_instance: NDArray | None = None,
     engine: RayEngine | None = None,
     range_max_m: float = np.inf,
     headings_rad: Mapping[int, float] | None = None,
@@ -204,7 +215,11 @@ def object_boxes(
     world_from_sensor : ((3, 3), (3,)) float
         The sensor's pose then.
     xyz_m : (N, 3) float, optional
-        The frame's points in the sensor frame, to count ``num_points`` (0 without).
+        The frame's points in the sensor frame, to count ``num_points_in_box`` and, with
+        ``point_instance``, ``num_points`` (0 without).
+    point_instance : (N,) int, optional
+        The points' instance ids: ``num_points`` counts a box's own (without them, every
+        point in the box, as ``num_points_in_box``).
     engine : RayEngine, optional
         The scene's ray engine, for ``visibility`` (0 without).
     range_max_m : float
@@ -251,10 +266,17 @@ def object_boxes(
         instance=np.array([r[0] for r in rows], dtype=np.uint16),
         velocity_mps=np.stack([rot_s.T @ r[5] for r in rows]),
         num_points=np.zeros(len(rows), dtype=np.int64),
+        num_points_in_box=np.zeros(len(rows), dtype=np.int64),
         visibility=np.zeros(len(rows)),
     )
     if xyz_m is not None and len(xyz_m):
-        boxes.num_points = boxes.contains(xyz_m).sum(axis=1).astype(np.int64)
+        inside = boxes.contains(xyz_m)
+        boxes.num_points_in_box = inside.sum(axis=1).astype(np.int64)
+        if point_instance is None:
+            boxes.num_points = boxes.num_points_in_box.copy()
+        else:
+            own = np.asarray(point_instance)[None, :] == boxes.instance[:, None]
+            boxes.num_points = (inside & own).sum(axis=1).astype(np.int64)
     if engine is not None:
         boxes.visibility = _visibility(scene, [r[6] for r in rows], boxes.instance, time_s,
                                        pos_s, engine, range_max_m)  # fmt: skip

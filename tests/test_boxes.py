@@ -62,14 +62,22 @@ def test_every_countable_object_has_a_box_in_every_frame(compensated: Path) -> N
         assert seen <= set(boxes.instance.tolist())
 
 
-def test_num_points_counts_the_written_points_inside_each_box(compensated: Path) -> None:
+def test_num_points_counts_the_objects_own_points_inside_each_box(compensated: Path) -> None:
+    """``num_points``: the box's own instance's written points inside it, not the road
+    under its tyres (the box's bottom is the object's lowest vertex, so road points within
+    the range noise are inside); ``num_points_in_box`` every point inside."""
+    ground_in_box = 0
     for item in SemanticKittiDataset(compensated):
         boxes, xyz = item["boxes"], item["points"][:, :3]
         for b in range(len(boxes)):
             if abs(boxes.rotation[b, 2, 2] - 1.0) > 1e-9:  # upright boxes only here
                 continue
             inside = _inside(xyz, boxes.centre_m[b], boxes.size_m[b], boxes.yaw_rad[b])
-            assert inside.sum() == boxes.num_points[b]
+            own = item["instance"] == boxes.instance[b]
+            assert (inside & own).sum() == boxes.num_points[b]
+            assert inside.sum() == boxes.num_points_in_box[b]
+            ground_in_box += int(inside.sum() - (inside & own).sum())
+    assert ground_in_box > 0  # other points are inside some boxes, and not counted
 
 
 def test_static_objects_points_lie_in_their_boxes(compensated: Path) -> None:
@@ -141,7 +149,11 @@ def test_an_npz_boxes_file_round_trips(compensated: Path) -> None:
     boxes = read_boxes(path)
     scan = compensated / "sequences" / "00" / "velodyne" / "000000.bin"
     points, _, _ = read_semantickitti_frame(scan, scan.with_suffix(".label"))
-    assert np.array_equal(boxes.contains(points[:, :3]).sum(axis=1), boxes.num_points)
+    _, _, instance = read_semantickitti_frame(scan, scan.parent.parent / "labels" / "000000.label")
+    inside = boxes.contains(points[:, :3])
+    assert np.array_equal(inside.sum(axis=1), boxes.num_points_in_box)
+    own = instance[None, :] == boxes.instance[:, None]
+    assert np.array_equal((inside & own).sum(axis=1), boxes.num_points)
     assert ((boxes.visibility >= 0) & (boxes.visibility <= 1)).all()
     assert (boxes.visibility[boxes.num_points > 50] > 0.05).all()
 

@@ -157,7 +157,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
         try:
             cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
             boxes = object_boxes(scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
-                                 engine=sim.engine, range_max_m=scanner.range_max_m,
+                                 point_instance=cloud["instance"], engine=sim.engine,
+                                 range_max_m=scanner.range_max_m,
                                  headings_rad=headings)  # fmt: skip
             pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
             layout.write_sample(Sample(task.index, f.index, cloud, scanner.intensity_max,

@@ -281,7 +281,8 @@ class DatasetLayout:
 def openpcdet_labels(boxes: Boxes) -> str:
     """OpenPCDet custom-dataset label lines, ``x y z dx dy dz heading class``, of the
     boxes of countable classes it names (:data:`OPENPCDET_CLASSES`) that hold at least
-    one point of the frame."""
+    one point of the object itself (:attr:`~simulator.boxes.Boxes.num_points`: the ground
+    under a fully occluded car does not count)."""
     lines = []
     for b in range(len(boxes)):
         name = OPENPCDET_CLASSES.get(label_name(int(boxes.label[b])))

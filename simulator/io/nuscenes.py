@@ -19,8 +19,11 @@ Frames and conventions:
   the lidar frame at the reference time, motion-compensated, as nuScenes' are.
 - ``sample_annotation``: the box centre and rotation in the world, ``size`` as nuScenes
   orders it, ``[width, length, height]``; ``num_lidar_pts`` the frame's points inside
-  the box; ``visibility_token`` the visibility level of the sensor's share of the
-  object's surface samples (``"1"``: 0-40 %, ... ``"4"``: 80-100 %).
+  the box, whatever they belong to, as nuScenes defines it and the devkit's
+  ``points_in_box`` counts (:attr:`~simulator.boxes.Boxes.num_points_in_box`; the box's
+  own points are :attr:`~simulator.boxes.Boxes.num_points`); ``visibility_token`` the
+  visibility level of the sensor's share of the object's surface samples (``"1"``:
+  0-40 %, ... ``"4"``: 80-100 %).
 - ``lidarseg/v1.0-trainval/<sample_data token>_lidarseg.bin``: one uint8 a point, the
   nuScenes-lidarseg class index of its SemanticKITTI label by :data:`NUSCENES_OF_LABEL`;
   the ``lidarseg`` record's token is its ``sample_data`` token, as nuScenes-lidarseg has it
@@ -208,7 +211,8 @@ def sample_record(
             "size": [float(boxes.size_m[b][1]), float(boxes.size_m[b][0]),
                      float(boxes.size_m[b][2])],
             "rotation": _quat_wxyz(rot_s @ boxes.rotation[b]),
-            "num_lidar_pts": int(boxes.num_points[b]),
+            # nuScenes' definition: every lidar point in the box (the devkit's points_in_box)
+            "num_lidar_pts": int(boxes.num_points_in_box[b]),
         })  # fmt: skip
     return {
         "sequence": sequence,
