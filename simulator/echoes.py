@@ -636,9 +636,11 @@ def layers_behind(
     layers: Sequence[Layer],
     results: Sequence[HitResults],
     transmittance_of_object: NDArray[np.float64],
+    porous_of_object: NDArray[np.bool_] | None = None,
 ) -> list[Behind]:
     """The surfaces behind see-through ones, a :class:`Behind` a layer, with the two-way
-    transmittance in front of each.
+    transmittance in front of each: ``T^2`` a pane in front, ``T`` a porous layer (the
+    gap model: the light comes back through the gap it went through).
 
     Parameters
     ----------
@@ -650,6 +652,8 @@ def layers_behind(
         The per-hit model of each layer.
     transmittance_of_object : (objects + 1,) float64
         Each object's transmittance, and 0 for a miss (object -1).
+    porous_of_object : (objects + 1,) bool, optional
+        Which objects are porous layers (none when not given).
     """
     out = []
     two_way = np.ones(len(hits.range_m))  # by ray, then by the last layer's rays
@@ -657,7 +661,10 @@ def layers_behind(
     for layer, layer_results in zip(layers, results, strict=True):
         at = layer.rays if front_rays is None else np.searchsorted(front_rays, layer.rays)
         t = transmittance_of_object[front_object[at]]
-        two_way = two_way[at] * t * t
+        before = two_way[at]
+        two_way = before * t * t  # a pane: T each way
+        if porous_of_object is not None:  # a porous layer: T, through one gap both ways
+            two_way = np.where(porous_of_object[front_object[at]], before * t, two_way)
         out.append(Behind(layer.rays, layer_results, layer.hits, two_way))
         front_object, front_rays = layer.hits.object_index, layer.rays
     return out

@@ -181,6 +181,8 @@ class Simulation:
     #: The share of the beam each object lets through (its material's transmittance),
     #: and a 0 after the last for a miss; and whether any is not 0.
     transmittance_of_object: NDArray[np.float64] = field(init=False)
+    #: Which objects are porous layers (the gap model), and False for a miss.
+    porous_of_object: NDArray[np.bool_] = field(init=False)
     see_through: bool = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
@@ -196,6 +198,7 @@ class Simulation:
         self.transmittance_of_object = np.append(
             t.materials.transmittance[t.material_of_object], 0.0
         )  # the last entry: a miss (object -1)
+        self.porous_of_object = np.append(t.materials.porous[t.material_of_object], False)
         self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
         self.model = ReturnModel.from_scanner(
             scanner, weather_extinction_per_m(s.weather, scanner.wavelength_nm), self.pattern
@@ -426,7 +429,7 @@ class Simulation:
         """The surfaces behind see-through ones, a :class:`Behind` a layer, with the
         two-way transmittance in front of each (``chunk.behind`` and ``results.behind``)."""
         return layers_behind(chunk.hits, chunk.behind, results.behind,
-                             self.transmittance_of_object)  # fmt: skip
+                             self.transmittance_of_object, self.porous_of_object)  # fmt: skip
 
     def _surface_returns(
         self,

@@ -103,6 +103,12 @@ class MaterialTable:
     reflectance, minnaert_k, roughness_m, micro_slope_rad, micro_slope_cell_m : (M,) float64
     transmittance : (M,) float64
         The share of the beam that passes (0: opaque).
+    porous : (M,) bool
+        A porous layer (what is behind it gets ``T`` of the light there and back, through
+        one gap), not a pane (``T^2``).
+
+    A porous layer's ``reflectance`` here is its elements' reflectance times the share of
+    the beam that meets them, ``(1 - T) rho``: the per-hit model's reflectance of the layer.
     """
 
     names: list[str]
@@ -112,6 +118,7 @@ class MaterialTable:
     micro_slope_rad: NDArray[np.float64]
     micro_slope_cell_m: NDArray[np.float64]
     transmittance: NDArray[np.float64]
+    porous: NDArray[np.bool_]
 
     @classmethod
     def from_materials(cls, materials: dict[str, Material]) -> MaterialTable:
@@ -121,14 +128,17 @@ class MaterialTable:
         def col(attr: str) -> NDArray[np.float64]:
             return np.array([getattr(m, attr) for m in ms], dtype=np.float64)
 
+        t = col("transmittance")
+        porous = np.array([m.porous for m in ms], dtype=bool)
         return cls(
             names=list(materials),
-            reflectance=col("reflectance"),
+            reflectance=np.where(porous, col("reflectance") * (1.0 - t), col("reflectance")),
             minnaert_k=col("minnaert_k"),
             roughness_m=col("roughness_m"),
             micro_slope_rad=np.radians(col("micro_slope_deg")),
             micro_slope_cell_m=col("micro_slope_cell_m"),
-            transmittance=col("transmittance"),
+            transmittance=t,
+            porous=porous,
         )
 
 

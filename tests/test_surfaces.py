@@ -64,6 +64,39 @@ def test_a_window_gives_a_weak_echo_and_the_wall_behind_a_stronger_one(ws: Works
     assert np.all(strongest["label"][np.isin(strongest["pulse_id"], through)] == wall)
 
 
+@pytest.mark.parametrize("porous", [False, True], ids=["pane", "porous"])
+def test_a_porous_layer_returns_by_the_gap_model_and_a_pane_by_its_two_passes(
+    ws: Workspace, porous: bool
+) -> None:
+    """A sheet (reflectance 0.5, T 0.5) 5 m before a wall at 10 m, multi returns. A pane
+    returns its full reflectance and passes T^2 = 0.25 to what is behind; a porous layer
+    (foliage, wire mesh) returns (1 - T) rho = 0.25 and passes T = 0.5, once, through the
+    gap both ways. Expected intensities from the sheet alone and the wall alone (the ray
+    engine's own scans), not from the code under test."""
+    scanner = single_channel_scanner(return_mode="multi", max_returns=3)
+    leaf = {**PLAIN, "reflectance": 0.5, "minnaert_k": 0.0, "transmittance": 0.5,
+            "label": "vegetation", "porous": porous}  # fmt: skip
+    opaque = {**leaf, "transmittance": 0.0, "porous": False}
+    sheet = _wall("sheet", 5.0, leaf, size_m=4.0)
+    back = _wall("back", 10.0, {**BACK, "label": "building"}, size_m=40.0)
+    both = _sim(ws, [sheet, back], scanner).run()
+    alone = _sim(ws, [back], scanner).run()
+    front_alone = _sim(ws, [_wall("sheet", 5.0, opaque, size_m=4.0)], scanner).run()
+    veg, wall = label_id("vegetation"), label_id("building")
+    through = np.unique(both["pulse_id"][both["label"] == veg])
+    assert len(through) > 100
+    front = both["label"] == veg
+    behind = np.isin(both["pulse_id"], through) & (both["label"] == wall)
+    np.testing.assert_array_equal(both["pulse_id"][behind], through)
+    ref = np.searchsorted(alone["pulse_id"], through)
+    front_share, back_share = (0.5, 0.5) if porous else (1.0, 0.25)
+    np.testing.assert_allclose(both["intensity"][behind],
+                               back_share * alone["intensity"][ref], rtol=1e-6)  # fmt: skip
+    at = np.searchsorted(front_alone["pulse_id"], both["pulse_id"][front])
+    np.testing.assert_allclose(both["intensity"][front],
+                               front_share * front_alone["intensity"][at], rtol=1e-6)  # fmt: skip
+
+
 @pytest.mark.parametrize("transmittance", [0.9, 0.5])
 def test_what_lies_behind_glass_is_detected_by_the_threshold_law(
     ws: Workspace, transmittance: float

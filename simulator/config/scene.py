@@ -36,6 +36,13 @@ class Material(Model):
     #: The share of the beam that passes the surface (clear glass 0.8-0.9, foliage as a
     #: porous layer); the pulse continues behind it with that share, each way.
     transmittance: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
+    #: A see-through surface is a pane (``false``: glass; it returns ``reflectance`` of the
+    #: light that meets it and passes ``transmittance`` each way, ``T^2`` there and back) or
+    #: a porous layer (``true``: foliage, wire mesh; by the gap model of canopy lidar, the
+    #: share ``1 - T`` of the beam meets its elements and returns ``reflectance`` of that,
+    #: and the share ``T`` goes through a gap and comes back through the same gap, ``T``
+    #: there and back).
+    porous: bool = False
     label: str = "unlabeled"
     description: str = ""
 
