@@ -193,3 +193,60 @@ def test_parked_cars_face_the_way_they_were_parked() -> None:
         if abs(want) > np.pi / 2:
             assert abs(abs(boxes.yaw_rad[b]) - np.pi) < np.radians(3.01)
     assert faced[0] >= 5 and faced[180] >= 5
+
+
+@pytest.fixture(scope="module")
+def passing_cars() -> tuple[object, object]:
+    """A static VLP-16 (head starting at 180 deg) between two cars driving at 15 m/s
+    along x: one 12 m ahead (scanned mid-turn, when the head faces +x), one 12 m behind
+    (scanned at the turn's start and end)."""
+    from simulator.config import SceneSpec, Survey, load_materials, load_scanner
+    from simulator.config.pose import Pose, TrajectorySpec
+    from simulator.generators.kit import Kit
+    from simulator.pipeline import Simulation
+    from simulator.scene import build_scene
+
+    kit = Kit(np.random.default_rng(0))
+    kit.part("road", {"plane": {"size_m": [80.0, 40.0]}}, (0, 0, 0), "asphalt", "road")
+    kit.car("ahead", 12.0, 0.0, 0.0, kind="sedan", speed_mps=15.0)
+    kit.car("behind", -12.0, 0.0, 0.0, kind="sedan", speed_mps=15.0)
+    spec = SceneSpec.model_validate({"objects": kit.objects})
+    scene = build_scene(spec, Path("."), load_materials(), source="test")
+    scanner = load_scanner("vlp-16", {"start_azimuth_deg": 180.0})
+    survey = Survey(scanner=scanner.name, scene="(test)", revolutions=1, seed=1,
+                    trajectory=TrajectorySpec(start=Pose(), velocity_mps=[0.0, 0.0, 0.0]),
+                    mount=Pose(position_m=[0.0, 0.0, 1.8]))  # fmt: skip
+    return Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path(".")), scene
+
+
+@pytest.mark.parametrize(("layout", "car", "offset_s"), [("kitti", "ahead", 0.05),
+                                                          ("nuscenes", "behind", 0.1)])  # fmt: skip
+def test_the_reference_time_is_the_layouts_own(
+    passing_cars: tuple[object, object], layout: str, car: str, offset_s: float
+) -> None:
+    """KITTI's reference is the moment the head faces forward (+x), nuScenes' the end of
+    the sweep (its LIDAR_TOP timestamp): a car's points fired within 3 ms of it lie in its
+    box then; at the first firing (the old reference) the box is 15 m/s x offset off."""
+    from simulator.boxes import object_boxes
+    from simulator.datasets.generate import reference_frame
+
+    sim, scene = passing_cars
+    first = sim.frames()[0]
+    ref = reference_frame(sim, first, layout)
+    assert ref.time_s - first.time_s == pytest.approx(offset_s, abs=1e-3)
+    cloud = sim.frame_cloud(ref, "sensor_compensated")  # time_s counts from the reference
+    inst = next(o.instance for o in scene.objects if o.name.startswith(f"{car}/"))
+    near = (cloud["instance"] == inst) & (np.abs(cloud["time_s"]) < 3e-3)
+    assert near.sum() >= 20
+    xyz = cloud["xyz"][near]
+    for frame, gap_m in ((ref, 0.0), (first, 15.0 * offset_s)):
+        boxes = object_boxes(scene, frame.time_s, (ref.rotation, ref.position_m))
+        b = int(np.flatnonzero(boxes.instance == inst)[0])
+        if frame is ref:  # the box then holds them
+            inside = _inside(xyz, boxes.centre_m[b], boxes.size_m[b], boxes.yaw_rad[b], 0.05)
+            assert inside.mean() >= 0.98
+        # the face towards the sensor: the points' nearest end against the box's
+        local_x = (xyz - boxes.centre_m[b]) @ boxes.rotation[b][:, 0]
+        half = boxes.size_m[b][0] / 2
+        gap = local_x.min() + half if car == "ahead" else half - local_x.max()
+        assert abs(gap) == pytest.approx(gap_m, abs=0.1)

@@ -81,9 +81,16 @@ def test_nuscenes_poses_put_the_sensor_where_the_survey_had_it(nuscenes_root: Pa
     ego = nusc.get("ego_pose", sd["ego_pose_token"])
     cs = nusc.get("calibrated_sensor", sd["calibrated_sensor_token"])
     sensor = np.array(ego["translation"]) + Quaternion(ego["rotation"]).rotate(cs["translation"])
-    # the drive starts at (-20, -1.6, 0) (with the layout's jitter of 0) and the mount puts
-    # the lidar 0.5 m forward and 1.9 m up
-    np.testing.assert_allclose(sensor, [-19.5, -1.6, 1.9], atol=1e-9)
+    # the drive starts at (-20, -1.6, 0) (with the layout's jitter of 0) at 8 m/s, and the
+    # mount puts the lidar 0.5 m forward and 1.9 m up; the pose is the sweep's end (its
+    # last firing, the LIDAR_TOP timestamp), 0.1 s less one firing period in
+    from simulator.config import load_scanner
+
+    scanner = load_scanner("vlp-32c")
+    last_s = 1 / scanner.rotation_hz - scanner.firing_period_s
+    last_s += max(scanner.channels.firing_offset_us or [0.0]) * 1e-6
+    np.testing.assert_allclose(sensor, [-19.5 + 8 * last_s, -1.6, 1.9], atol=1e-6)
+    assert sd["timestamp"] == round((1_600_000_000 + last_s) * 1e6)
     np.testing.assert_allclose(cs["translation"], [0.5, 0.0, 1.9])
 
 
@@ -137,8 +144,14 @@ def test_nuscenes_sweeps_between_key_frames(tmp_path: Path) -> None:
     assert len(nusc.lidarseg) == 3
     sweep = next(sd for sd in nusc.sample_data if sd["filename"].endswith("00_000004.pcd.bin"))
     assert not sweep["is_key_frame"]
-    _, boxes, _ = nusc.get_sample_data(sweep["token"])
+    # the devkit's world boxes at the sweep's time, the end of its turn
+    boxes = nusc.get_boxes(sweep["token"])
     ours = read_boxes(tmp_path / "semantickitti" / "sequences" / "00" / "boxes" / "000004.npz")
+    pose = np.loadtxt(tmp_path / "semantickitti" / "sequences" / "00" / "poses.txt")[4]
+    rot, pos = pose.reshape(3, 4)[:, :3], pose.reshape(3, 4)[:, 3]
+    times = np.loadtxt(tmp_path / "semantickitti" / "sequences" / "00" / "times.txt")
+    dt = sweep["timestamp"] * 1e-6 - 1_600_000_000 - times[4]  # TIME_ORIGIN_S, sequence 0
+    assert 0.09 < dt < 0.1  # nuScenes' reference: the end of the sweep, SemanticKITTI's start
     by_instance = {}
     for box in boxes:
         ann = nusc.get("sample_annotation", box.token)
@@ -151,10 +164,13 @@ def test_nuscenes_sweeps_between_key_frames(tmp_path: Path) -> None:
         box = by_instance.get(int(ours.instance[b]))
         if box is None:
             continue
-        # sweeps hold no annotations of their own; linear motion interpolates exactly (a
-        # walker's box, the envelope of its swing sampled about each frame's time, within 2 mm)
+        # sweeps hold no annotations of their own; linear motion interpolates exactly; the
+        # SemanticKITTI box (at the frame's first firing) moved on by its velocity (a
+        # walker's box, the envelope of its swing sampled about each frame's time, within 3 cm)
         walker = int(ours.label[b]) in (label_id("person"), label_id("moving-person"))
-        np.testing.assert_allclose(box.center, ours.centre_m[b], atol=2e-3 if walker else 1e-6)
+        world = rot @ ours.centre_m[b] + pos + rot @ ours.velocity_mps[b] * dt
+        # (timestamps are whole microseconds: 1 us at 14 m/s is 14 um)
+        np.testing.assert_allclose(box.center, world, atol=3e-2 if walker else 2e-5)
         moving += int(np.linalg.norm(ours.velocity_mps[b]) > 0.5)
     assert moving >= 2
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,7 +47,17 @@ from ..io.nuscenes import SamplePose
 from ..labels import count_labels, label_name
 from ..transforms import rotation_from_rpy_deg
 
-__all__ = ["SampleError", "SequenceResult", "SequenceTask", "run_dataset", "run_sequence"]
+if TYPE_CHECKING:
+    from ..pipeline import Frame, Simulation
+
+__all__ = [
+    "SampleError",
+    "SequenceResult",
+    "SequenceTask",
+    "reference_frame",
+    "run_dataset",
+    "run_sequence",
+]
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     )
     mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)
     mount_m = np.asarray(group.mount.position_m, dtype=np.float64)
-    frames = sim.frames()
+    frames = [reference_frame(sim, f, task.layout) for f in sim.frames()]
     for f in frames:
         if task.resume and layout.has_sample(task.index, f.index):
             result.frames_skipped += 1
@@ -175,6 +185,47 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
                                 [f.rotation for f in frames],
                                 [f.position_m for f in frames])  # fmt: skip
     return result
+
+
+def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
+    """The frame with its reference time (and the sensor's pose then) as the layout's
+    convention has it; the boxes, the poses and motion-compensated points are given then.
+
+    ``nuscenes``
+        The end of the sweep, its last firing: nuScenes stamps a LIDAR_TOP sweep when
+        the spin completes (the ``sample_data`` timestamp).
+    ``kitti``
+        The moment the head faces forward (+x, azimuth 0), which triggers KITTI's
+        cameras: the firing whose beam azimuth is nearest 0.
+    ``semantickitti``, ``npz``, ``openpcdet``
+        The frame's first firing (``times.txt``; OpenPCDet's custom format has none of
+        its own).
+
+    Parameters
+    ----------
+    sim : Simulation
+    frame : Frame
+        One of ``sim.frames()`` (reference: its first firing).
+    layout : str
+
+    Returns
+    -------
+    Frame
+        The same pulses with ``time_s`` (s from the survey start), ``rotation`` and
+        ``position_m`` (world from sensor) at the layout's reference time.
+    """
+    pattern = sim.pattern
+    if layout == "nuscenes":
+        last = np.arange(max(frame.start, frame.stop - 4096), frame.stop, dtype=np.uint64)
+        time_s = float(pattern.time_and_channel(last)[0].max())
+    elif layout == "kitti":
+        schedule = pattern.schedule(frame.start, frame.stop)
+        azimuth = np.arctan2(schedule.direction[:, 1], schedule.direction[:, 0])
+        time_s = float(schedule.time_s[int(np.argmin(np.abs(azimuth)))])
+    else:
+        return frame
+    rotation, position = sim.trajectory.pose_at(time_s)
+    return dataclasses.replace(frame, time_s=time_s, rotation=rotation, position_m=position)
 
 
 def _tasks(spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool) -> list[SequenceTask]:
