@@ -299,12 +299,6 @@ class ScannerConfig(Model):
     def _overlap(self) -> ScannerConfig:
         if self.overlap_m is not None and self.overlap_m[0] > self.overlap_m[1]:
             raise ValueError(f"overlap_m [start, full] needs start <= full; got {self.overlap_m}")
-        widest = max(self.divergence_mrad.horizontal, self.divergence_mrad.vertical)
-        if self.overlap_m is None and self.receiver_fov_mrad <= widest:
-            raise ValueError(
-                f"receiver_fov_mrad ({self.receiver_fov_mrad}) must exceed the divergence "
-                f"({widest} mrad) for the receiver to see the whole beam; or give overlap_m"
-            )
         return self
 
     @property
@@ -318,13 +312,17 @@ class ScannerConfig(Model):
     def overlap_range_m(self) -> tuple[float, float]:
         """The near-field overlap ``(start, full)``, m: ``overlap_m`` when given, else where
         the receiver's field of view starts to meet the beam and where it holds all of it
-        (Rasshofer et al. 2011, eqs. 11-12), the start no closer than ``range_min_m``."""
+        (Rasshofer et al. 2011, eqs. 11-12), the start no closer than ``range_min_m``; a field
+        of view narrower than the beam never holds all of it (``full`` is ``range_max_m``,
+        and the share the receiver sees tends to ``(fov / divergence)^2``)."""
         if self.overlap_m is not None:
             return float(self.overlap_m[0]), float(self.overlap_m[1])
         rho_t, grow_t = self.transmit_radius_mm
         rho_r, grow_r = 0.5 * self.receiver_aperture_mm, 0.5 * self.receiver_fov_mrad
         sep = self.axis_separation_mm
         start = max(0.0, sep - rho_t - rho_r) / (grow_t + grow_r)
+        if grow_r <= grow_t:  # a field of view narrower than the beam never holds all of it
+            return max(start, self.range_min_m), self.range_max_m
         full = max(0.0, sep + rho_t - rho_r) / (grow_r - grow_t)
         return max(start, self.range_min_m), max(full, start, self.range_min_m)
 
