@@ -38,7 +38,7 @@ from .raycast import RayEngine
 from .scene import Scene, SceneObject
 from .transforms import rotation_from_rpy_deg
 
-__all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes"]
+__all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes", "visibility_from"]
 
 #: Surface samples (triangle centroids) per object for its visibility.
 VISIBILITY_SAMPLES = 64
@@ -281,6 +281,23 @@ def object_boxes(
         boxes.visibility = _visibility(scene, [r[6] for r in rows], boxes.instance, time_s,
                                        pos_s, engine, range_max_m)  # fmt: skip
     return boxes
+
+
+def visibility_from(
+    scene: Scene,
+    boxes: Boxes,
+    time_s: float,
+    origin_m: NDArray[np.float64],
+    engine: RayEngine,
+    range_max_m: float = np.inf,
+) -> NDArray[np.float64]:
+    """(B,) share of each box's object's surface samples facing ``origin_m`` (3,) (world,
+    m) that a ray from there reaches on the object (a camera's view, as ``visibility`` is
+    the sensor's)."""
+    members = _objects_by_instance(scene)
+    groups = [members.get(int(i), []) for i in boxes.instance]
+    return _visibility(scene, groups, boxes.instance, time_s,
+                       np.asarray(origin_m, dtype=np.float64), engine, range_max_m)  # fmt: skip
 
 
 def _visibility(

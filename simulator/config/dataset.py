@@ -40,7 +40,7 @@ class DatasetSpec(Model):
     """A dataset: a root seed, a layout, and groups of sequences."""
 
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 0
-    layout: Literal["semantickitti", "nuscenes", "npz", "openpcdet"] = "semantickitti"
+    layout: Literal["semantickitti", "nuscenes", "npz", "openpcdet", "kitti"] = "semantickitti"
     range_images: bool = False
     #: ``nuscenes`` layout: every this many frames is an annotated key frame (a sample);
     #: the frames between are sweeps (nuScenes itself: key frames at 2 Hz, so 5 at 10 Hz).

@@ -7,7 +7,8 @@ generated from it and its scan uses it, and frame ``k`` of it is the ``k``-th
 revolution. So a sample's output depends only on its own index and the root seed,
 whichever worker, process or machine computes it, in whatever order.
 
-Layouts (``semantickitti``, ``nuscenes``, ``npz``, optional range images) are defined and
+Layouts (``semantickitti``, ``nuscenes``, ``npz``, ``openpcdet``, ``kitti``, optional
+range images) are defined and
 written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective spec, the
 seeds, the package version and the counts. Every file is written to a temporary name and
 renamed, so ``--resume`` skips finished samples and never sees a partial one.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..boxes import headings_from_spec, object_boxes
+from ..boxes import headings_from_spec, object_boxes, visibility_from
 from ..config import (
     DatasetSpec,
     SceneSpec,
@@ -42,6 +43,7 @@ from ..constants import sequence_seed
 from ..errors import ConfigError, SceneError
 from ..generators import GENERATORS
 from ..io.atomic import remove_stale_temps
+from ..io.kitti_object import CAMERA_IN_VELO_M
 from ..io.layouts import DatasetLayout, Sample, write_manifest
 from ..io.nuscenes import SamplePose
 from ..labels import count_labels, label_name
@@ -171,8 +173,12 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
                                  range_max_m=scanner.range_max_m,
                                  headings_rad=headings)  # fmt: skip
             pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
+            seen = None
+            if layout.name == "kitti":  # occlusion from the virtual camera
+                camera_m = f.rotation @ CAMERA_IN_VELO_M + f.position_m
+                seen = visibility_from(scene, boxes, f.time_s, camera_m, sim.engine)
             layout.write_sample(Sample(task.index, f.index, cloud, scanner.intensity_max,
-                                       boxes, pose))  # fmt: skip
+                                       boxes, pose, seen))  # fmt: skip
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result.errors.append(SampleError(task.index, f.index, task.seed, detail))

@@ -24,6 +24,13 @@ written and read back.
     (the last sequence is the validation split when there are several; otherwise every
     fifth frame), and the per-sequence files of ``semantickitti``.
 
+``kitti``
+    KITTI's 3D object-detection layout (:mod:`simulator.io.kitti_object`):
+    ``training/velodyne/SSFFFF.bin``, ``training/label_2/SSFFFF.txt`` (15 fields),
+    ``training/calib/SSFFFF.txt`` (a virtual front camera) and ``ImageSets/train.txt``,
+    ``val.txt`` (split as ``openpcdet``'s); points as scanned (not compensated), as
+    KITTI's are, the boxes at the moment the head faces forward.
+
 In ``semantickitti`` and ``npz``, ``sequences/NN/boxes/FFFFFF.npz`` holds the frame's boxes
 (:class:`simulator.boxes.Boxes`: every field by name).
 
@@ -49,7 +56,7 @@ from ..errors import ConfigError, OutputError
 from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..rangeimage import CHANNELS, range_image
-from . import nuscenes
+from . import kitti_object, nuscenes
 from .atomic import write_atomic
 from .labels import pack_labels, unpack_labels
 from .npz import NpzWriter
@@ -67,7 +74,7 @@ __all__ = [
 ]
 
 #: The layout names.
-LAYOUTS = ("semantickitti", "nuscenes", "npz", "openpcdet")
+LAYOUTS = ("semantickitti", "nuscenes", "npz", "openpcdet", "kitti")
 #: OpenPCDet class of each countable SemanticKITTI class (moving ones as their static one).
 OPENPCDET_CLASSES: dict[str, str] = {
     "car": "Car", "moving-car": "Car", "truck": "Truck", "moving-truck": "Truck",
@@ -97,7 +104,10 @@ class Sample:
     boxes : Boxes, optional
         The frame's boxes (None: an empty set).
     pose : SamplePose, optional
-        The sensor's pose and mount at the reference time (the nuScenes layout needs it).
+        The sensor's pose and mount at the reference time (the nuScenes and KITTI layouts
+        need it).
+    camera_visibility : (B,) float, optional
+        ``kitti``: each box's share of surface samples the virtual camera sees.
     """
 
     sequence: int
@@ -106,6 +116,7 @@ class Sample:
     intensity_max: float
     boxes: Boxes | None = None
     pose: nuscenes.SamplePose | None = None
+    camera_visibility: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,10 @@ class DatasetLayout:
         elif self.name == "nuscenes":  # a sweep: points only, no labels or annotations
             paths = [self.root / "sweeps" / "LIDAR_TOP" / f"{sequence:02d}_{name}.pcd.bin",
                      nuscenes.record_path(self.root, sequence, frame)]  # fmt: skip
+        elif self.name == "kitti":
+            top, stem = self.root / "training", kitti_name(sequence, frame)
+            paths = [top / "velodyne" / f"{stem}.bin", top / "calib" / f"{stem}.txt",
+                     top / "label_2" / f"{stem}.txt"]  # fmt: skip
         elif self.name == "openpcdet":
             stem = f"{sequence:02d}_{name}"
             paths = [self.root / "points" / f"{stem}.npy", self.root / "labels" / f"{stem}.txt"]
@@ -179,7 +194,21 @@ class DatasetLayout:
         intensity_max, boxes = sample.intensity_max, sample.boxes
         paths = self.sample_paths(sequence, frame)
         xyz = cloud["xyz"]
-        if self.name == "semantickitti":
+        if self.name == "kitti":
+            if sample.pose is None:
+                raise ValueError("a KITTI sample needs its pose (the mount)")
+            data = np.zeros((len(cloud), 4), dtype="<f4")
+            data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
+            write_atomic(paths[0], data.tobytes())
+            velo_from_imu = np.eye(4)
+            velo_from_imu[:3, :3] = np.asarray(sample.pose.mount_rotation).T
+            velo_from_imu[:3, 3] = -velo_from_imu[:3, :3] @ sample.pose.mount_position_m
+            write_atomic(paths[1], kitti_object.calib_text(velo_from_imu))
+            shown = boxes or Boxes()
+            seen = sample.camera_visibility
+            write_atomic(paths[2], kitti_object.label_text(
+                shown, np.zeros(len(shown)) if seen is None else seen))  # fmt: skip
+        elif self.name == "semantickitti":
             data = np.zeros((len(cloud), 4), dtype="<f4")
             data[:, :3], data[:, 3] = xyz, cloud["intensity"] / intensity_max
             write_atomic(paths[0], data.tobytes())
@@ -244,7 +273,7 @@ class DatasetLayout:
         positions_m : (F, 3) array of float
             Sensor positions then, m.
         """
-        if self.name == "nuscenes":
+        if self.name in ("nuscenes", "kitti"):
             return []
         seq = self.sequence_dir(sequence)
         # KITTI odometry tools (pykitti, the devkit's evaluation) read poses/NN.txt.
@@ -262,20 +291,30 @@ class DatasetLayout:
         OpenPCDet's ``ImageSets`` splits, nuScenes' tables; nothing in the other layouts."""
         if self.name == "nuscenes":
             return nuscenes.write_tables(self.root, samples)
-        if self.name != "openpcdet":
+        if self.name not in ("openpcdet", "kitti"):
             return []
         sequences = sorted({s for s, _ in samples})
         if len(sequences) > 1:
             val = {p for p in samples if p[0] == sequences[-1]}
         else:
             val = {p for k, p in enumerate(sorted(samples)) if k % 5 == 4}
-        names = {p: f"{p[0]:02d}_{p[1]:06d}" for p in samples}
+        names = {p: (kitti_name(*p) if self.name == "kitti" else f"{p[0]:02d}_{p[1]:06d}")
+                 for p in samples}  # fmt: skip
         train = [names[p] for p in sorted(samples) if p not in val]
         return [
             write_atomic(self.root / "ImageSets" / "train.txt", "".join(f"{n}\n" for n in train)),
             write_atomic(self.root / "ImageSets" / "val.txt",
                          "".join(f"{names[p]}\n" for p in sorted(val))),
         ]  # fmt: skip
+
+
+def kitti_name(sequence: int, frame: int) -> str:
+    """The six-digit KITTI sample name of a frame: ``SSFFFF`` (sequences 0-99, frames
+    0-9999), so that every worker names its samples on its own."""
+    if not (0 <= sequence < 100 and 0 <= frame < 10_000):
+        raise ValueError(f"the kitti layout names 100 sequences of 10000 frames; got "
+                         f"sequence {sequence}, frame {frame}")  # fmt: skip
+    return f"{sequence:02d}{frame:04d}"
 
 
 def openpcdet_labels(boxes: Boxes) -> str:
