@@ -15,7 +15,7 @@ An object is the set of scene parts that share one instance id of a countable cl
   object) gets the smallest rectangle around its vertices in the ground plane (its long
   side is x, the yaw in [-pi/2, pi/2)), and their height range.
 
-Boxes are given in the sensor frame at the frame's reference time (its first firing),
+Boxes are given in the sensor frame at the frame's reference time (the layout's own),
 which is where the dataset layouts give them. A real scan of a moving object is smeared
 over the revolution; the points are left as scanned (not moved to the reference time),
 as KITTI and nuScenes do, so a box of a fast object can miss the points of the end of

@@ -12,7 +12,7 @@ builds the thirteen tables and ``lidarseg.json`` from all the records.
 
 Frames and conventions:
 
-- ``ego_pose`` is world from the vehicle at the frame's reference time (its first
+- ``ego_pose`` is world from the vehicle at the frame's reference time (its last
   firing), ``calibrated_sensor`` vehicle from lidar (the group's ``mount``); rotations are
   quaternions ``[w, x, y, z]``.
 - The points (``samples/LIDAR_TOP/*.pcd.bin``: float32 x, y, z, intensity, ring) are in
