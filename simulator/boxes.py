@@ -40,7 +40,8 @@ from .transforms import rotation_from_rpy_deg
 
 __all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes", "visibility_from"]
 
-#: Surface samples (triangle centroids) per object for its visibility.
+#: Surface samples per object for its visibility: points spread over its front-facing
+#: surface by area (a panel weighs what it covers, not how many triangles it has).
 VISIBILITY_SAMPLES = 64
 #: A sample counts as seen when the ray to it stops within this of it (m) on the object.
 VISIBILITY_TOLERANCE_M = 0.05
@@ -204,6 +205,7 @@ def object_boxes(
     engine: RayEngine | None = None,
     range_max_m: float = np.inf,
     headings_rad: Mapping[int, float] | None = None,
+    elevation_window_rad: tuple[float, float] | None = None,
 ) -> Boxes:
     """The boxes of the scene's countable objects at ``time_s``, in the sensor frame.
 
@@ -227,6 +229,9 @@ def object_boxes(
     headings_rad : mapping of int to float, optional
         The world heading (rad about z) of static objects by instance id
         (:func:`headings_from_spec`); the others get the long-side rule.
+    elevation_window_rad : (2,) float, optional
+        The sensor's vertical field of view (lowest, highest beam elevation in its frame,
+        rad): ``visibility`` counts only the surface within it.
     """
     headings = headings_rad or {}
     groups = _objects_by_instance(scene)
@@ -279,7 +284,8 @@ def object_boxes(
             boxes.num_points = (inside & own).sum(axis=1).astype(np.int64)
     if engine is not None:
         boxes.visibility = _visibility(scene, [r[6] for r in rows], boxes.instance, time_s,
-                                       pos_s, engine, range_max_m)  # fmt: skip
+                                       pos_s, engine, range_max_m, elevation_window_rad,
+                                       rot_s)  # fmt: skip
     return boxes
 
 
@@ -300,6 +306,31 @@ def visibility_from(
                        np.asarray(origin_m, dtype=np.float64), engine, range_max_m)  # fmt: skip
 
 
+def _area_samples(
+    tri: NDArray[np.float64], viewer_m: NDArray[np.float64], count: int
+) -> NDArray[np.float64]:
+    """(<= count, 3) points on the triangles (T, 3, 3) that face ``viewer_m`` (3,), spread
+    by area: the k-th at the (k + 1/2)/count quantile of the triangles' cumulative area,
+    inside its triangle at a low-discrepancy barycentric point (no random stream)."""
+    if len(tri) == 0:
+        return np.zeros((0, 3))
+    e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    normal = np.cross(e1, e2)
+    centroid = tri.mean(axis=1)
+    front = np.einsum("ij,ij->i", normal, viewer_m - centroid) > 0
+    area = 0.5 * np.linalg.norm(normal, axis=1) * front
+    total = float(area.sum())
+    if total <= 0.0:
+        return np.zeros((0, 3))
+    k = np.arange(count, dtype=np.float64) + 0.5
+    pick = np.searchsorted(np.cumsum(area), k / count * total, side="right")
+    pick = np.minimum(pick, len(tri) - 1)
+    u, v = np.mod(k * 0.6180339887498949, 1.0), np.mod(k * 0.7548776662466927, 1.0)
+    fold = u + v > 1.0  # into the triangle
+    u, v = np.where(fold, 1.0 - u, u), np.where(fold, 1.0 - v, v)
+    return tri[pick, 0] + u[:, None] * e1[pick] + v[:, None] * e2[pick]
+
+
 def _visibility(
     scene: Scene,
     members: list[list[int]],
@@ -308,23 +339,23 @@ def _visibility(
     sensor_m: NDArray[np.float64],
     engine: RayEngine,
     range_max_m: float,
+    elevation_window_rad: tuple[float, float] | None = None,
+    sensor_rotation: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Share of each object's front-facing surface samples that a ray from the sensor
-    reaches on the object itself."""
+    """Share of each object's front-facing surface, by area, that a ray from the sensor
+    reaches on the object itself: ``VISIBILITY_SAMPLES`` points spread over it in
+    proportion to area (:func:`_area_samples`), those outside ``elevation_window_rad`` (the
+    sensor's vertical field of view, in its frame ``sensor_rotation``) left out."""
     targets, owner = [], []
     for b, idx in enumerate(members):
-        centroids, normals = [], []
-        for i in idx:
-            o = scene.objects[i]
-            v = _world_vertices(o, time_s)
-            tri = v[o.faces]
-            centroids.append(tri.mean(axis=1))
-            normals.append(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]))
-        c, n = np.concatenate(centroids), np.concatenate(normals)
-        front = np.einsum("ij,ij->i", n, sensor_m - c) > 0
-        c = c[front]
-        if len(c) > VISIBILITY_SAMPLES:  # an even spread over the triangles, in file order
-            c = c[np.linspace(0, len(c) - 1, VISIBILITY_SAMPLES).astype(np.int64)]
+        triangles = [_world_vertices(scene.objects[i], time_s)[scene.objects[i].faces]
+                     for i in idx]  # fmt: skip
+        tri = np.concatenate(triangles) if triangles else np.zeros((0, 3, 3))
+        c = _area_samples(tri, sensor_m, VISIBILITY_SAMPLES)
+        if elevation_window_rad is not None and len(c):
+            rel = (c - sensor_m) @ np.asarray(sensor_rotation, dtype=np.float64)
+            el = np.arctan2(rel[:, 2], np.hypot(rel[:, 0], rel[:, 1]))
+            c = c[(el >= elevation_window_rad[0]) & (el <= elevation_window_rad[1])]
         targets.append(c)
         owner.append(np.full(len(c), b))
     points = np.concatenate(targets)

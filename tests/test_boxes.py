@@ -250,3 +250,39 @@ def test_the_reference_time_is_the_layouts_own(
         half = boxes.size_m[b][0] / 2
         gap = local_x.min() + half if car == "ahead" else half - local_x.max()
         assert abs(gap) == pytest.approx(gap_m, abs=0.1)
+
+
+def test_visibility_is_the_share_of_the_surface_by_area() -> None:
+    """One car (instance 7) of a 1 x 4 x 2 m body 10 m ahead and a finely meshed sphere
+    (r 0.5 m, over a thousand triangles) hidden behind a wall: of the surface that faces the
+    sensor, the body's front (8 m^2) is seen and the sphere's cap that faces it (2 pi r^2
+    (1 - r / d) = 1.50 m^2, d its centre's distance) is not, so the visibility is 8 / 9.50
+    = 0.84 by area, whatever the triangle counts (by triangle in file order it would be
+    near 0). Outside the sensor's vertical field of view nothing counts."""
+    from simulator.boxes import object_boxes
+    from simulator.config import SceneSpec, load_materials
+    from simulator.raycast import RayEngine
+    from simulator.scene import build_scene
+
+    car = {"reflectance": 0.5, "minnaert_k": 1.0, "label": "car"}
+    spec = SceneSpec.model_validate({"objects": [
+        {"name": "body", "box": {"size_m": [1, 4, 2]}, "position_m": [10, 0, 0],
+         "material": car, "instance": 7},
+        {"name": "ball", "sphere": {"radius_m": 0.5}, "position_m": [10, 6, 0],
+         "material": car, "instance": 7},
+        {"name": "wall", "box": {"size_m": [0.1, 2, 4]}, "position_m": [5, 3, 0],
+         "material": {**car, "label": "building"}},
+    ]})  # fmt: skip
+    scene = build_scene(spec, Path("."), load_materials(), source="vis")
+    ball = next(o for o in scene.objects if o.name == "ball")
+    assert len(ball.faces) > 1000
+    engine = RayEngine(scene)
+    pose = (np.eye(3), np.zeros(3))
+    boxes = object_boxes(scene, 0.0, pose, engine=engine)
+    car_box = int(np.flatnonzero(boxes.instance == 7)[0])
+    cap = 2 * np.pi * 0.5**2 * (1 - 0.5 / np.hypot(10, 6))
+    print("visibility", boxes.visibility[car_box], "expected", 8 / (8 + cap))
+    assert boxes.visibility[car_box] == pytest.approx(8 / (8 + cap), abs=1 / 64)
+    above = object_boxes(scene, 0.0, pose, engine=engine,
+                         elevation_window_rad=(np.radians(10), np.radians(20)))  # fmt: skip
+    assert above.visibility[car_box] == 0.0

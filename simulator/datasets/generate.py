@@ -161,6 +161,11 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)
     mount_m = np.asarray(group.mount.position_m, dtype=np.float64)
     frames = [reference_frame(sim, f, task.layout) for f in sim.frames()]
+    window = None  # the scanner's vertical field of view: what its beams can see at all
+    if scanner.channels is not None:
+        el = np.radians(np.asarray(scanner.channels.elevation_deg, dtype=np.float64))
+        half_beam = 0.5e-3 * scanner.divergence_mrad.vertical
+        window = (float(el.min()) - half_beam, float(el.max()) + half_beam)
     for f in frames:
         if task.resume and layout.has_sample(task.index, f.index):
             result.frames_skipped += 1
@@ -171,7 +176,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             boxes = object_boxes(scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
                                  point_instance=cloud["instance"], engine=sim.engine,
                                  range_max_m=scanner.range_max_m,
-                                 headings_rad=headings)  # fmt: skip
+                                 headings_rad=headings,
+                                 elevation_window_rad=window)  # fmt: skip
             pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
             seen = None
             if layout.name == "kitti":  # occlusion from the virtual camera
