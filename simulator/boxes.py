@@ -43,7 +43,8 @@ __all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes", 
 #: Surface samples per object for its visibility: points spread over its front-facing
 #: surface by area (a panel weighs what it covers, not how many triangles it has).
 VISIBILITY_SAMPLES = 64
-#: A sample counts as seen when the ray to it stops within this of it (m) on the object.
+#: A sample counts as seen when the ray to it first meets the object, no farther than
+#: this beyond the sample (m).
 VISIBILITY_TOLERANCE_M = 0.05
 #: Half-width (s) of the window over which an articulated object's box holds its parts.
 ARTICULATION_WINDOW_S = 0.6
@@ -342,10 +343,11 @@ def _visibility(
     elevation_window_rad: tuple[float, float] | None = None,
     sensor_rotation: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Share of each object's front-facing surface, by area, that a ray from the sensor
-    reaches on the object itself: ``VISIBILITY_SAMPLES`` points spread over it in
-    proportion to area (:func:`_area_samples`), those outside ``elevation_window_rad`` (the
-    sensor's vertical field of view, in its frame ``sensor_rotation``) left out."""
+    """Share of each object's front-facing surface, by area, that no other object hides
+    from the sensor (a ray to it meets the object itself first): ``VISIBILITY_SAMPLES``
+    points spread over it in proportion to area (:func:`_area_samples`), those outside
+    ``elevation_window_rad`` (the sensor's vertical field of view, in its frame
+    ``sensor_rotation``) left out."""
     targets, owner = [], []
     for b, idx in enumerate(members):
         triangles = [_world_vertices(scene.objects[i], time_s)[scene.objects[i].faces]
@@ -369,7 +371,10 @@ def _visibility(
                        np.full(len(to), time_s))  # fmt: skip
     instance_of = np.array([o.instance for o in scene.objects])
     hit_instance = np.where(hits.object_index >= 0, instance_of[hits.object_index], -1)
-    ok = (hit_instance == instances[which]) & (np.abs(hits.range_m - dist) < VISIBILITY_TOLERANCE_M)
+    # Seen: the first thing the ray meets is the object itself (a part of it: its own parts
+    # in front of a sample, as a car's glass before its seats, hide nothing in KITTI's sense
+    # of occlusion, which is by other objects), not beyond the sample.
+    ok = (hit_instance == instances[which]) & (hits.range_m < dist + VISIBILITY_TOLERANCE_M)
     ok &= dist <= range_max_m
     counts = np.bincount(which, minlength=len(members))
     seen = np.bincount(which, weights=ok.astype(np.float64), minlength=len(members))

@@ -122,4 +122,5 @@ def test_every_box_holds_its_objects_points(twins: tuple[Path, Path]) -> None:
             assert 0 <= obj["truncated"] < 1 and obj["occluded"] in (0, 1, 2)
             if whole:  # the 2D box is the corners' projection
                 np.testing.assert_allclose(obj["bbox"], [*uv.min(0), *uv.max(0)], atol=0.02)
-    assert checked >= 4 and occlusion <= {0, 1, 2}
+    # KITTI's occlusion is by other objects: the street's objects span more than one level
+    assert checked >= 4 and occlusion <= {0, 1, 2} and len(occlusion) >= 2, occlusion
