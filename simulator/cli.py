@@ -353,8 +353,7 @@ def _with_beam_grid(cloud, sim):  # type: ignore[no-untyped-def]
     if not isinstance(pattern, SpinningPattern):
         return cloud
     firings = int(sim.scanner.firings_per_revolution)
-    firing = cloud["pulse_id"] // np.uint64(pattern.channels)
-    cloud.fields["column"] = (firing % np.uint64(firings)).astype(np.uint16)
+    cloud.fields["column"] = pattern.column(cloud["pulse_id"]).astype(np.uint16)
     fired = sim.total_pulses // pattern.channels
     cloud.meta.update(grid_meta(pattern.channels, firings, fired))
     return cloud
@@ -700,12 +699,11 @@ def calibrate(
     if twin is not None:
         import yaml
 
-        from .io.read import read
         from .twin import run_twin
 
         overrides = yaml.safe_load(written[1].read_text()) or {}
-        cloud = read(scan, _read_options(frame, topic, meta))
-        made = run_twin(result, cloud, twin, scanner, overrides)
+        assert result.cloud is not None  # calibrate keeps the scan it read
+        made = run_twin(result, result.cloud, twin, scanner, overrides)
         for name, f in made.surfaces.items():
             share, level = f["share_within_0.05"], f["intensity_within_15pct"]
             _out.print(

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import SimulatorError
-from .io.atomic import atomic_path, write_atomic
+from .io.atomic import write_atomic, write_figure
 from .labels import label_name
 from .pointcloud import PointCloud
 
@@ -35,6 +35,7 @@ __all__ = [
     "compare_clouds",
     "firings_per_ring",
     "format_compare",
+    "grouped_median",
     "match_rings",
     "write_compare_page",
 ]
@@ -52,19 +53,32 @@ DEFAULT_INTENSITY_MAX = 255.0
 # --------------------------------------------------------------------------- rings
 
 
+def grouped_median(
+    group: NDArray[np.integer], values: NDArray, groups: int, min_count: int = 1
+) -> NDArray[np.float64]:
+    """(groups,) median of ``values`` (N,) by ``group`` (N,) in ``0 .. groups - 1``; NaN for
+    a group with fewer than ``min_count`` values (entries outside the range are ignored)."""
+    group = np.asarray(group, dtype=np.int64)
+    inside = (group >= 0) & (group < groups)
+    group, values = group[inside], np.asarray(values, dtype=np.float64)[inside]
+    order = np.argsort(group, kind="stable")
+    keys, starts, counts = np.unique(group[order], return_index=True, return_counts=True)
+    out = np.full(groups, np.nan)
+    for g, s0, n in zip(keys.tolist(), starts.tolist(), counts.tolist(), strict=True):
+        if n >= min_count:  # a loop over groups (rings, bins), each a vectorised median
+            out[g] = float(np.median(values[order[s0 : s0 + n]]))
+    return out
+
+
 def ring_elevations_deg(cloud: PointCloud, min_points: int = 10) -> dict[int, float]:
     """Median elevation of each ring's points seen from the origin, deg (rings with at least
     ``min_points`` points)."""
     xyz = cloud["xyz"].astype(np.float64)
     elevation = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
     ring = cloud["ring"].astype(np.int64)
-    order = np.argsort(ring, kind="stable")
-    rings, starts, counts = np.unique(ring[order], return_index=True, return_counts=True)
-    out = {}
-    for r, s0, n in zip(rings.tolist(), starts.tolist(), counts.tolist(), strict=True):
-        if n >= min_points:  # a loop over rings (tens), each a vectorised median
-            out[r] = float(np.median(elevation[order[s0 : s0 + n]]))
-    return out
+    medians = grouped_median(ring, elevation, int(ring.max()) + 1 if len(ring) else 0,
+                             min_count=min_points)  # fmt: skip
+    return {int(r): float(medians[r]) for r in np.flatnonzero(np.isfinite(medians))}
 
 
 def match_rings(
@@ -468,15 +482,6 @@ def format_compare(result: dict) -> str:
 _COLOURS = ("tab:blue", "tab:orange")
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=90, bbox_inches="tight", format="png")
-    plt.close(fig)
-    return path
-
-
 def _image_of(c: PointCloud) -> tuple[NDArray, NDArray, str] | None:
     """(returned, range image, x-axis label) of a cloud's first returns, None without ring."""
     if "ring" not in c:
@@ -596,7 +601,7 @@ def write_compare_page(
     if missing and n_rings:
         for ax, what in zip(axes, ("Points", "Return share"), strict=True):
             ax.set_title(f"{what} per ring (ring not in {' or '.join(missing)})")
-    figures.append(("Points and return share per ring", _save(fig, out / "rings.png")))
+    figures.append(("Points and return share per ring", write_figure(fig, out / "rings.png")))
 
     # 3: range histogram
     ra, rb = _finite(_range_m(a)), _finite(_range_m(b))
@@ -608,7 +613,7 @@ def write_compare_page(
            title=f"Range histogram ({RANGE_BIN_M} m bins), TV distance "
                  f"{result['range']['tv_distance']:.3f}")  # fmt: skip
     legend(ax)
-    figures.append(("Range histogram", _save(fig, out / "range_hist.png")))
+    figures.append(("Range histogram", write_figure(fig, out / "range_hist.png")))
 
     # 4: intensity histogram
     scale = _intensity_scale(a, b)
@@ -626,7 +631,7 @@ def write_compare_page(
            xlim=(0, scale), title=title)  # fmt: skip
     ax.set_yscale("log")
     legend(ax)
-    figures.append(("Intensity histogram", _save(fig, out / "intensity_hist.png")))
+    figures.append(("Intensity histogram", write_figure(fig, out / "intensity_hist.png")))
 
     # 5: median intensity per ring
     fig, ax = plt.subplots(figsize=(10, 4))
@@ -646,7 +651,7 @@ def write_compare_page(
     miss = [s for c, _, _, s in clouds if "ring" not in c or "intensity" not in c]
     if ok and miss:
         ax.set_title(f"Median intensity per ring (ring/intensity not in {' or '.join(miss)})")
-    figures.append(("Intensity per ring", _save(fig, out / "intensity_per_ring.png")))
+    figures.append(("Intensity per ring", write_figure(fig, out / "intensity_per_ring.png")))
 
     # 6: median intensity per label
     if all("label" in c and "intensity" in c for c in (a, b)):
@@ -660,7 +665,7 @@ def write_compare_page(
         ax.set_xticks(x, [label_name(int(k)) for k in ids], rotation=45, ha="right")
         ax.set(ylabel="median intensity", title="Median intensity per label")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        figures.append(("Intensity per label", _save(fig, out / "intensity_per_label.png")))
+        figures.append(("Intensity per label", write_figure(fig, out / "intensity_per_label.png")))
     else:
         miss = [s for c, _, _, s in clouds if "label" not in c or "intensity" not in c]
         notes.append(f"Intensity per label: not drawn (label or intensity not in "
@@ -705,7 +710,7 @@ def write_compare_page(
                 ylim=(0, scale))  # fmt: skip
     if any("intensity" in c for c in (a, b)):
         axes[2].legend(fontsize=7, loc="upper right")
-    figures.append(("Intensity against range", _save(fig, out / "intensity_vs_range.png")))
+    figures.append(("Intensity against range", write_figure(fig, out / "intensity_vs_range.png")))
 
     # 8: range images
     images = [_image_of(c) for c in (a, b)]
@@ -735,7 +740,7 @@ def write_compare_page(
         )
     if mappable is not None:
         fig.colorbar(mappable, ax=axes.tolist(), label="range (m)", pad=0.005, aspect=30)
-    figures.append(("Range images (first returns)", _save(fig, out / "range_images.png")))
+    figures.append(("Range images (first returns)", write_figure(fig, out / "range_images.png")))
 
     page = _html(result, names, figures, notes)
     index = write_atomic(out / "index.html", page)

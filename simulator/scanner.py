@@ -110,6 +110,12 @@ class SpinningPattern:
         time_s = firing.astype(np.float64) * self.period_s + self.firing_offset_s[channel]
         return time_s, channel.astype(np.uint16)
 
+    def column(self, pulse_id: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """(N,) int64: each pulse's firing within its revolution, the column of the beam
+        grid (an Ouster frame's ``measurement_id``)."""
+        firing = np.asarray(pulse_id, dtype=np.uint64) // np.uint64(self.channels)
+        return (firing % np.uint64(self.scanner.firings_per_revolution or 1)).astype(np.int64)
+
     def schedule(self, start: int, stop: int) -> FiringSchedule:
         """Firing schedule of pulses ``start <= pulse_id < stop``."""
         pulse_id = np.arange(start, stop, dtype=np.uint64)

@@ -35,7 +35,7 @@ import yaml
 from numpy.typing import NDArray
 
 from .calibrate import Calibration
-from .compare import compare_clouds, match_rings
+from .compare import compare_clouds, grouped_median, match_rings
 from .errors import ConfigError
 from .io.atomic import atomic_path, write_atomic
 from .pipeline import Simulation
@@ -192,6 +192,7 @@ def write_twin(
     folder: Path,
     scanner: str | Path,
     overrides: dict[str, Any],
+    meshes: list[tuple[str, Any, Any]] | None = None,
 ) -> Path:
     """Write the twin's meshes, scene and survey into ``folder``; return the survey path.
 
@@ -207,6 +208,8 @@ def write_twin(
         The scanner that took the scan (a preset name or a YAML file).
     overrides : dict
         The fitted scanner overrides (``Calibration.write``'s ``*_scanner.yaml``).
+    meshes : list, optional
+        The surfaces' meshes (name, (V, 3) vertices, (F, 3) faces), if made already.
     """
     import trimesh
 
@@ -214,7 +217,9 @@ def write_twin(
     (folder / "meshes").mkdir(exist_ok=True)
     library = calibration.library()
     objects = []
-    for name, vertices, faces in _meshes(calibration, np.asarray(xyz_m, dtype=np.float64)):
+    if meshes is None:
+        meshes = _meshes(calibration, np.asarray(xyz_m, dtype=np.float64))
+    for name, vertices, faces in meshes:
         mesh = trimesh.Trimesh(vertices, faces, process=False)
         path = folder / "meshes" / f"{name}.ply"
         with atomic_path(path) as tmp:
@@ -286,18 +291,9 @@ def _ring_figures(
     with np.errstate(invalid="ignore", divide="ignore"):
         share_a = (real & beams).sum(axis=1) / n
         share_b = (twin & beams).sum(axis=1) / n
-    med_a = np.array(
-        [
-            np.median(real_i[c][real[c] & beams[c]]) if (real[c] & beams[c]).any() else np.nan
-            for c in range(len(n))
-        ]
-    )
-    med_b = np.array(
-        [
-            np.median(twin_i[c][twin[c] & beams[c]]) if (twin[c] & beams[c]).any() else np.nan
-            for c in range(len(n))
-        ]
-    )
+    rows = np.broadcast_to(np.arange(len(n))[:, None], beams.shape)
+    med_a = grouped_median(rows[real & beams], real_i[real & beams], len(n))
+    med_b = grouped_median(rows[twin & beams], twin_i[twin & beams], len(n))
     judged = n >= MIN_RING_BEAMS
     share_ok = np.abs(share_a - share_b) <= SHARE_TOLERANCE
     both = judged & np.isfinite(med_a) & np.isfinite(med_b) & (med_a > 0)
@@ -349,7 +345,8 @@ def run_twin(
     beam by beam (see the module); writes ``compare.json``, ``twin.json`` and ``index.html``
     into ``folder``."""
     xyz = cloud["xyz"].astype(np.float64)
-    survey = write_twin(calibration, xyz, folder, scanner, overrides)
+    meshes = _meshes(calibration, xyz)
+    survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes)
     sim = Simulation.from_file(survey)
     if not isinstance(sim.pattern, SpinningPattern):
         raise ConfigError(scanner, "pattern", "the twin compares beams of a spinning scanner")
@@ -358,7 +355,6 @@ def run_twin(
     channels, columns = pattern.channels, int(sim.scanner.firings_per_revolution or 1)
     origin = np.asarray(calibration.origin_m, dtype=np.float64)
     sched = pattern.schedule(0, channels * columns)
-    meshes = _meshes(calibration, xyz)
     surface_of_beam, range_of_beam = _first_surface(
         meshes, sched.origin_m + origin, sched.direction
     )
@@ -382,7 +378,7 @@ def run_twin(
     twin_ret = np.zeros((channels, columns), dtype=bool)
     twin_i = np.zeros((channels, columns))
     tf = twin["return_number"] <= 1
-    twin_col = (twin["pulse_id"][tf] // np.uint64(channels) % np.uint64(columns)).astype(np.int64)
+    twin_col = pattern.column(twin["pulse_id"][tf])
     twin_ret[twin["ring"][tf], twin_col] = True
     twin_i[twin["ring"][tf], twin_col] = twin["intensity"][tf]
 

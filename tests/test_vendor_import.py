@@ -43,6 +43,14 @@ def _schedule_grid(mapping: dict, rows: int, columns: int) -> tuple[np.ndarray, 
     return d, o
 
 
+def _head_rad(mapping: dict, rows: int, columns: int) -> np.ndarray:
+    """(rows, columns) the head's azimuth at each firing of each channel (its beam's
+    azimuth less the channel's offset), rad."""
+    sched = pattern_for(ScannerConfig.model_validate(mapping)).schedule(0, rows * columns)
+    offsets = np.radians(mapping["channels"]["azimuth_offset_deg"])
+    return sched.azimuth_rad.reshape(columns, rows).T - offsets[:, None]
+
+
 def _angle_rad(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Angle between unit vectors, rad (atan2 form: accurate near 0)."""
     return np.arctan2(np.linalg.norm(np.cross(a, b), axis=-1), (a * b).sum(-1))
@@ -207,11 +215,7 @@ def test_velodyne_sign_matches_the_driver_point_formula(tmp_path: Path) -> None:
     assert mapping["name"].startswith("vlp-32c-")  # 32 lasers, lowest above -28 deg
     columns = 50
     direction, _ = _schedule_grid(mapping, 32, columns)
-    sched = pattern_for(ScannerConfig.model_validate(mapping)).schedule(0, 32 * columns)
-    head = (
-        sched.azimuth_rad.reshape(columns, 32).T
-        - np.radians(mapping["channels"]["azimuth_offset_deg"])[:, None]
-    )
+    head = _head_rad(mapping, 32, columns)
     theta = -head  # the driver's block rotation counts clockwise
     # rawdata.cc RawData::unpack: angle = theta - rot_correction; x_v = d cos(v) sin(angle),
     # y_v = d cos(v) cos(angle), z = d sin(v); ROS frame x = y_v, y = -x_v.
@@ -257,11 +261,7 @@ def test_hesai_angles_and_firetime(tmp_path: Path) -> None:
     # (x right, y forward); the simulator's frame: x forward = y_n, y left = -x_n.
     columns = 40
     direction, _ = _schedule_grid(mapping, 32, columns)
-    sched = pattern_for(ScannerConfig.model_validate(mapping)).schedule(0, 32 * columns)
-    head = (
-        sched.azimuth_rad.reshape(columns, 32).T
-        - np.radians(mapping["channels"]["azimuth_offset_deg"])[:, None]
-    )
+    head = _head_rad(mapping, 32, columns)
     block = -head  # the block azimuth grows clockwise
     el, az = np.radians(angles[:, :1]), block + np.radians(angles[:, 1:])
     x_n, y_n = np.cos(el) * np.sin(az), np.cos(el) * np.cos(az)

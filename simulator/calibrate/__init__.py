@@ -28,6 +28,7 @@ from ..io.atomic import write_atomic
 from ..io.read import ReadOptions, read
 from ..labels import SEMANTIC_KITTI, label_name
 from ..physics import pulse_length_m
+from ..pointcloud import PointCloud
 from .fits import (
     Fit,
     fit_detection,
@@ -114,6 +115,8 @@ class Calibration:
     ego_points: int = 0
     #: Notes on the scan as a whole (the ego points, the gains, dropped surfaces).
     notes: list[str] = field(default_factory=list)
+    #: The scan as read (every point, the ego's too), for what follows (``--twin``).
+    cloud: PointCloud | None = field(default=None, repr=False)
 
     @property
     def range_noise_m(self) -> tuple[float, float] | None:
@@ -369,7 +372,7 @@ def calibrate(
     ego = ego_mask(xyz_all, origin, config.range_min_m, ego_box_m)
     keep = np.flatnonzero(~ego)
     xyz = xyz_all[keep]
-    result = Calibration(str(scan), config, origin, ego_points=int(ego.sum()))
+    result = Calibration(str(scan), config, origin, ego_points=int(ego.sum()), cloud=cloud)
     box = "" if ego_box_m is None else " or inside the ego box"
     result.notes.append(f"{int(ego.sum())} ego points removed (within the minimum range "
                         f"{config.range_min_m:g} m{box}, or not finite)")  # fmt: skip

@@ -286,6 +286,27 @@ def _base_preset(preset: str, source: str | Path) -> tuple[dict[str, Any], str]:
     return data, label
 
 
+def _base_spin(
+    base: dict[str, Any],
+    name: str,
+    description: str,
+    channels: dict[str, Any],
+    beam_origin_offset_m: float,
+) -> dict[str, Any]:
+    """The spinning pattern of a unit whose file gives its channels and the base preset its
+    spin (rate, firings a revolution, start azimuth; clockwise, as Velodyne and Hesai turn)."""
+    return {
+        "name": name,
+        "description": description,
+        "rotation_hz": base.get("rotation_hz"),
+        "rotation": "clockwise",
+        "start_azimuth_deg": base.get("start_azimuth_deg", 0.0),
+        "firings_per_revolution": base.get("firings_per_revolution"),
+        "beam_origin_offset_m": beam_origin_offset_m,
+        "channels": channels,
+    }
+
+
 def _compose(base: dict[str, Any], pattern: dict[str, Any], source: Path) -> dict[str, Any]:
     """The imported pattern keys, then the base preset's other keys; validated."""
     out = {"pattern": "spinning", **pattern}
@@ -600,16 +621,13 @@ def _import_velodyne(path: Path, text: str, preset: str | None) -> tuple[dict[st
     resolution = doc.get("distance_resolution")
     ring = np.argsort(np.argsort(vert, kind="stable"), kind="stable")
     name = f"{base.get('name', base_name)}-{_slug(path.stem)}"
-    pattern = {
-        "name": name,
-        "description": f"Velodyne ({base_label}) with the calibration of {path.name}, {n} lasers",
-        "rotation_hz": base.get("rotation_hz"),
-        "rotation": "clockwise",
-        "start_azimuth_deg": base.get("start_azimuth_deg", 0.0),
-        "firings_per_revolution": base.get("firings_per_revolution"),
-        "beam_origin_offset_m": 0.0,
-        "channels": channels,
-    }
+    pattern = _base_spin(
+        base,
+        name,
+        f"Velodyne ({base_label}) with the calibration of {path.name}, {n} lasers",
+        channels,
+        beam_origin_offset_m=0.0,
+    )
     mapping = _compose(base, pattern, path)
     if resolution is not None:
         mapping["range_resolution_m"] = _number(path, "distance_resolution", resolution)
@@ -710,16 +728,13 @@ def _import_hesai(
     else:
         timing = "no firing_offset_us: no firetime file, and the base has another channel count"
     name = f"{base.get('name', base_name)}-{_slug(path.stem)}"
-    pattern = {
-        "name": name,
-        "description": f"Hesai ({base_label}) with the angle correction of {path.name}, {n} ch",
-        "rotation_hz": base.get("rotation_hz"),
-        "rotation": "clockwise",
-        "start_azimuth_deg": base.get("start_azimuth_deg", 0.0),
-        "firings_per_revolution": base.get("firings_per_revolution"),
-        "beam_origin_offset_m": base.get("beam_origin_offset_m", 0.0),
-        "channels": channels,
-    }
+    pattern = _base_spin(
+        base,
+        name,
+        f"Hesai ({base_label}) with the angle correction of {path.name}, {n} ch",
+        channels,
+        beam_origin_offset_m=base.get("beam_origin_offset_m", 0.0),
+    )
     mapping = _compose(base, pattern, path)
     lines = [
         "From the angle file (channel c = Laser id c + 1):",

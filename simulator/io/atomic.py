@@ -13,10 +13,18 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import OutputError
 
-__all__ = ["TEMP_GLOB", "atomic_path", "remove_stale_temps", "temp_name", "write_atomic"]
+__all__ = [
+    "TEMP_GLOB",
+    "atomic_path",
+    "remove_stale_temps",
+    "temp_name",
+    "write_atomic",
+    "write_figure",
+]
 
 #: Matches every temporary name :func:`temp_name` makes.
 TEMP_GLOB = ".*.tmp-*"
@@ -75,6 +83,18 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
             tmp.write_bytes(payload)
     except OSError as exc:
         raise OutputError(f"{path}: writing failed ({exc.strerror or exc})") from None
+    return path
+
+
+def write_figure(fig: Any, path: str | Path, dpi: int = 90) -> Path:
+    """Write a matplotlib figure as PNG (cropped to its contents) to a temporary name beside
+    ``path``, rename it into place, and close the figure; return ``path``."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
     return path
 
 

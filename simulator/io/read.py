@@ -127,6 +127,18 @@ def _pcd_header(path: Path) -> dict[str, list[str]]:
     return header
 
 
+def _open3d_fields(pc: Any) -> dict[str, Any]:
+    """An Open3D tensor cloud's attributes by name: ``x y z`` from its positions, and each
+    other attribute's (first) column."""
+    xyz = pc.point.positions.numpy()
+    fields: dict[str, Any] = {"x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2]}
+    for attr in pc.point:
+        if attr != "positions":
+            values = pc.point[attr].numpy()
+            fields[attr] = values.reshape(len(xyz), -1)[:, 0] if values.ndim > 1 else values
+    return fields
+
+
 def _read_pcd(path: Path) -> PointCloud:
     """A PCD file through Open3D's tensor reader (every field, dtypes kept)."""
     import open3d as o3d
@@ -144,14 +156,8 @@ def _read_pcd(path: Path) -> PointCloud:
             f"the header says {points} points, {got} could be read "
             "(a truncated file, or fields Open3D cannot read)",
         )
-    xyz = pc.point.positions.numpy()
-    fields: dict[str, Any] = {"x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2]}
-    for attr in pc.point:
-        if attr != "positions":
-            values = pc.point[attr].numpy()
-            fields[attr] = values.reshape(len(xyz), -1)[:, 0] if values.ndim > 1 else values
     grid = (height, width) if height > 1 and height * width == points else None
-    return cloud_from_fields(fields, path, grid)
+    return cloud_from_fields(_open3d_fields(pc), path, grid)
 
 
 def _read_ply(path: Path) -> PointCloud:
@@ -160,12 +166,7 @@ def _read_ply(path: Path) -> PointCloud:
     pc = o3d.t.io.read_point_cloud(str(path))
     if "positions" not in pc.point:
         return PointCloud.empty()
-    xyz = pc.point.positions.numpy()
-    fields: dict[str, Any] = {"x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2]}
-    for attr in pc.point:
-        if attr != "positions":
-            fields[attr] = pc.point[attr].numpy().reshape(len(xyz))
-    return cloud_from_fields(fields, path)
+    return cloud_from_fields(_open3d_fields(pc), path)
 
 
 def _read_las(path: Path) -> PointCloud:

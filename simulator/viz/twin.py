@@ -14,19 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..io.atomic import atomic_path, write_atomic
+from ..compare import grouped_median
+from ..io.atomic import write_atomic, write_figure
 from ..pointcloud import PointCloud
 
 __all__ = ["write_twin_page"]
-
-
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 def _values(xs: list[float | None]) -> np.ndarray:
@@ -34,15 +26,8 @@ def _values(xs: list[float | None]) -> np.ndarray:
 
 
 def _binned_median(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """(B,) median of ``y`` in bins of ``x`` (NaN where a bin is empty)."""
-    idx = np.digitize(x, edges) - 1
-    out = np.full(len(edges) - 1, np.nan)
-    order = np.argsort(idx, kind="stable")
-    bins, starts, counts = np.unique(idx[order], return_index=True, return_counts=True)
-    for b, s0, n in zip(bins.tolist(), starts.tolist(), counts.tolist(), strict=True):
-        if 0 <= b < len(out) and n >= 5:  # a loop over bins (tens)
-            out[b] = float(np.median(y[order[s0 : s0 + n]]))
-    return out
+    """(B,) median of ``y`` in bins of ``x`` (NaN where a bin has fewer than 5 values)."""
+    return grouped_median(np.digitize(x, edges) - 1, y, len(edges) - 1, min_count=5)
 
 
 def write_twin_page(
@@ -110,7 +95,7 @@ def write_twin_page(
             ylabel="median intensity",
         )
         ax.legend(fontsize=8)
-    files.append(_save(fig, folder / "rings.png"))
+    files.append(write_figure(fig, folder / "rings.png", dpi=110))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ground = "ground" if "ground" in surfaces else names[0]
@@ -124,7 +109,7 @@ def write_twin_page(
            xlabel="median range of the ring's beams on the surface, m", ylabel="returns / beams",
            ylim=(-0.02, 1.02))  # fmt: skip
     ax.legend(fontsize=8)
-    files.append(_save(fig, folder / "dropout_range.png"))
+    files.append(write_figure(fig, folder / "dropout_range.png", dpi=110))
 
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{f['rings_judged']}</td>"
