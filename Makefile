@@ -53,9 +53,9 @@ format: $(STAMP)
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache
 
-# One frame of every preset's pattern, as docs/presets/NAME.png (compare with the datasheets).
+# One frame of every preset's pattern, as docs/img/presets/NAME.png (compare with the datasheets).
 preset-plots: $(STAMP)
-	@mkdir -p docs/presets
+	@mkdir -p docs/img/presets
 	@for n in $$($(BIN)/python -c "from simulator.config import scanner_presets; print(*scanner_presets())"); do \
-		$(BIN)/lidar-sim scanners $$n --plot docs/presets/$$n.png; \
+		$(BIN)/lidar-sim scanners $$n --plot docs/img/presets/$$n.png; \
 	done

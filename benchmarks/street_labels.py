@@ -1,6 +1,6 @@
 """Label shares of scans of generated streets beside SemanticKITTI's, and the streets' size.
 
-    python benchmarks/street_labels.py [--seeds 5] [--frames 10] [--plot docs/street_labels.png]
+    python benchmarks/street_labels.py [--seeds 5] [--frames 10] [--plot docs/img/street_labels.png]
 
 Each seed's street is driven in the ego lane at 8 m/s with an HDL-64E (KITTI's sensor,
 1.73 m above the road); the shares of all the frames' points per class are printed
