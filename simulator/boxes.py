@@ -152,8 +152,10 @@ def headings_from_spec(spec: SceneSpec) -> dict[int, float]:
     scene spec, by instance id: the direction of the x axis of its first part's placement
     (``rotation_deg``). The kit builds every object in its own frame, x forward, and turns
     each part with it, so this is the yaw the generator placed the object with. Objects
-    with a trajectory (their pose gives it), mesh files (no front is stated) and objects
-    without an explicit instance are left out: they keep the long-side rule."""
+    with a trajectory (their pose gives it), mesh files (a part rule's ``heading_deg``
+    states their front: :attr:`simulator.scene.SceneObject.heading_rad`, which
+    :func:`object_boxes` reads itself) and objects without an explicit instance are left
+    out: they keep the long-side rule unless their mesh file's rules state a front."""
     headings: dict[int, float] = {}
     for obj in spec.objects:
         if obj.mesh is not None or obj.trajectory is not None or not obj.instance:
@@ -229,12 +231,18 @@ def object_boxes(
         Samples farther than this are not seen.
     headings_rad : mapping of int to float, optional
         The world heading (rad about z) of static objects by instance id
-        (:func:`headings_from_spec`); the others get the long-side rule.
+        (:func:`headings_from_spec`); with the headings the scene's mesh parts state
+        (their part rules' ``heading_deg``, the first part's of an instance), these are
+        the boxes' fronts; the others get the long-side rule.
     elevation_window_rad : (2,) float, optional
         The sensor's vertical field of view (lowest, highest beam elevation in its frame,
         rad): ``visibility`` counts only the surface within it.
     """
-    headings = headings_rad or {}
+    headings: dict[int, float] = {}
+    for o in scene.objects:  # a mesh file's front, as its part rule states it
+        if o.heading_rad is not None and o.instance and o.instance not in headings:
+            headings[o.instance] = o.heading_rad
+    headings.update(headings_rad or {})
     groups = _objects_by_instance(scene)
     rot_s, pos_s = (np.asarray(a, dtype=np.float64) for a in world_from_sensor)
     rows = []

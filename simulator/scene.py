@@ -86,6 +86,9 @@ class SceneObject:
     #: World from object over time, for a moving object (its vertices are then in the
     #: object's own frame); None for a static one (vertices in the world).
     trajectory: Trajectory | None = None
+    #: The world heading (rad about z) of a static countable object's front, when its
+    #: mesh file's part rule states one (``heading_deg``); None: not stated.
+    heading_rad: float | None = None
 
     @property
     def moving(self) -> bool:
@@ -464,6 +467,11 @@ def build_scene(
             with np.errstate(all="ignore"):
                 placed = _place(part.vertices, placement @ part.transform)
             _check_finite(placed, f"{source}: {key} ({name}) after placement")
+            heading = None
+            if rule is not None and rule.heading_deg is not None and moving is None:
+                front = np.radians(rule.heading_deg)
+                axis = (placement @ part.transform)[:3, :3] @ [np.cos(front), np.sin(front), 0]
+                heading = float(np.arctan2(axis[1], axis[0]))
             objects.append(
                 SceneObject(
                     name=name,
@@ -473,6 +481,7 @@ def build_scene(
                     label=label,
                     instance=instance,
                     trajectory=moving,
+                    heading_rad=heading,
                 )
             )
     return Scene(objects=objects, materials=used, source=str(source), warnings=notes)

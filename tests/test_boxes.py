@@ -195,6 +195,62 @@ def test_parked_cars_face_the_way_they_were_parked() -> None:
     assert faced[0] >= 5 and faced[180] >= 5
 
 
+def _mesh_cars(path: Path) -> None:
+    """A glTF of two parked cars as another tool would export them, front at the node's
+    +x: a 4.2 x 1.8 x 1 m body and a cabin set 0.4 m back; car_1's node turned 180 deg."""
+    import trimesh
+
+    scene = trimesh.Scene()
+    for k, (x, yaw) in enumerate(((0.0, 0.0), (8.0, np.pi))):
+        node = trimesh.transformations.rotation_matrix(yaw, [0, 0, 1])
+        node[:3, 3] = [x, 0.0, 0.0]
+        body = trimesh.creation.box((4.2, 1.8, 1.0))
+        body.apply_translation((0.0, 0.0, 0.7))
+        cabin = trimesh.creation.box((2.0, 1.6, 0.5))
+        cabin.apply_translation((-0.4, 0.0, 1.45))
+        for part, mesh in (("body", body), ("cabin", cabin)):
+            scene.add_geometry(mesh, node_name=f"car_{k}/{part}", geom_name=f"car_{k}_{part}",
+                               transform=node)  # fmt: skip
+    scene.export(str(path))
+
+
+@pytest.mark.parametrize("stated", [True, False])
+def test_a_mesh_files_part_rule_states_the_front(tmp_path: Path, stated: bool) -> None:
+    """A part rule's ``heading_deg`` (the front in the part's own frame) gives a parked car
+    from a mesh file its front: the node's turn and the object's placement (60 deg) give
+    yaw 60 deg to car_0 and -120 deg to car_1, whose cabins sit behind their centres along
+    the box's -x. Without it the long-side rule cannot tell front from back, so the two
+    cars, facing opposite ways, get the same yaw."""
+    from simulator.boxes import object_boxes
+    from simulator.scene import load_scene
+
+    _mesh_cars(tmp_path / "cars.glb")
+    rule = {"match": "car_*", "material": "car_paint", "label": "car",
+            "group": r"^(car_\d+)/"}  # fmt: skip
+    if stated:
+        rule["heading_deg"] = 0.0
+    cars = {"name": "cars", "mesh": "cars.glb", "rotation_deg": [0, 0, 60], "parts": [rule]}
+    (tmp_path / "scene.yaml").write_text(yaml.safe_dump({"objects": [cars]}))
+    scene = load_scene(tmp_path / "scene.yaml")
+    boxes = object_boxes(scene, 0.0, (np.eye(3), np.zeros(3)))
+    assert len(boxes) == 2
+    yaw = {}
+    for b in range(2):
+        cabin = next(o for o in scene.objects
+                     if o.instance == boxes.instance[b] and o.name.endswith("cabin"))  # fmt: skip
+        name = "car_0" if np.linalg.norm(boxes.centre_m[b][:2]) < 1 else "car_1"
+        yaw[name] = boxes.yaw_rad[b]
+        local = (cabin.vertices_m - boxes.centre_m[b]) @ boxes.rotation[b]
+        np.testing.assert_allclose(boxes.size_m[b], [4.2, 1.8, 1.5], atol=1e-6)  # float32
+        if stated:  # the cabin 0.4 m behind the centre: the box's +x is the front
+            assert local[:, 0].mean() == pytest.approx(-0.4, abs=1e-6)
+    if stated:
+        assert yaw["car_0"] == pytest.approx(np.radians(60), abs=1e-6)
+        assert yaw["car_1"] == pytest.approx(np.radians(-120), abs=1e-6)
+    else:
+        assert abs(np.angle(np.exp(1j * (yaw["car_0"] - yaw["car_1"])))) < 1e-6
+
+
 @pytest.fixture(scope="module")
 def passing_cars() -> tuple[object, object]:
     """A static VLP-16 (head starting at 180 deg) between two cars driving at 15 m/s

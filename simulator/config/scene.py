@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..labels import SEMANTIC_KITTI
-from .base import Model, NonNegFloat, PositiveFloat, Vec2Pos, Vec3, Vec3Pos
+from .base import FiniteFloat, Model, NonNegFloat, PositiveFloat, Vec2Pos, Vec3, Vec3Pos
 from .pose import TrajectorySpec
 
 __all__ = [
@@ -94,6 +94,10 @@ class PartRule(Model):
     matching part an id of its own, ``object`` the object's one id, a number that id;
     ``group``, a regular expression, gives the parts whose first group (or whole match)
     is the same one id (``^(car_\\d+)/`` makes every part of ``car_3`` one car).
+    ``heading_deg``: where the countable object's front points in the part's own frame
+    (deg about its z axis from its x axis; the file's node transform and the object's
+    placement turn it into the world), so a static car from a mesh file gets a box that
+    faces its front instead of the long-side rule's (which cannot tell front from back).
     """
 
     match: str | None = None
@@ -102,6 +106,7 @@ class PartRule(Model):
     material: str | Material | None = None
     instance: Literal["part", "object"] | Annotated[int, Field(ge=0, le=65535)] | None = None
     group: str | None = None
+    heading_deg: FiniteFloat | None = None
 
     @model_validator(mode="after")
     def _matches_something(self) -> PartRule:
