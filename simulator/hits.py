@@ -58,6 +58,7 @@ __all__ = [
     "measured_range",
     "range_response",
     "received_peak",
+    "relief_at",
     "reported_intensity",
     "sensor_jitter_m",
 ]
@@ -221,6 +222,12 @@ class ReturnModel:
     returns_per_pulse: int = 1
     #: The sensor's intensity response; None: the reflectivity as it is.
     response: SensorResponse | None = field(default=None, compare=False)
+    #: Weather with drawn particles (:mod:`simulator.weather`): the one-way optical depth
+    #: their share of ``extinction_per_m`` contributes out to ranges ``0, step, 2 step,
+    #: ...`` (the last value beyond), given back because their shadows are drawn; None:
+    #: the extinction is uniform. ``exp(-2 alpha R + 2 relief(R))`` is the transmission.
+    extinction_relief: NDArray[np.float64] | None = field(default=None, compare=False)
+    extinction_relief_step_m: float = 0.0
 
     @classmethod
     def from_scanner(
@@ -274,6 +281,23 @@ class ReturnModel:
         return NO_RESPONSE if self.response is None else self.response.kernel_args()
 
     @property
+    def extinction_args(self) -> NDArray[np.float64]:
+        """The extinction as the kernels take it: ``[alpha, step, relief...]`` (no relief
+        after the first two when the extinction is uniform)."""
+        relief = np.zeros(0) if self.extinction_relief is None else self.extinction_relief
+        head = [self.extinction_per_m, self.extinction_relief_step_m]
+        return np.ascontiguousarray(np.concatenate([head, relief]), dtype=np.float64)
+
+    def two_way_transmission(self, range_m: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``exp(-2 alpha R)``, or ``exp(2 relief(R) - 2 alpha R)`` with a relief (linear
+        between its samples, as the kernels interpolate it): (N,) float64."""
+        r = np.asarray(range_m, dtype=np.float64)
+        if self.extinction_relief is None:
+            return np.exp(-2.0 * self.extinction_per_m * r)
+        return np.exp(2.0 * relief_at(r, self.extinction_relief, self.extinction_relief_step_m)
+                      - 2.0 * self.extinction_per_m * r)  # fmt: skip
+
+    @property
     def return_mode_number(self) -> int:
         """The return mode as the echo kernel numbers it."""
         return RETURN_MODES[self.return_mode]
@@ -286,7 +310,7 @@ class ReturnModel:
         lo, hi = 1e-6, 1e7
         for _ in range(200):
             mid = 0.5 * (lo + hi)
-            s = backscatter * np.exp(-2 * self.extinction_per_m * mid) / mid**2
+            s = backscatter * float(self.two_way_transmission(np.array(mid))) / mid**2
             lo, hi = (mid, hi) if s >= self.threshold else (lo, mid)
         return lo
 
@@ -461,8 +485,19 @@ def received_peak(
     r_safe = np.maximum(range_true_m, 1e-6)
     received = backscatter * peak_factor / (r_safe * r_safe)
     if model.extinction_per_m > 0.0:
-        received *= np.exp(-2.0 * model.extinction_per_m * range_true_m)
+        received *= model.two_way_transmission(range_true_m)
     return received
+
+
+def relief_at(
+    range_m: NDArray[np.float64], relief: NDArray[np.float64], step_m: float
+) -> NDArray[np.float64]:
+    """A table sampled at ``0, step, 2 step, ...`` at some ranges, linear between samples
+    and its last value beyond (the arithmetic of the kernels' ``relief_at``): (N,) float64."""
+    x = np.minimum(np.asarray(range_m, dtype=np.float64) / step_m, len(relief) - 1.0)
+    i = np.minimum(x.astype(np.intp), len(relief) - 2)
+    between = relief[i] + (x - i) * (relief[i + 1] - relief[i])
+    return np.where(x >= len(relief) - 1.0, relief[-1], between)
 
 
 def sensor_jitter_m(key: NDArray[np.uint64], model: ReturnModel) -> NDArray[np.float64]:

@@ -207,6 +207,7 @@ class Simulation:
         if not s.weather.clear:
             objects = len(self.tables.label_of_object)
             self.medium = Medium.of(s.weather, scanner, self.model, s.seed, objects)
+            self.model = self.medium.model  # with the drawn particles' extinction relief
             self.tables = self.tables.with_media(self.medium.labels)
         self.streams = Streams.from_seed(s.seed)
         div = scanner.divergence_mrad

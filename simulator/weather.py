@@ -9,7 +9,13 @@ A ``weather:`` section (:class:`~simulator.config.Weather`) adds three things to
    wavelength), which for an exponential size distribution ``N(D) = N0 exp(-Lambda D)``
    is ``pi N0 / Lambda^3``. Extinctions of several conditions add. The threshold stays
    the clear-air one, so the farthest detection of a target shrinks as
-   ``rho cos exp(-2 alpha R) / R^2 = threshold`` says.
+   ``rho cos exp(-2 alpha R) / R^2 = threshold`` says. With rain or snow the particles
+   that are drawn (3.) shadow the beam themselves, so their share ``alpha_drawn(r)`` of
+   the extinction (the part of the size distribution above the smallest drawn size at
+   that range) is taken out of the continuum: hard targets receive
+   ``exp(-2 integral(alpha - alpha_drawn(r) dr))`` times the drawn particles' shadows,
+   the model's extinction relief (:attr:`simulator.hits.ReturnModel.extinction_relief`),
+   so that on average the beam loses ``exp(-2 alpha R)``, each particle counted once.
 
 2. **Soft targets** (fog, dust). The medium backscatters ``beta`` per metre and
    steradian along the whole beam (fog: ``beta = 0.046 / MOR``, Rasshofer et al. 2011;
@@ -34,12 +40,12 @@ A ``weather:`` section (:class:`~simulator.config.Weather`) adds three things to
    run and every chunking). A particle of cross-section ``a`` at range ``r`` takes the
    share ``f = a / A(r)`` of the beam (``A``: the beam's area there, from the exit
    diameter and the divergences, uniform across), and returns it as a disc of its
-   equivalent reflectance (drops: ``2 pi / 18.8`` from the lidar ratio of water;
+   equivalent reflectance (drops: 0.05, Mie backscatter at 905 nm off the glory;
    flakes: Lambertian spheres of albedo 0.9, ``0.6``) times the overlap: an echo of
-   energy ``f rho zeta(r)``. It shadows the beam behind it by ``f`` (with footprints:
-   the sub-ray it lies in). Its echo is grouped, detected and selected with the
-   scene's echoes, so a particle closer than the separation to a surface makes a mixed
-   point, and a large flake near the sensor gives a point while drizzle mostly does not.
+   energy ``f rho zeta(r)``. It shadows the beam behind it by ``(1 - Q f)^2`` (two
+   passes, ``Q`` the extinction efficiency; with footprints: the sub-ray it lies in).
+   Its echo is grouped, detected and selected with the scene's echoes, so a particle
+   closer than the separation to a surface makes a mixed point, and a large flake near the sensor gives a point while drizzle mostly does not.
 
    Only particles that could be detected on their own (``S >= threshold`` with full
    overlap) are made discrete; the smaller ones act through the extinction alone. For a
@@ -62,7 +68,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -122,6 +128,10 @@ _SOFT_MAX_SAMPLES = 1500
 _SOFT_BLOCK_VALUES = 4_000_000
 #: Samples of the particle range table.
 _PARTICLE_TABLE = 4096
+#: Samples of the hard targets' extinction relief (uniform in range, to the maximum).
+_RELIEF_TABLE = 2048
+#: Gauss-Laguerre nodes of the drawn particles' extinction (exact for the drops' D^2).
+_LAGUERRE_NODES = 24
 
 
 #: A size distribution: (N0 m^-3 mm^-1, Lambda mm^-1, k, p): ``N(D) = N0 exp(-Lambda D)``
@@ -305,7 +315,7 @@ class SoftTarget:
         step = max(length / _SOFT_SAMPLES_PER_PULSE, (end - start) / _SOFT_MAX_SAMPLES)
         first = max(start, step)
         r = first + step * np.arange(int(np.ceil((end - first) / step)) + 1)
-        src = np.pi * beta * overlap(r, scanner) * np.exp(-2.0 * model.extinction_per_m * r)
+        src = np.pi * beta * overlap(r, scanner) * model.two_way_transmission(r)
         src = src / r**2 * step
         shape = np.exp(-4.0 * np.log(2.0) * ((r[:, None] - r[None, :]) / length) ** 2)
         uncut = shape @ src
@@ -422,6 +432,30 @@ class Population:
         """Expected number of drawn particles in one beam, out to the maximum range."""
         return float(self.cumulative[-1])
 
+    def drawn_extinction_per_m(self) -> NDArray[np.float64]:
+        """The drawn particles' share of the extinction at the table's ranges, 1/m: (T,)
+        float64. What those larger than ``D_min(r)`` remove, ``Q pi/4 k^2 N0 integral
+        from D_min to infinity of D^(2p) exp(-Lambda D) dD``, by Gauss-Laguerre
+        quadrature of ``exp(-Lambda D_min) / Lambda integral((D_min + x / Lambda)^(2p)
+        exp(-x) dx)``; 0 where none is drawn."""
+        x, w = np.polynomial.laguerre.laggauss(_LAGUERRE_NODES)
+        smallest = np.where(np.isfinite(self.min_size_mm), self.min_size_mm, 0.0)
+        lam = self.lambda_per_mm
+        tail = (smallest[:, None] + x[None, :] / lam) ** (2.0 * self.diameter_p) @ w
+        per_m = (self.efficiency * np.pi / 4.0 * self.diameter_k**2 * self.n0_per_m3_mm
+                 * np.exp(-lam * smallest) / lam * tail * 1e-6)  # fmt: skip
+        return np.where(np.isfinite(self.min_size_mm), per_m, 0.0)
+
+    def drawn_depth(self, range_m: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The one-way optical depth of the drawn particles out to some ranges (the
+        integral of :meth:`drawn_extinction_per_m`, trapezoids on the table): (N,)
+        float64; what a beam expects to lose to them, ``Q`` times their shares."""
+        per_m = self.drawn_extinction_per_m()
+        depth = np.concatenate(
+            [[0.0], np.cumsum(0.5 * (per_m[1:] + per_m[:-1]) * np.diff(self.range_m))]
+        )
+        return np.interp(range_m, self.range_m, depth)
+
     @classmethod
     def of(
         cls,
@@ -438,7 +472,7 @@ class Population:
         n0, lam, k, p = distribution
         r = model.range_max_m * np.linspace(0.0, 1.0, _PARTICLE_TABLE) ** 2
         area = beam_area_m2(r, scanner)
-        seen = overlap(r, scanner) * np.exp(-2.0 * model.extinction_per_m * r)
+        seen = overlap(r, scanner) * model.two_way_transmission(r)
         # rho zeta (pi d^2 / 4) / A exp(-2 alpha r) / r^2 = threshold, d = k D^p 1e-3 m
         with np.errstate(divide="ignore", invalid="ignore"):
             d_min_mm = 1e3 * np.sqrt(4.0 * model.threshold * r**2 * area
@@ -487,6 +521,16 @@ class Population:
         return Particles(pulse, range_m, diameter_m, u_place)
 
 
+def _with_relief(model: ReturnModel, populations: Sequence[Population]) -> ReturnModel:
+    """``model`` with the drawn particles' optical depth as its extinction relief, on
+    :data:`_RELIEF_TABLE` ranges from 0 to the maximum range."""
+    step = model.range_max_m / (_RELIEF_TABLE - 1)
+    r = step * np.arange(_RELIEF_TABLE)
+    relief = sum(p.drawn_depth(r) for p in populations)
+    return replace(model, extinction_relief=np.asarray(relief, dtype=np.float64),
+                   extinction_relief_step_m=float(step))  # fmt: skip
+
+
 def _log_factorial(n: NDArray[np.int64]) -> NDArray[np.float64]:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, int(n.max()) + 1)))])[n]
 
@@ -531,6 +575,10 @@ class Medium:
     first_object : int
         Object id of the first kind of :data:`MEDIUM_KINDS` (the scene's object count).
     scanner : ScannerConfig
+    model : ReturnModel
+        The model the scan uses: the one given, with the drawn particles' share of the
+        extinction given back as a relief (:attr:`ReturnModel.extinction_relief`) when
+        there are particles.
     """
 
     extinction_per_m: float
@@ -538,6 +586,7 @@ class Medium:
     populations: tuple[Population, ...]
     first_object: int
     scanner: ScannerConfig
+    model: ReturnModel
 
     @classmethod
     def of(
@@ -549,6 +598,32 @@ class Medium:
         def obj(kind: str) -> int:
             return objects + MEDIUM_KINDS.index(kind)
 
+        def falling(model: ReturnModel) -> list[Population]:
+            out = []
+            for kind, fall, law, rho, stream in (
+                ("rain", weather.rain, _rain_distribution, RAIN_BACKSCATTER_REFLECTANCE,
+                 STREAM_RAIN),
+                ("snow", weather.snow, _snow_distribution, SNOW_EQUIVALENT_REFLECTANCE,
+                 STREAM_SNOW),
+            ):  # fmt: skip
+                if fall is not None:
+                    seed_k = np.uint64(stream_seed(seed, stream))
+                    out.append(Population.of(
+                        kind, law(fall.rate_mm_h), rho, fall.extinction_efficiency, scanner,
+                        model, obj(kind), seed_k,
+                    ))  # fmt: skip
+            return out
+
+        # The drawn particles' shadows are drawn, so their share of the extinction is
+        # given back to the continuous medium; which are drawn depends on the
+        # transmission, so the relief is found twice (the second changes the first's
+        # smallest drawn sizes by far less than a part in a thousand).
+        populations = falling(model)
+        if populations:
+            for _ in range(2):
+                model = _with_relief(model, populations)
+                populations = falling(model)
+            model = _with_relief(model, populations)
         soft = []
         if model.pulse_length_m > 0.0:
             for kind, medium, ratio, stream in (
@@ -561,19 +636,8 @@ class Medium:
                     beta = KOSCHMIEDER / medium.visibility_m / ratio * factor
                     seed_k = np.uint64(stream_seed(seed, stream))
                     soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
-        populations = []
-        for kind, fall, law, rho, stream in (
-            ("rain", weather.rain, _rain_distribution, RAIN_BACKSCATTER_REFLECTANCE, STREAM_RAIN),
-            ("snow", weather.snow, _snow_distribution, SNOW_EQUIVALENT_REFLECTANCE, STREAM_SNOW),
-        ):
-            if fall is not None:
-                seed_k = np.uint64(stream_seed(seed, stream))
-                populations.append(Population.of(
-                    kind, law(fall.rate_mm_h), rho, fall.extinction_efficiency, scanner, model,
-                    obj(kind), seed_k,
-                ))  # fmt: skip
         alpha = weather_extinction_per_m(weather, scanner.wavelength_nm)
-        return cls(alpha, tuple(soft), tuple(populations), objects, scanner)
+        return cls(alpha, tuple(soft), tuple(populations), objects, scanner, model)
 
     @property
     def labels(self) -> NDArray[np.uint16]:
@@ -685,7 +749,11 @@ def _soft_echoes(
     """One echo a pulse: the soft target's waveform peak, as an echo of peak factor 1 whose
     energy gives that received peak; and its jitter keys."""
     range_m, received = soft.echoes(sub_range, beam.weights.astype(np.float64))
-    energy = received * range_m**2 * np.exp(2.0 * model.extinction_per_m * range_m)
+    if model.extinction_relief is None:
+        back = np.exp(2.0 * model.extinction_per_m * range_m)
+    else:
+        back = 1.0 / model.two_way_transmission(range_m)
+    energy = received * range_m**2 * back
     n = len(pulse_id)
     zeros, ones = np.zeros(n), np.ones(n)
     echoes = Echoes(

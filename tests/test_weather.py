@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import integrate, optimize
+from scipy import integrate, optimize, special
 
 import simulator
 from simulator.backend import NumpyBackend
@@ -247,45 +247,75 @@ def test_fog_and_a_wall_by_return_mode(ws: Workspace, mode: str, expected: list[
 # --------------------------------------------------------------------------- particles
 
 
+def _fall(rate_mm_h: float, kind: str) -> tuple[float, float, float, object]:
+    """``(N0, Lambda, rho, diameter(D) mm)`` of rain (Marshall-Palmer, the drop's Mie
+    backscatter 0.05 5-20 mrad off the backward direction) or snow (Gunn-Marshall, Brandes
+    et al. 2007 flakes: rho d^3 = D^3 with rho = 0.178 d^-0.922, albedo 0.9: 0.6)."""
+    if kind == "rain":
+        return 8000.0, 4.1 * rate_mm_h**-0.21, 0.05, lambda d: d
+    return (3800.0 * rate_mm_h**-0.87, 2.55 * rate_mm_h**-0.48, 0.6,
+            lambda d: (d**3 / 0.178) ** (1 / 2.078))  # fmt: skip
+
+
+def _drawn_law(rate_mm_h: float, kind: str, scanner: dict, q: float = 2.0) -> dict:
+    """The particles drawn (those a pulse detects alone) and the extinction they leave to
+    the continuum, from the size distribution by quadrature on a range grid: returns the
+    grid ``r``, the smallest drawn size ``size_mm``, the drawn particles per metre of
+    beam, the drawn share of the extinction ``alpha_drawn`` and the two-way
+    transmission ``exp(-2 integral(alpha - alpha_drawn))``. The drawn set depends on the
+    transmission and the transmission on it: solved by iterating to a fixed point."""
+    n0, lam, rho, diameter = _fall(rate_mm_h, kind)
+
+    # What particles of size D > lo remove, 1/m: Q pi/4 k^2 N0 Gamma(2p + 1, Lambda lo) /
+    # Lambda^(2p + 1) for a diameter k D^p (the upper incomplete gamma function).
+    k, p = (1.0, 1.0) if kind == "rain" else ((1 / 0.178) ** (1 / 2.078), 3 / 2.078)
+
+    def ext(lo):
+        lo = np.asarray(lo, dtype=np.float64)
+        tail = special.gammaincc(2 * p + 1, lam * np.where(np.isfinite(lo), lo, 0.0))
+        value = q * np.pi / 4 * k**2 * n0 * special.gamma(2 * p + 1) / lam ** (2 * p + 1) * tail
+        return np.where(np.isfinite(lo), value * 1e-6, 0.0)
+
+    assert float(ext(0.0)) == pytest.approx(integrate.quad(
+        lambda d: q * np.pi / 4 * (diameter(d) * 1e-3) ** 2 * n0 * np.exp(-lam * d), 0, np.inf
+    )[0], rel=1e-9)  # fmt: skip
+    alpha = float(ext(0.0))
+    config = simulator.config.ScannerConfig.model_validate(scanner)
+    det = scanner["detection"]
+    th = det["reference_reflectance"] / det["reference_range_m"] ** 2
+    d0 = config.beam_exit_diameter_mm * 1e-3
+    bh = scanner["divergence_mrad"]["horizontal"] * 1e-3
+    bv = scanner["divergence_mrad"]["vertical"] * 1e-3
+    start, full = config.overlap_range_m
+    r = np.concatenate(
+        [np.linspace(start, 3 * full, 400), np.geomspace(3 * full, scanner["range_max_m"], 400)[1:]]
+    )
+    area = np.pi / 4 * (d0 + r * bh) * (d0 + r * bv)
+    zeta = np.array([_geometric_overlap(x, config) for x in r])
+    transmission = np.exp(-2 * alpha * r)
+    for _ in range(4):
+        size = np.full(len(r), np.inf)
+        for i in np.flatnonzero(zeta > 0):
+            # rho (pi d^2/4) / area * zeta * transmission / r^2 >= th
+            d_m = np.sqrt(4 * th * r[i] ** 2 * area[i] / (np.pi * rho * zeta[i] * transmission[i]))
+            size[i] = optimize.brentq(lambda x, d=d_m: diameter(x) - d * 1e3, 0.0, 1e4)
+        drawn = ext(size)
+        depth = integrate.cumulative_trapezoid(drawn, r, initial=0.0)
+        transmission = np.exp(-2 * alpha * r + 2 * depth)
+    per_metre = np.where(
+        np.isfinite(size), area * n0 / lam * np.exp(-lam * np.minimum(size, 1e3)), 0.0
+    )
+    return {"r": r, "size_mm": size, "per_metre": per_metre, "alpha": alpha,
+            "alpha_drawn": drawn, "depth": depth, "transmission": transmission}  # fmt: skip
+
+
 def _expected_particle_pulses(
     rate_mm_h: float, kind: str, scanner: dict, pulses: int
 ) -> tuple[float, float]:
     """Mean and standard deviation of the number of pulses with a detected particle in
-    the sky, from the size distribution integrated over the beam (quadrature)."""
-    if kind == "rain":
-        # 0.05: the drop's Mie backscatter 5-20 mrad off the backward direction.
-        n0, lam, rho = 8000.0, 4.1 * rate_mm_h**-0.21, 0.05
-
-        def flake_mm(size: float) -> float:
-            return size
-    else:
-        n0, lam, rho = 3800.0 * rate_mm_h**-0.87, 2.55 * rate_mm_h**-0.48, 0.6
-
-        def flake_mm(size: float) -> float:  # Brandes et al. 2007
-            return (size**3 / 0.178) ** (1 / 2.078)
-
-    alpha = integrate.quad(lambda d: 2 * np.pi / 4 * (flake_mm(d) * 1e-3) ** 2 * n0
-                           * np.exp(-lam * d), 0, np.inf)[0]  # fmt: skip
-    config = simulator.config.ScannerConfig.model_validate(scanner)
-    det = scanner["detection"]
-    th = det["reference_reflectance"] / det["reference_range_m"] ** 2
-    d0 = 0.010
-    bh = scanner["divergence_mrad"]["horizontal"] * 1e-3
-    bv = scanner["divergence_mrad"]["vertical"] * 1e-3
-    start, full = config.overlap_range_m
-
-    def per_metre(r: float) -> float:
-        area = np.pi / 4 * (d0 + r * bh) * (d0 + r * bv)
-        zeta = _geometric_overlap(r, config)
-        if zeta == 0.0:
-            return 0.0
-        # rho (pi d^2/4) / area * zeta exp(-2 alpha r) / r^2 >= th
-        d_m = np.sqrt(4 * th * r**2 * area / (np.pi * rho * zeta * np.exp(-2 * alpha * r)))
-        size_mm = optimize.brentq(lambda x: flake_mm(x) - d_m * 1e3, 0.0, 1e4)
-        return area * n0 / lam * np.exp(-lam * size_mm)
-
-    mu, _ = integrate.quad(per_metre, start, scanner["range_max_m"], limit=500,
-                           points=[full, 2 * full])  # fmt: skip
+    the sky, from the size distribution integrated over the beam (:func:`_drawn_law`)."""
+    law = _drawn_law(rate_mm_h, kind, scanner)
+    mu = integrate.trapezoid(law["per_metre"], law["r"])
     p = 1.0 - np.exp(-mu)
     return pulses * p, np.sqrt(pulses * p * (1 - p))
 
@@ -310,6 +340,68 @@ def test_particle_returns_per_revolution_match_the_size_distribution(
     assert abs(len(cloud) - mean) < 4 * sigma + 1, (len(cloud), mean, sigma)
     assert mean > 300  # the test has power
     assert cloud["range_m"].min() >= 0.5
+
+
+def test_a_wall_behind_rain_receives_the_extinction_of_the_particles_not_drawn(
+    ws: Workspace,
+) -> None:
+    """Particles are counted once. A dark wall 30 m away in a 50 mm/h downpour, seen in
+    last-return mode (the wall is the last echo when it is detected): on every pulse the
+    wall is detected exactly when ``rho cos / R^2 exp(-2 integral(alpha - alpha_drawn))
+    prod (1 - Q s)^2 >= threshold``, where alpha is every drop's extinction and
+    alpha_drawn that of the drops large enough to be drawn (detectable alone), both by
+    quadrature of Marshall-Palmer (:func:`_drawn_law`), and the product runs over the
+    drawn drops in front of the wall (shares ``s`` of the beam, two passes). The wall's
+    reflectance puts its normal-incidence law midway between counting the drawn drops
+    once and twice, so the double count loses the centre of the wall (over 60 pulses in
+    two revolutions); and on average the drawn shadows are what the relief gives back: the
+    mean of the product over 200,000 pulses is ``exp(-2 integral(alpha_drawn))``, so the
+    wall receives Beer-Lambert's ``exp(-2 alpha R)`` on average."""
+    scanner = single_channel_scanner(
+        return_mode="last", pulse_length_ns=0.0, range_min_m=0.5, range_max_m=200.0,
+        divergence_mrad={"horizontal": 3.0, "vertical": 3.0},
+    )  # fmt: skip
+    rate, distance = 50.0, 30.0
+    law = _drawn_law(rate, "rain", scanner)
+    alpha = law["alpha"]
+    depth = float(np.interp(distance, law["r"], law["depth"]))
+    assert 0.01 < depth < 0.03  # the drawn drops' share: a few percent of the two passes
+    rho = THRESHOLD * distance**2 * np.exp(2 * alpha * distance - depth)
+    wall = _wall(distance, {**PLAIN, "reflectance": float(rho), "label": "building"})
+    sim = _sim(ws, [wall], scanner, revolutions=2, weather={"rain": {"rate_mm_h": rate}})
+    cloud = sim.run()
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    r = chunk.hits.range_m.astype(np.float64)
+    cos = np.abs(np.einsum("ij,ij->i", chunk.hits.normal.astype(np.float64),
+                           chunk.cast[:, 3:].astype(np.float64)))  # fmt: skip
+    # The drawn drops in front of the wall, each taking Q = 2 times its share, twice.
+    assert sim.medium is not None
+    drops = sim.medium.draw(np.arange(sim.total_pulses, dtype=np.uint64))[0]
+    area = np.pi / 4 * (0.010 + drops.range_m * 3e-3) ** 2
+    share = np.minimum(np.pi / 4 * drops.diameter_m**2 / area, 1.0)
+    lit = drops.range_m < r[drops.pulse]
+    shadow = np.ones(sim.total_pulses)
+    np.multiply.at(shadow, drops.pulse[lit], (1.0 - np.minimum(2 * share[lit], 1.0)) ** 2)
+    once = np.exp(-2 * alpha * r + 2 * np.interp(r, law["r"], law["depth"]))
+    received = rho * cos / r**2 * once * shadow / THRESHOLD
+    detected = np.zeros(sim.total_pulses, dtype=bool)
+    detected[cloud["pulse_id"][cloud["label"] == label_id("building")]] = True
+    clear_cut = np.abs(received - 1.0) > 1e-3
+    assert np.sum(~clear_cut) < 10
+    np.testing.assert_array_equal(detected[clear_cut], received[clear_cut] >= 1.0)
+    # Counting the drawn drops twice would lose these pulses of the wall.
+    twice = received * np.exp(-2 * np.interp(r, law["r"], law["depth"]))
+    assert np.sum(detected & (twice < 1.0)) > 60, np.sum(detected & (twice < 1.0))
+    # On average the drawn drops take what their share of the extinction says.
+    ids = np.arange(200_000, dtype=np.uint64)
+    drops = sim.medium.draw(ids)[0]
+    near = drops.range_m < distance
+    area = np.pi / 4 * (0.010 + drops.range_m[near] * 3e-3) ** 2
+    share = np.minimum(np.pi / 4 * drops.diameter_m[near] ** 2 / area, 1.0)
+    shadow = np.ones(len(ids))
+    np.multiply.at(shadow, drops.pulse[near], (1.0 - np.minimum(2 * share, 1.0)) ** 2)
+    lost, expected = 1.0 - shadow.mean(), 1.0 - np.exp(-2 * depth)
+    assert lost == pytest.approx(expected, rel=0.05), (lost, expected)
 
 
 def test_drizzle_rarely_and_a_snowstorm_often_gives_points_near_the_sensor(

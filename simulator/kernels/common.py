@@ -96,13 +96,29 @@ def peak_factor(pulse_m, spread):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def received_peak(b, peak, r, ext):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.received_peak` of one echo."""
+def received_peak(b, peak, r, extinction):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.received_peak` of one echo; ``extinction``: the model's
+    ``extinction_args`` (alpha, the relief's step, its samples)."""
     rs = max(r, 1e-6)
     received = b * peak / (rs * rs)
+    ext = extinction[0]
     if ext > 0.0:
-        received *= math.exp(-2.0 * ext * r)
+        if len(extinction) > 2:
+            received *= math.exp(2.0 * relief_at(r, extinction) - 2.0 * ext * r)
+        else:
+            received *= math.exp(-2.0 * ext * r)
     return received
+
+
+@njit(inline="always", cache=True)
+def relief_at(r, ext):  # type: ignore[no-untyped-def]
+    """:func:`simulator.hits.relief_at` of one range, the table in ``ext[2:]``."""
+    last = len(ext) - 3
+    x = min(r / ext[1], float(last))
+    if x >= last:
+        return ext[2 + last]
+    i = min(int(x), last - 1)
+    return ext[2 + i] + (x - i) * (ext[3 + i] - ext[2 + i])
 
 
 @njit(inline="always", cache=True)

@@ -392,7 +392,7 @@ def echo_returns(
         slots["width"], slots["count"], slots["energy"], slots["range"], slots["relief"],
         slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
+        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
         model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,
         out_range, out_spread, out_peak,
     )  # fmt: skip
@@ -599,7 +599,7 @@ def see_through_returns(
           for name in ("relief_m", "backscatter", "spread_m", "cos_incidence", "cos_effective")),
         float(beam.weights[0]), model.separation_m, np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_per_m, model.range_min_m,
+        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
         model.range_max_m, model.return_mode_number, width, model.intensity_scale,
         model.intensity_max, model.intensity_step, model.response_args, diagnostics,
         block_count, o_pulse, o_number,

@@ -152,7 +152,7 @@ def evaluate_hits(
         tables.material_of_object, mt.reflectance, mt.minnaert_k, mt.roughness_m,
         mt.micro_slope_rad, mt.micro_slope_cell_m,
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
-        model.extinction_per_m, model.range_min_m, model.range_max_m, model.range_resolution_m,
+        model.extinction_args, model.range_min_m, model.range_max_m, model.range_resolution_m,
         model.range_noise_m, model.intensity_scale, model.intensity_max, model.intensity_step,
         model.response_args, streams.micro_slope, streams.relief, streams.sensor_noise,
         keep, range_m, intensity, full, jitter, *extra,
