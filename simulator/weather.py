@@ -45,7 +45,8 @@ A ``weather:`` section (:class:`~simulator.config.Weather`) adds three things to
    energy ``f rho zeta(r)``. It shadows the beam behind it by ``(1 - Q f)^2`` (two
    passes, ``Q`` the extinction efficiency; with footprints: the sub-ray it lies in).
    Its echo is grouped, detected and selected with the scene's echoes, so a particle
-   closer than the separation to a surface makes a mixed point, and a large flake near the sensor gives a point while drizzle mostly does not.
+   closer than the separation to a surface makes a mixed point, and a large flake near
+   the sensor gives a point while drizzle mostly does not.
 
    Only particles that could be detected on their own (``S >= threshold`` with full
    overlap) are made discrete; the smaller ones act through the extinction alone. For a
