@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from simulator.bench_scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
 from simulator.pipeline import Simulation
 
-from .conftest import REPO
+from .conftest import REPO, count_cast_in_full, judged_in_full, lidar_sim
 
 
 def test_bench_scene_is_reproducible_and_about_a_million_triangles() -> None:
@@ -26,7 +24,39 @@ def test_bench_scene_is_reproducible_and_about_a_million_triangles() -> None:
     )
 
 
-def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def bench_scene():  # type: ignore[no-untyped-def]
+    """The benchmark scene at a tenth of its size, seed 0 (what run_bench builds)."""
+    return build_bench_scene(0, 0.1)
+
+
+@pytest.fixture(scope="module")
+def half_turn() -> tuple[dict, float]:
+    """One benchmark of half a revolution with the bare script (its figures, and the wall
+    time of the call on an outside clock)."""
+    import time
+
+    t0 = time.perf_counter()
+    figures = run_bench(
+        revolutions=0.5, scene_scale=0.1, chunk_pulses=5000, bare_script=True
+    ).figures
+    return figures, time.perf_counter() - t0
+
+
+def _helios(scene, revolutions: float, **keys) -> Simulation:  # type: ignore[no-untyped-def]
+    """A plain Simulation of the benchmark's sensor (the Helios at 1.8 m) in ``scene``."""
+    overrides = keys.pop("overrides", None)
+    survey = Survey(
+        scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]),
+        revolutions=revolutions, **keys,
+    )  # fmt: skip
+    scanner = load_scanner("rs-helios-5515", overrides)
+    return Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."))
+
+
+def test_bench_figures_match_a_scan_of_the_same_scene(
+    half_turn: tuple[dict, float], bench_scene, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """What the benchmark reports is what an independent scan and an outside clock see.
 
     Counts and file sizes are compared with a plain scan of the same scene, written by
@@ -35,25 +65,15 @@ def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
     pipeline's wall time, the steady state inside the pipeline, and everything inside
     the wall time of the call.
     """
-    import time
-
-    t0 = time.perf_counter()
-    figures = run_bench(revolutions=0.5, scene_scale=0.1, chunk_pulses=5000).figures
-    wall_s = time.perf_counter() - t0
+    figures, wall_s = half_turn
     # The Helios fires 32 channels 18,000 times a second: 900 firings in half a turn.
     assert figures["pulses"] == 900 * 32
     assert figures["sensor_pulses_per_s"] == 576_000
-    assert figures["kernels"] in ("numba", "numpy")
+    assert figures["sensor_time_s"] == pytest.approx(0.05)
+    assert figures["kernels"] == "numba"
+    assert figures["triangles"] == bench_scene.triangle_count
     assert set(figures["stages_s"]) == {"schedule", "cast", "physics", "output"}
-    survey = Survey(
-        scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]), revolutions=0.5
-    )
-    sim = Simulation(
-        survey=survey,
-        scanner=load_scanner("rs-helios-5515"),
-        scene=build_bench_scene(0, 0.1),
-        base_dir=Path("."),
-    )
+    sim = _helios(bench_scene, 0.5)
     summary = sim.write([tmp_path / "bench.npz"])
     assert figures["points"] == summary.points == len(sim.run())
     assert figures["output_mib"] == (tmp_path / "bench.npz").stat().st_size / 2**20
@@ -64,7 +84,8 @@ def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
     before, after = figures["cast_only_s_before_after"]
     assert min(before, after) <= figures["cast_only_s"] <= max(before, after)
     timed = figures["pipeline_s"] + before + after + figures["scene_build_s"]
-    assert timed + figures["bvh_build_s"] + figures["warm_up_s"] <= wall_s
+    bare_s = figures["bare_script"]["seconds"]
+    assert timed + figures["bvh_build_s"] + figures["warm_up_s"] + bare_s <= wall_s
     # The steady state starts after the first 5000-pulse chunk and ends with the pipeline.
     steady_s = (figures["pulses"] - 5000) / figures["pipeline_pulses_per_s"]
     assert 0.0 < steady_s <= figures["pipeline_s"]
@@ -73,39 +94,86 @@ def test_bench_figures_match_a_scan_of_the_same_scene(tmp_path: Path) -> None:
     assert figures["rss_before_scan_mib"] <= figures["peak_rss_mib"] + 1.0
 
 
-def test_bench_command_prints_json() -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "bench", "--json", "--revolutions", "0.2",
-         "--scene-scale", "0.05", "--format", "bin"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+def test_bench_command_prints_json(tmp_path: Path) -> None:
+    """``lidar-sim bench --json``: a fifth of a turn is 11,520 pulses; a KITTI .bin holds 16
+    bytes a point and its .label 4, so the output's size is the point count's."""
+    res = lidar_sim("bench", "--json", "--revolutions", "0.2", "--scene-scale", "0.05",
+                    "--format", "bin")  # fmt: skip
     assert res.returncode == 0, res.stderr
     figures = json.loads(res.stdout)
-    assert figures["output_format"] == "bin" and figures["output_mib"] > 0
-    assert figures["real_time_factor"] > 0
+    assert figures["output_format"] == "bin" and figures["pulses"] == 11_520
+    assert 1000 < figures["points"] < figures["pulses"]
+    assert figures["output_mib"] == (16 + 4) * figures["points"] / 2**20
+    assert figures["sensor_time_s"] == pytest.approx(0.02)
 
 
-def test_bench_runs_the_plain_script_on_the_same_rays() -> None:
+def _bench_json(*args: str) -> dict:
+    res = lidar_sim("bench", "--json", "--scene-scale", "0.05", "--format", "none", *args)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_bench_flags_change_what_is_run() -> None:
+    """``--duration`` sets the pulses (seconds times the firing rate), ``--numpy`` runs the
+    specification (the same points as the kernels), ``--moving`` drives the sensor,
+    ``--scene street`` scans the generated street, ``--weather fog=30`` scans in fog (fewer
+    points of the scene, outliers of the fog among them); each a few thousand pulses."""
+    base = _bench_json("--duration", "0.005")
+    assert base["pulses"] == 2880 and base["kernels"] == "numba" and base["moving"] is False
+    assert base["scene"] == "bench" and base["weather"] == "clear air"
+    numpy = _bench_json("--duration", "0.005", "--numpy")
+    assert numpy["kernels"] == "numpy" and numpy["points"] == base["points"] > 500
+    moving = _bench_json("--duration", "0.005", "--moving")
+    assert moving["moving"] is True and moving["pulses"] == 2880
+    street = _bench_json("--duration", "0.005", "--scene", "street")
+    assert street["scene"] == "street" and street["triangles"] != base["triangles"]
+    assert street["points"] > 500
+    fog = _bench_json("--duration", "0.005", "--weather", "fog=30")
+    assert fog["weather"] == "fog 30 m" and fog["points"] != base["points"]
+
+
+def test_bench_load_reports_the_mesh_it_loaded() -> None:
+    """``--load N``: a terrain mesh of about N triangles, loaded and cast in a fresh process."""
+    res = lidar_sim("bench", "--json", "--load", "20000")
+    assert res.returncode == 0, res.stderr
+    figures = json.loads(res.stdout)
+    assert 19_000 <= figures["triangles"] <= 21_000
+    assert figures["hit_ok"] is True and figures["scan_points"] > 0
+
+
+def test_bench_runs_the_plain_script_on_the_same_rays(half_turn: tuple[dict, float]) -> None:
     """benchmarks/bare_cast.py casts the pipeline's pulses (in world coordinates): the same
-    pulse count, and every detected point among its hits."""
+    pulse count, and every detected point among its hits, in less time than the call."""
     from simulator.bench import BARE_SCRIPT
 
     assert BARE_SCRIPT.is_file()
-    figures = run_bench(revolutions=0.5, scene_scale=0.1, chunk_pulses=5000, bare_script=True)
-    bare = figures.figures["bare_script"]
-    assert bare["pulses"] == figures.figures["pulses"] == 900 * 32
-    assert figures.figures["points"] <= bare["hits"] < bare["pulses"]
-    assert bare["hits"] > 0.9 * figures.figures["points"]
-    assert bare["per_revolution_ms"] == pytest.approx(2e3 * bare["seconds"])
+    figures, wall_s = half_turn
+    bare = figures["bare_script"]
+    assert bare["pulses"] == figures["pulses"] == 900 * 32
+    assert figures["points"] <= bare["hits"] < bare["pulses"]
+    assert bare["hits"] > 0.9 * figures["points"]
+    assert 0.0 < bare["seconds"] < wall_s
 
 
-def test_sequence_bench_writes_one_frame_a_revolution() -> None:
+def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # type: ignore[no-untyped-def]
+    """Two frames of the sensor driving at 5 m/s: the points of the same drive scanned on
+    its own, in less time than the call took."""
+    import time
+
     from simulator.bench import run_sequence_bench
+    from simulator.config import TrajectorySpec
 
+    t0 = time.perf_counter()
     f = run_sequence_bench(revolutions=2, scene_scale=0.05)
+    wall_s = time.perf_counter() - t0
     assert f["frames"] == 2 and f["pulses"] == 2 * 1800 * 32
-    assert 0 < f["points"] < f["pulses"] and f["output_mib"] > 0
-    assert f["frames_per_s"] == pytest.approx(f["frames"] / f["seconds"])
+    motion = {"start": {"position_m": [-10.0, 0.0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
+    survey = Survey(scanner="rs-helios-5515", scene="-", revolutions=2,
+                    trajectory=TrajectorySpec.model_validate(motion))  # fmt: skip
+    sim = Simulation(survey=survey, scanner=load_scanner("rs-helios-5515"),
+                     scene=build_bench_scene(0, 0.05), base_dir=Path("."))  # fmt: skip
+    assert f["points"] == len(sim.run()) > 10_000
+    assert 0.0 < f["seconds"] < wall_s and f["output_mib"] > 16 * f["points"] / 2**20
 
 
 def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
@@ -113,27 +181,30 @@ def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
 
     f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
     assert [r["workers"] for r in f["runs"]] == [1, 2]
-    assert all(r["identical_to_first"] and r["frames"] == 6 for r in f["runs"])
+    assert [r["frames"] for r in f["runs"]] == [6, 6]
+    assert f["runs"][1]["identical_to_first"] is True  # two workers wrote the one's files
 
 
-def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_cast() -> None:
+def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_cast(
+    bench_scene,
+) -> None:  # type: ignore[no-untyped-def]
     """``beam_sampling="adaptive"``: the points are those of an adaptive scan of the same
-    scene, and the bare cast it is compared with casts every sub-ray (what full sampling
-    would cast), so its rays are 7 a pulse."""
+    scene, which casts in full exactly the pulses the footprint test's specification
+    judges (a share well below all: a no-op that cast everything in full would fail), and
+    the bare cast it is compared with casts every sub-ray, 7 a pulse."""
     figures = run_bench(
         revolutions=0.2, scene_scale=0.1, chunk_pulses=7000, beam_samples=7,
         beam_sampling="adaptive", output_format="none",
     ).figures  # fmt: skip
-    survey = Survey(
-        scanner="rs-helios-5515", scene="-", pose=Pose(position_m=[0.0, 0.0, 1.8]),
-        revolutions=0.2, chunk_pulses=7000,
-    )  # fmt: skip
-    scanner = load_scanner("rs-helios-5515", {"beam_samples": 7, "beam_sampling": "adaptive"})
-    sim = Simulation(
-        survey=survey, scanner=scanner, scene=build_bench_scene(0, 0.1), base_dir=Path(".")
-    )
+    keys = {"beam_samples": 7, "beam_sampling": "adaptive"}
+    sim = _helios(bench_scene, 0.2, chunk_pulses=7000, overrides=keys)
     assert sim.adaptive and figures["beam_sampling"] == "adaptive"
-    assert figures["points"] == len(sim.run())
-    rays = sum(len(sim.aim(a, b, footprints=True).cast) for a, b in sim.chunk_spans())
-    assert rays == 7 * figures["pulses"]
-    assert figures["cast_only_rays_per_s"] == pytest.approx(rays / figures["cast_only_s"])
+    cloud, in_full = count_cast_in_full(sim)
+    assert figures["points"] == len(cloud)
+    judged = judged_in_full(sim)
+    assert in_full == judged.sum()
+    share = in_full / figures["pulses"]
+    print(f"adaptive bench: {share:.3f} of the pulses cast in full")
+    assert 0.01 < share < 0.5, share
+    full = _helios(bench_scene, 0.2, chunk_pulses=7000, overrides={"beam_samples": 7})
+    assert count_cast_in_full(full)[1] == 0  # full sampling casts every sub-ray with the beam

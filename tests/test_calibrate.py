@@ -4,8 +4,6 @@ and re-scan with the fitted library to compare the clouds."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,8 @@ import simulator
 from simulator.calibrate import calibrate, infer_rings
 from simulator.config import load_scanner
 from simulator.io.npz import read_npz
+
+from .conftest import lidar_sim
 
 #: Two sets of materials: (ground, wall) each reflectance, Minnaert k, roughness, slope.
 CASES = {
@@ -49,36 +49,49 @@ def _scene(folder: Path, ground: dict, wall: dict) -> Path:
     return path
 
 
+#: Scans already made in this module, by scene, scanner, seed and frame: several tests
+#: calibrate the same scan (written to each test's own folder and format).
+_SCANS: dict[tuple[str, str, int, str], simulator.PointCloud] = {}
+
+
 def _scan(folder: Path, scanner: str, out: str, seed: int = 0, frame: str = "sensor") -> Path:
     survey = {"scanner": scanner, "scene": "scene.yaml", "pose": {"position_m": [0, 0, 1.8]},
               "revolutions": 2, "seed": seed, "output": {"frame": frame}}  # fmt: skip
     (folder / "survey.yaml").write_text(yaml.safe_dump(survey))
+    key = ((folder / "scene.yaml").read_text(), scanner, seed, frame)
+    if key not in _SCANS:
+        _SCANS[key] = simulator.scan(folder / "survey.yaml")
     path = folder / out
-    subprocess.run([sys.executable, "-m", "simulator.cli", "scan", str(folder / "survey.yaml"),
-                    "-o", str(path), "-q"], check=True)  # fmt: skip
+    simulator.write(_SCANS[key], path)
     return path
 
 
-def _assert_material(fit, truth: dict, rough: bool = True) -> None:  # type: ignore[no-untyped-def]
-    """The issue's bounds: reflectance within 5 %, k within 0.1, roughness within 20 %."""
+def _assert_material(  # type: ignore[no-untyped-def]
+    fit, truth: dict, rough: bool = True, rho_rel: float = 0.01, k_abs: float = 0.01
+) -> None:
+    """What the round trips achieve, with a margin of two to three: reflectance within
+    1 % (measured: at most 0.35 %), k within 0.01 (0.005; a small wall seen over a narrow
+    range of incidence, 0.03 for 0.018), roughness within 15 % (9 %)."""
     name = fit.surface.name
-    assert fit.intensity_fit.value("reflectance") == pytest.approx(truth["reflectance"],
-                                                                   rel=0.05), name  # fmt: skip
-    assert abs(fit.intensity_fit.value("minnaert_k") - truth["minnaert_k"]) < 0.1, name
+    got_rho = fit.intensity_fit.value("reflectance")
+    assert got_rho == pytest.approx(truth["reflectance"], rel=rho_rel), name
+    assert abs(fit.intensity_fit.value("minnaert_k") - truth["minnaert_k"]) < k_abs, name
     if rough:
         got = fit.range_fit.value("roughness_m")
-        assert got == pytest.approx(truth["roughness_m"], rel=0.2), name
+        assert got == pytest.approx(truth["roughness_m"], rel=0.15), name
 
 
 def _check(result, ground: dict, wall: dict, reference_range_m: float) -> None:  # type: ignore[no-untyped-def]
     by = {s.surface.name: s for s in result.surfaces}
     assert {"ground", "wall_1", "wall_2"} <= set(by)
-    # the small wall is seen only near normal incidence: its roughness is a bound only
-    for name, truth, rough in (("ground", ground, True), ("wall_1", wall, True),
-                               ("wall_2", wall, False)):  # fmt: skip
-        _assert_material(by[name], truth, rough)
+    # the small wall is seen only near normal incidence: its roughness is a bound only,
+    # and its k is less certain
+    for name, truth, rough, k_abs in (("ground", ground, True, 0.01),
+                                      ("wall_1", wall, True, 0.01),
+                                      ("wall_2", wall, False, 0.03)):  # fmt: skip
+        _assert_material(by[name], truth, rough, k_abs=k_abs)
     ref = by["ground"].detection_fit.value("reference_range_m")
-    assert ref == pytest.approx(reference_range_m, rel=0.05)
+    assert ref == pytest.approx(reference_range_m, rel=0.015)  # measured: 0.5 %
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -112,7 +125,7 @@ def test_a_scan_with_ten_percent_outliers(tmp_path: Path) -> None:
         _assert_material(by[name], truth)
     ref = by["ground"].detection_fit.value("reference_range_m")
     assert ref == pytest.approx(load_scanner("rs-helios-5515").detection.reference_range_m,
-                                rel=0.05)  # fmt: skip
+                                rel=0.015)  # fmt: skip
 
 
 def test_another_sensor_from_a_pcd_file_with_rings_inferred(tmp_path: Path) -> None:
@@ -176,18 +189,15 @@ def test_surfaces_grouped_and_named_by_the_user(tmp_path: Path) -> None:
     ground, wall = CASES["rough_dark_ground"]
     _scene(tmp_path, ground, wall)
     scan = _scan(tmp_path, "rs-helios-5515", "scan.npz")
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
-                          str(tmp_path / "lib.yaml"), "--surface", "facade=wall_1,wall_2",
-                          "--surface", "road=ground"], capture_output=True, text=True)  # fmt: skip
+    res = lidar_sim("calibrate", scan, "-o", tmp_path / "lib.yaml",
+                    "--surface", "facade=wall_1,wall_2", "--surface", "road=ground")  # fmt: skip
     assert res.returncode == 0, res.stderr
     lib = yaml.safe_load((tmp_path / "lib.yaml").read_text())
     assert set(lib) == {"facade", "road"}
     assert lib["facade"]["label"] == "building" and lib["road"]["label"] == "road"
-    assert lib["facade"]["reflectance"] == pytest.approx(wall["reflectance"], rel=0.05)
-    assert abs(lib["facade"]["minnaert_k"] - wall["minnaert_k"]) < 0.1
-    bad = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
-                          str(tmp_path / "x.yaml"), "--surface", "facade=wall_9"],
-                         capture_output=True, text=True)  # fmt: skip
+    assert lib["facade"]["reflectance"] == pytest.approx(wall["reflectance"], rel=0.01)
+    assert abs(lib["facade"]["minnaert_k"] - wall["minnaert_k"]) < 0.02
+    bad = lidar_sim("calibrate", scan, "-o", tmp_path / "x.yaml", "--surface", "facade=wall_9")
     assert bad.returncode == 2 and "no surface wall_9; found ground, wall_1, wall_2" in bad.stderr
 
 
@@ -197,9 +207,9 @@ def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -
     ground, wall = CASES["rough_dark_ground"]
     _scene(tmp_path, ground, wall)
     scan = _scan(tmp_path, "rs-helios-5515", "real.npz")
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate", str(scan), "-o",
-                          str(tmp_path / "fitted.yaml"), "--report", str(tmp_path / "report")],
-                         capture_output=True, text=True)  # fmt: skip
+    res = lidar_sim(
+        "calibrate", scan, "-o", tmp_path / "fitted.yaml", "--report", tmp_path / "report"
+    )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "report" / "index.html").exists()
     assert (tmp_path / "report" / "ground.png").stat().st_size > 10_000
@@ -235,9 +245,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ([str(tmp_path / "bare.npz"), "--origin", "1,2"], "expected x,y,z"),
         ([str(tmp_path / "missing.las")], "file not found"),
     ):
-        cmd = [sys.executable, "-m", "simulator.cli", "calibrate", *args, "-o",
-               str(tmp_path / "m.yaml")]  # fmt: skip
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = lidar_sim("calibrate", *args, "-o", tmp_path / "m.yaml")
         assert res.returncode == 2, (args, res.stderr)
         assert message in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "m.yaml").exists()
@@ -258,6 +266,9 @@ PARK = {"materials": {
          "rotation_deg": [0, 0, 10], "material": "wall"}]}  # fmt: skip
 
 
+_PARK_SCANS: dict[tuple[str, int], simulator.PointCloud] = {}
+
+
 def _park_scan(folder: Path, scanner: str, seed: int = 0) -> tuple[Path, np.ndarray]:
     """A quantised scan of the car park with per-ring gains (whole-number intensities):
     the unquantised reading times the ring's gain, clipped and rounded as the sensor does.
@@ -267,7 +278,9 @@ def _park_scan(folder: Path, scanner: str, seed: int = 0) -> tuple[Path, np.ndar
               "revolutions": 1, "seed": seed, "output": {"frame": "sensor"},
               "scanner_overrides": {"intensity_step": 0}}  # fmt: skip
     (folder / "survey.yaml").write_text(yaml.safe_dump(survey))
-    fields = dict(simulator.scan(folder / "survey.yaml").fields)
+    if (scanner, seed) not in _PARK_SCANS:
+        _PARK_SCANS[scanner, seed] = simulator.scan(folder / "survey.yaml")
+    fields = dict(_PARK_SCANS[scanner, seed].fields)
     gains = 1.0 + 0.15 * np.sin(np.arange(int(fields["ring"].max()) + 1) * 1.7)
     raw = fields["intensity"].astype(np.float64) * gains[fields["ring"]]
     fields["intensity"] = np.rint(np.clip(raw, 0, 255)).astype(np.float32)
@@ -278,14 +291,14 @@ def _park_scan(folder: Path, scanner: str, seed: int = 0) -> tuple[Path, np.ndar
 @pytest.mark.parametrize("scanner", ["vlp-16", "hdl-64e"])
 def test_quantised_dark_ground_with_ring_gains(scanner: str, tmp_path: Path) -> None:
     """Whole-number readings of 1 to 8 counts on the dark ground, censored in the fit:
-    reflectance within 5 %, k within 0.1, every fitted gain within 3 % of the truth (both
-    to a median of 1), and the overrides carry them."""
+    reflectance within 5 % (measured: 2.6 %), k within 0.05 (0.028), every fitted gain
+    within 3 % of the truth (both to a median of 1), and the overrides carry them."""
     scan, gains = _park_scan(tmp_path, scanner)
     result = calibrate(scan, scanner)
     by = {s.surface.name: s for s in result.surfaces}
     for name, truth in (("ground", PARK["materials"]["dark_ground"]),
                         ("wall_1", PARK["materials"]["wall"])):  # fmt: skip
-        _assert_material(by[name], truth, rough=False)
+        _assert_material(by[name], truth, rough=False, rho_rel=0.05, k_abs=0.05)
     r = result.response
     assert r is not None and r.gain_fitted.sum() >= 0.9 * len(gains)
     truth = gains / np.median(gains[r.gain_fitted])
@@ -325,9 +338,15 @@ def test_ego_points_are_removed_and_counted(tmp_path: Path) -> None:
         )
         fields[key] = np.concatenate([v, extra])
     np.savez(tmp_path / "ego.npz", **fields)
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate",
-                          str(tmp_path / "ego.npz"), "--scanner", "vlp-16", "-o",
-                          str(tmp_path / "lib.yaml"), "--ego-box", "-2,-1,-1.5,2,1,-0.5"],
-                         capture_output=True, text=True)  # fmt: skip
+    res = lidar_sim(
+        "calibrate",
+        tmp_path / "ego.npz",
+        "--scanner",
+        "vlp-16",
+        "-o",
+        tmp_path / "lib.yaml",
+        "--ego-box",
+        "-2,-1,-1.5,2,1,-0.5",
+    )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert f"{n} ego points removed" in " ".join(res.stdout.split())

@@ -1,4 +1,8 @@
-"""The ``lidar-sim`` command as a user runs it: real processes, exit codes, messages."""
+"""The ``lidar-sim`` command as a user runs it: exit codes, messages, files.
+
+Most commands run in this process (:func:`tests.conftest.lidar_sim`, the CLI's own
+``main``); what only a process shows (the installed entry point, the exit code a shell
+sees, compiling with an empty numba cache, what a command imports) runs in a child."""
 
 from __future__ import annotations
 
@@ -10,12 +14,14 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import PLAIN, REPO, Workspace
+from .conftest import PLAIN, REPO, Ran, Workspace, lidar_sim
 
 LIDAR_SIM = [sys.executable, "-m", "simulator.cli"]
+run = lidar_sim
 
 
-def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_process(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``lidar-sim ARGS`` in a child process."""
     return subprocess.run(
         [*LIDAR_SIM, *map(str, args)],
         capture_output=True,
@@ -39,10 +45,26 @@ def test_scan_writes_every_requested_format_and_a_summary(ws: Workspace) -> None
     outs = [ws.root / f"o/scan.{ext}" for ext in ("npz", "pcd", "las")]
     res = run("scan", survey, *[a for o in outs for a in ("-o", o)])
     assert res.returncode == 0, res.stderr
-    assert "points from 14,400 pulses" in res.stdout
-    assert "road" in res.stdout
+    import re
+
+    from simulator.io.read import read
+
+    counted = re.search(r"([0-9,]+) points from 14,400 pulses", res.stdout)
+    assert counted, res.stdout
+    points = int(counted.group(1).replace(",", ""))
+    assert 5000 < points < 14_400  # the ground, out to where the beams stop detecting
+    assert re.search(rf"road\s+{counted.group(1)}\s+100.0 %", res.stdout), res.stdout
     for o in outs:
-        assert o.is_file() and o.stat().st_size > 1000
+        assert f"wrote {o}" in res.stdout
+    # Every file holds the scan's points: the same places (LAS to its 0.1 mm scale), the
+    # same intensities and rings.
+    npz, pcd, las = (read(o) for o in outs)
+    assert len(npz) == len(pcd) == len(las) == points
+    np.testing.assert_array_equal(pcd["xyz"], npz["xyz"])
+    np.testing.assert_allclose(las["xyz"], npz["xyz"], rtol=0, atol=6e-5)
+    for name in ("intensity", "ring", "return_number"):
+        np.testing.assert_array_equal(pcd[name], npz[name], err_msg=name)
+        np.testing.assert_array_equal(las[name], npz[name], err_msg=name)
     assert not list((ws.root / "o").glob(".*"))  # no temporary files left behind
 
 
@@ -92,7 +114,7 @@ def test_set_overrides_survey_keys(ws: Workspace) -> None:
         assert data["time_s"].max() > 0.045  # half a revolution at 10 Hz
 
 
-def _expect_error(res: subprocess.CompletedProcess[str], *fragments: str) -> None:
+def _expect_error(res: Ran | subprocess.CompletedProcess[str], *fragments: str) -> None:
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert "Traceback" not in res.stderr
     for fragment in fragments:
@@ -108,6 +130,8 @@ def _edit(path: Path, **changes: object) -> None:
 def test_misspelt_key_names_file_and_key_path(ws: Workspace) -> None:
     survey = _good_survey(ws)
     _edit(survey, pose={"positon_m": [0, 0, 1]})
+    # A child process: the exit code and the stderr a shell sees.
+    _expect_error(run_process("scan", survey), str(survey), "pose.positon_m", "unknown key")
     _expect_error(run("scan", survey), str(survey), "pose.positon_m", "unknown key")
 
 
@@ -193,7 +217,7 @@ def test_installed_entry_point_runs() -> None:
     if not exe.exists():
         pytest.skip("package not installed with its entry point")
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0
+    assert res.returncode == 0, res.stderr
     assert "scan" in res.stdout and "validate" in res.stdout
 
 

@@ -291,19 +291,14 @@ def test_match_rings_by_elevation_order_with_a_ring_out_of_reach() -> None:
 def test_compare_command_on_an_ouster_frame_against_itself(tmp_path: Path) -> None:
     """`lidar-sim compare` of a capture against itself: chamfer 0, F 1, every distance 0,
     ray-drop accuracy 1 on its own beam grid; the JSON has exactly the contract's keys."""
-    import subprocess
-    import sys
+    from .conftest import lidar_sim
 
     pcap = REALDATA / "ouster" / "OS-1-128_v2.3.0_1024x10_lb_n3.pcap"
     if not pcap.exists():
         pytest.skip(f"{pcap.name} not found: the shared real captures are not in this checkout")
     pytest.importorskip("ouster.sdk")
     out = tmp_path / "cmp.json"
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "compare", str(pcap), str(pcap), "--json",
-         str(out), "--frame", "1"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    res = lidar_sim("compare", pcap, pcap, "--json", out, "--frame", "1")
     assert res.returncode == 0, res.stderr
     got = json.loads(out.read_text())
     assert set(got) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import simulator
+import simulator.footprint
 from simulator import echoes, hits, raycast, rays, record
 from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
 from simulator.beam import BeamPattern
 from simulator.chunk import PulsePoses
 
-from .conftest import REPO
+from .conftest import REPO, Workspace
 
 pytestmark = pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
 if KERNELS_AVAILABLE:
@@ -27,27 +28,49 @@ if KERNELS_AVAILABLE:
 SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
 
 
-def test_each_kernel_has_its_specifications_name_and_signature() -> None:
-    """The backend swaps one for the other: same names, same parameters, same defaults."""
+#: The steps a backend computes (simulator/backend.py's Backend protocol, less the
+#: bookkeeping): each has a numpy specification and a numba kernel.
+STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
+         "single_surface", "record", "pack_las", "rays_into_boxes")  # fmt: skip
+
+
+def _parameters(function) -> list:  # type: ignore[no-untyped-def]
     import inspect
 
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+def test_each_kernel_has_its_specifications_name_and_signature() -> None:
+    """The backend swaps one for the other: same names, same parameters, same defaults,
+    for every step of the Backend protocol (a step added to it is checked here too)."""
+    from simulator.backend import Backend, NumbaBackend
+    from simulator.kernels import footprint as k_footprint
+
+    steps = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")}
+    assert steps - {"set_threads", "compiled_kernels"} == set(STEPS)
+    numpy, numba = NumpyBackend(), NumbaBackend()
+    for step in STEPS:
+        spec, kernel = getattr(numpy, step), getattr(numba, step)
+        assert spec.__name__ == kernel.__name__ == step
+        assert _parameters(kernel) == _parameters(spec), step
+        assert _parameters(spec) == _parameters(getattr(Backend, step))[1:], step  # less self
+    # The functions the numba backend dispatches to, by module: each mirrors its spec.
     pairs = [
         (rays.sub_rays, k_rays.sub_rays),
         (hits.evaluate_hits, k_hits.evaluate_hits),
         (echoes.echo_returns, k_echoes.echo_returns),
         (echoes.see_through_returns, k_echoes.see_through_returns),
+        (simulator.footprint.single_surface, k_footprint.single_surface),
         (record.record, k_record.record),
         (record.pack_las, k_record.pack_las),
         (raycast.rays_into_boxes, k_cull.rays_into_boxes),
     ]
     for spec, kernel in pairs:
         assert spec.__name__ == kernel.__name__
-        got, want = inspect.signature(kernel), inspect.signature(spec)
-        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
-            (p.name, p.kind, p.default) for p in want.parameters.values()
-        ], spec.__name__
-    spinning = inspect.signature(k_rays.spinning_rays).parameters
-    assert list(spinning) == list(inspect.signature(rays.pattern_rays).parameters)
+        assert _parameters(kernel) == _parameters(spec), spec.__name__
+    # pattern_rays and record dispatch to the spinning kernels, with the spec's parameters.
+    assert _parameters(k_rays.spinning_rays) == _parameters(rays.pattern_rays)
+    assert _parameters(k_record.record) == _parameters(record.record)
 
 
 def test_record_kernel_matches_the_specification_in_every_frame(
@@ -335,50 +358,68 @@ def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
 
 
 _THREADS_SCRIPT = """
+import json
 import sys
 import numba
 import numpy as np
 import simulator
 
-survey, beam_samples, out = sys.argv[1], sys.argv[2], sys.argv[3]
-overrides = ["revolutions=0.2", f"scanner_overrides.beam_samples={beam_samples}",
-             "output.diagnostics=true"]
-sim = simulator.Simulation.from_file(survey, overrides)
+runs, out = json.loads(sys.argv[1]), sys.argv[2]
 clouds = {}
-for threads in (1, 4):
-    numba.set_num_threads(threads)
-    assert numba.get_num_threads() == threads
-    clouds[threads] = sim.run()
-np.savez(out, **{f"{t}_{n}": c[n] for t, c in clouds.items() for n in c.names})
+for key, (survey, overrides) in runs.items():
+    sim = simulator.Simulation.from_file(survey, overrides)
+    for threads in (1, 4):
+        sim.limit_threads(threads)  # Open3D's casts and numba's kernels
+        assert numba.get_num_threads() == threads and sim.engine.threads == threads
+        clouds[key, threads] = sim.run()
+np.savez(out, **{f"{k}:{t}:{n}": c[n] for (k, t), c in clouds.items() for n in c.names})
 """
 
 
-@pytest.mark.parametrize("beam_samples", [1, 7])
-def test_kernels_give_the_same_cloud_on_any_number_of_threads(
-    beam_samples: int, tmp_path: Path
-) -> None:
-    """Each pulse is computed on its own: one thread or four, bit for bit the same cloud.
+def test_kernels_give_the_same_cloud_on_any_number_of_threads(tmp_path: Path) -> None:
+    """Each pulse is computed on its own: one thread or four (numba's kernels and Open3D's
+    casts alike), bit for bit the same cloud, for single rays, full and adaptive footprint
+    sampling, a moving sensor and moving objects (the cull kernel).
 
-    The run is a child process with ``NUMBA_NUM_THREADS=4``, so that four threads exist
-    whatever the machine's core count (numba fixes its pool when it starts).
+    The runs are one child process with ``NUMBA_NUM_THREADS=4``, so that four threads
+    exist whatever the machine's core count (numba fixes its pool when it starts).
     """
+    import json
     import os
     import subprocess
     import sys
 
+    ws = Workspace(tmp_path)
+    car = {"name": "car", "box": {"size_m": [4.0, 2.0, 1.6]}, "material": "car_paint",
+           "label": "car", "trajectory": {"start": {"position_m": [-15.0, 6.0, 0.8]},
+                                          "velocity_mps": [15.0, 0.0, 0.0]}}  # fmt: skip
+    ground = {"name": "ground", "plane": {"size_m": [80, 80]}, "material": "asphalt"}
+    moving_objects = ws.survey([ground, car], pose={"position_m": [0, 0, 1.8]}, revolutions=1)
+    common = ["revolutions=0.2", "output.diagnostics=true"]
+    runs = {
+        "single": (str(SURVEY), common),
+        "full": (str(SURVEY), [*common, "scanner_overrides.beam_samples=7"]),
+        "adaptive": (str(SURVEY), [*common, "scanner_overrides.beam_samples=7",
+                                   "scanner_overrides.beam_sampling=adaptive"]),
+        "moving_sensor": (str(REPO / "scenes" / "farm" / "drive.yaml"),
+                          ["duration_s=0.02", "output.diagnostics=true"]),
+        "moving_objects": (str(moving_objects), ["output.diagnostics=true"]),
+    }  # fmt: skip
     out = tmp_path / "clouds.npz"
     env = {**os.environ, "NUMBA_NUM_THREADS": "4"}
-    subprocess.run(
-        [sys.executable, "-c", _THREADS_SCRIPT, str(SURVEY), str(beam_samples), str(out)],
-        check=True,
-        env=env,
-    )
+    res = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, json.dumps(runs), str(out)],
+                         env=env, capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
     clouds = np.load(out)
-    names = sorted(k[2:] for k in clouds.files if k.startswith("1_"))
-    assert len(clouds["1_ring"]) > 5000
-    assert "pulse_id" in names
-    for name in names:
-        np.testing.assert_array_equal(clouds[f"1_{name}"], clouds[f"4_{name}"], err_msg=name)
+    car_id = simulator.labels.label_id("car")
+    assert np.sum(clouds["moving_objects:1:label"] == car_id) > 200  # the car is hit
+    for key in runs:
+        names = sorted(k.split(":")[2] for k in clouds.files if k.startswith(f"{key}:1:"))
+        assert "pulse_id" in names and len(clouds[f"{key}:1:ring"]) > 2000, key
+        for name in names:
+            np.testing.assert_array_equal(
+                clouds[f"{key}:1:{name}"], clouds[f"{key}:4:{name}"], err_msg=f"{key} {name}"
+            )
 
 
 def test_cached_kernels_are_dropped_when_an_inlined_source_changes(tmp_path: Path) -> None:

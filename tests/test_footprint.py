@@ -17,7 +17,7 @@ import simulator
 from simulator.backend import NumpyBackend
 from simulator.footprint import single_surface
 
-from .conftest import REPO, Workspace
+from .conftest import REPO, Workspace, count_cast_in_full
 
 FARM = REPO / "scenes" / "farm" / "survey.yaml"
 GRASS = {
@@ -193,16 +193,22 @@ def test_footprint_kernel_matches_its_specification(cluttered: Path) -> None:
 
 
 def test_adaptive_sampling_follows_a_moving_sensor() -> None:
-    """A drive: the neighbours fire from other poses; the split still holds bit for bit."""
+    """A drive: the neighbours fire from other poses; the split still holds bit for bit:
+    the pulses judged smooth are the single-ray scan's, the others full sampling's, and
+    exactly those others are cast in full."""
     drive = REPO / "scenes" / "farm" / "drive.yaml"
     base = [*COMMON, "duration_s=0.1"]
     smooth = _split(drive, base + ADAPTIVE)
-    adaptive = simulator.scan(drive, base + ADAPTIVE)
+    adaptive, in_full = count_cast_in_full(simulator.Simulation.from_file(drive, base + ADAPTIVE))
+    assert in_full == np.sum(~smooth)  # the share cast in full: 1 - smooth.mean()
+    assert 0.5 < smooth.mean() < 0.99
     full = simulator.scan(drive, base)
-    got, want = _pulses(adaptive, ~smooth), _pulses(full, ~smooth)
-    assert len(got["xyz"]) > 500 and 0.5 < smooth.mean() < 0.99
-    for name in got:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    single = simulator.scan(drive, [*base, "scanner_overrides.beam_samples=1"])
+    for mask, ref in ((smooth, single), (~smooth, full)):
+        got, want = _pulses(adaptive, mask), _pulses(ref, mask)
+        assert len(got["xyz"]) > 500
+        for name in got:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
 def test_beam_sampling_is_checked(ws: Workspace) -> None:

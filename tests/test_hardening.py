@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ from simulator.errors import SimulatorError
 from simulator.scene import load_scene
 from simulator.validate import validate_file
 
-from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 
 SURVEY = yaml.safe_load((REPO / "scenes/farm/survey.yaml").read_text())
 SURVEY["scene"] = str(REPO / "scenes/farm/scene.yaml")
@@ -171,8 +169,7 @@ def test_malformed_configs_give_clean_errors(kind, data, value, action, tmp_path
 def test_hostile_yaml_is_rejected_cleanly(tmp_path: Path, text: str) -> None:
     path = tmp_path / "survey.yaml"
     path.write_text(text, encoding="utf-8")
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "validate", str(path)],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    res = lidar_sim("validate", path)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr and str(path) in res.stderr
     assert not Path("/tmp/pwned-lidar-sim").exists()  # nothing in a YAML file runs code
@@ -242,8 +239,7 @@ def test_output_needs_the_disk_space_up_front(ws: Workspace, tmp_path: Path) -> 
     survey = ws.survey([{"name": "g", "plane": {"size_m": [100, 100]}, "material": PLAIN}],
                        pose={"position_m": [0, 0, 1.8]}, duration_s=10_000_000.0,
                        revolutions=None)  # fmt: skip
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "scan", str(survey)],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = lidar_sim("scan", survey)
     assert res.returncode == 2, res.stderr
     assert "not enough free space" in res.stderr and "Traceback" not in res.stderr
 

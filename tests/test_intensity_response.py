@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -13,7 +11,7 @@ import simulator
 from simulator import echoes, hits
 from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
 
-from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 
 #: Ground-plane rings, deg: ranges from 2 m to 34 m at 1.8 m height.
 ELEVATIONS = [-3.0, -5.0, -8.0, -12.0, -20.0, -35.0, -60.0]
@@ -247,11 +245,7 @@ def test_validate_names_the_bad_key(
     text = ws.write("scanner.yaml", single_channel_scanner(**keys)).read_text()
     path = ws.root / "scanner.yaml"
     path.write_text(text.replace("'.inf'", ".inf").replace("'.nan'", ".nan"))
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "validate", str(path)],
-        capture_output=True, text=True, timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    res = lidar_sim("validate", path)
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     for fragment in fragments:

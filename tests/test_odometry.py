@@ -9,12 +9,12 @@ HDL-64E (KITTI's sensor) and under 2 % with both RS-Helios models (1615 and 5515
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from .conftest import lidar_sim
 
 kiss_icp = pytest.importorskip(
     "kiss_icp", reason="KISS-ICP is not installed (pip install -e '.[odometry]')"
@@ -24,15 +24,14 @@ STREET = Path(__file__).resolve().parents[1] / "scenes" / "street" / "drive.yaml
 
 
 def _end_error(scanner: str, out: Path) -> tuple[float, float]:
-    """Write the sequence with the CLI, track it with KISS-ICP; (end error m, path m)."""
+    """Write the sequence with the CLI (in this process), track it with KISS-ICP; (end error
+    m, path m)."""
     from kiss_icp.config import KISSConfig
     from kiss_icp.kiss_icp import KissICP
 
-    subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "sequence", str(STREET), "-o", str(out),
-         "--format", "npz", "--set", f"scanner={scanner}", "--set", "revolutions=100", "-q"],
-        check=True,
-    )  # fmt: skip
+    res = lidar_sim("sequence", STREET, "-o", out, "--format", "npz", "--set", f"scanner={scanner}",
+                    "--set", "revolutions=100", "-q")  # fmt: skip
+    assert res.returncode == 0, res.stderr
     config = KISSConfig()
     config.mapping.voxel_size = config.data.max_range / 100.0  # KISS-ICP's own default
     odometry = KissICP(config)

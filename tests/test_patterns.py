@@ -170,15 +170,9 @@ def test_non_spinning_schedules_are_chunk_invariant(name: str) -> None:
 
 
 def test_scanners_plot(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+    from .conftest import lidar_sim
 
     out = tmp_path / "avia.png"
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "scanners", "livox-avia", "--plot", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = lidar_sim("scanners", "livox-avia", "--plot", out)
     assert res.returncode == 0, res.stderr
     assert out.stat().st_size > 20_000

@@ -421,6 +421,7 @@ def test_mix64_keeps_shape(shape):
     out = mix64(keys)
     assert np.shape(out) == shape
     assert np.asarray(out).dtype == np.uint64
+    assert [int(v) for v in np.ravel(out)] == [py_mix64(int(k)) for k in np.ravel(keys)]
 
 
 def test_mix64_does_not_modify_input():
@@ -436,13 +437,22 @@ def test_hashes_emit_no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for x in (0, 1, 2**64 - 1, 2**63 + 5, -1, np.uint64(2**64 - 1), np.int64(-7), arr):
-            mix64(x)
-            hash_uniform(x)
-            hash_normal(x)
-        mix64(arr.astype(np.int64))
-        place_normal(1.2, -3.4, 0.5, 2**64 - 1)
-        place_normal(-1234.5, 5e6, 0.1, 2**63 + 5)
-        place_normal(np.linspace(-1e6, 1e6, 101), 3.0, 0.25, np.uint64(2**64 - 1))
+            keys = [int(k) & MASK64 for k in np.ravel(x)]
+            assert [int(v) for v in np.ravel(mix64(x))] == [py_mix64(k) for k in keys]
+            assert np.ravel(hash_uniform(x)).tolist() == pytest.approx(
+                [py_hash_uniform(k) for k in keys], rel=1e-15
+            )
+            assert np.ravel(hash_normal(x)).tolist() == pytest.approx(
+                [py_hash_normal(k) for k in keys], rel=1e-12, abs=1e-12
+            )
+        signed = mix64(arr.astype(np.int64))  # the same bits, read as int64
+        assert [int(v) for v in signed] == [py_mix64(int(k)) for k in arr]
+        for args in ((1.2, -3.4, 0.5, 2**64 - 1), (-1234.5, 5e6, 0.1, 2**63 + 5)):
+            assert float(place_normal(*args)) == pytest.approx(py_place_normal(*args), rel=1e-12)
+        x = np.linspace(-1e6, 1e6, 101)
+        got = place_normal(x, 3.0, 0.25, np.uint64(2**64 - 1))
+        want = [py_place_normal(float(v), 3.0, 0.25, 2**64 - 1) for v in x]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------
@@ -524,6 +534,8 @@ def test_hash_normal_shapes(shape):
     out = hash_normal(h)
     assert np.shape(out) == shape
     assert np.asarray(out).dtype == np.float64
+    want = [py_hash_normal(int(k)) for k in np.ravel(h)]
+    np.testing.assert_allclose(np.ravel(out), want, rtol=1e-12, atol=1e-12)
 
 
 def test_hash_normal_bounded_and_finite():

@@ -3,8 +3,6 @@ what their files have, and bad captures get one line and exit code 2."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import laspy
@@ -14,6 +12,8 @@ import pytest
 from simulator.errors import InputError
 from simulator.io.read import ReadOptions, read, read_frames
 from simulator.pointcloud import PointCloud
+
+from .conftest import lidar_sim
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 OUSTER = REALDATA / "ouster"
@@ -276,11 +276,7 @@ def test_command_on_a_bad_capture_is_one_line_and_exit_2(tmp_path: Path, make, e
     path = tmp_path / "cloud.txt"
     make(path)
     out = tmp_path / "x.png"
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "render", str(path), "-o", str(out)],
-        capture_output=True,
-        text=True,
-    )
+    res = lidar_sim("render", path, "-o", out)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert expected in res.stderr and str(path) in res.stderr.replace("\n", "")

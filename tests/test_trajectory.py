@@ -22,7 +22,7 @@ from simulator.trajectory import (
 )
 from simulator.transforms import rotation_from_rpy_deg
 
-from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+from .conftest import PLAIN, REPO, Ran, Workspace, lidar_sim, single_channel_scanner
 
 
 def _trajectory(spec: dict, mount: dict | None = None, base: Path = Path(".")):
@@ -206,14 +206,8 @@ def test_sequence_frames_cut_at_each_revolution(tmp_path: Path) -> None:
 
 
 def test_sequence_command_writes_kitti_frames(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    res = subprocess.run(
-        [sys.executable, "-m", "simulator.cli", "sequence", str(REPO / "scenes/farm/drive.yaml"),
-         "-o", str(tmp_path / "kitti"), "--format", "bin", "--set", "duration_s=0.2", "-q"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    res = lidar_sim("sequence", REPO / "scenes/farm/drive.yaml", "-o", tmp_path / "kitti",
+                    "--format", "bin", "--set", "duration_s=0.2", "-q")  # fmt: skip
     assert res.returncode == 0, res.stderr
     frames = sorted((tmp_path / "kitti" / "frames").glob("*.bin"))
     assert [f.name for f in frames] == ["000000.bin", "000001.bin"]
@@ -227,17 +221,11 @@ def test_sequence_writes_the_frame_the_survey_asks_for(tmp_path: Path, how: str)
     """``output.frame=world`` gives world-frame frames, and ``sensor_compensated`` (by key
     or by --compensate) the frame-start sensor frame: each world frame is the compensated
     frame moved by that frame's pose in poses_kitti.txt."""
-    import subprocess
-    import sys
-
     drive = str(REPO / "scenes/farm/drive.yaml")
 
-    def run(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "simulator.cli", "sequence", drive, "-o", str(tmp_path / name),
-             "--set", "duration_s=0.2", "-q", *extra],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+    def run(name: str, *extra: str) -> Ran:
+        return lidar_sim("sequence", drive, "-o", tmp_path / name, "--set", "duration_s=0.2",
+                         "-q", *extra)  # fmt: skip
 
     world = run("world", "--set", "output.frame=world")
     compensated = run(
@@ -268,17 +256,11 @@ def test_sequence_writes_the_frame_the_survey_asks_for(tmp_path: Path, how: str)
 def test_sequence_refuses_a_frame_it_cannot_write(tmp_path: Path) -> None:
     """--compensate with output.frame=world, and world in a ROS 2 bag: exit 2, the survey
     and the key named, nothing written."""
-    import subprocess
-    import sys
-
     drive = REPO / "scenes/farm/drive.yaml"
     for extra in (["--compensate"], ["--format", "rosbag2"]):
         out = tmp_path / extra[-1].lstrip("-")
-        res = subprocess.run(
-            [sys.executable, "-m", "simulator.cli", "sequence", str(drive), "-o", str(out),
-             "--set", "output.frame=world", "--set", "duration_s=0.2", "-q", *extra],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        res = lidar_sim("sequence", drive, "-o", out, "--set", "output.frame=world",
+                        "--set", "duration_s=0.2", "-q", *extra)  # fmt: skip
         assert res.returncode == 2, res.stderr
         assert str(drive) in res.stderr and "output.frame" in res.stderr
         assert "Traceback" not in res.stderr
@@ -363,9 +345,15 @@ def test_pose_lines_are_the_frame_poses_in_their_formats(tmp_path: Path) -> None
     from simulator.io.poses import kitti_line, tum_line, write_identity_calib, write_times
 
     sim = simulator.Simulation.from_file(
-        REPO / "scenes" / "farm" / "drive.yaml", ["duration_s=0.2"]
+        REPO / "scenes" / "farm" / "drive.yaml",
+        ["duration_s=0.2", "trajectory.yaw_rate_deg_s=90"],
     )
     f = sim.frames()[1]
+    # 0.1 s in: 9 deg of yaw, 0.5 m along x at 5 m/s; the mount 1.8 m up. [R | p] row-major.
+    c, s = np.cos(np.radians(9.0)), np.sin(np.radians(9.0))
+    pose = [c, -s, 0.0, -24.5, s, c, 0.0, -4.0, 0.0, 0.0, 1.0, 1.8]
+    assert f.time_s == pytest.approx(0.1)
+    assert f.kitti_pose == " ".join(f"{v:.9e}" for v in pose)
     assert kitti_line(f.rotation, f.position_m) == f.kitti_pose
     q = quaternion_from_matrix(f.rotation)
     assert tum_line(f.time_s, f.position_m, q).split() == [

@@ -109,12 +109,39 @@ def test_renders_of_the_demo_change_with_the_field(demo: PointCloud, tmp_path: P
 
 
 def test_colours_by_field() -> None:
-    cloud = _ring_cloud()
-    for field in ("intensity", "label", "ring", "range"):
-        c = colors_for(cloud, field)
-        assert c.shape == (len(cloud), 3) and c.min() >= 0 and c.max() <= 1
+    """Labels in SemanticKITTI's colours, intensity on viridis over 0-100, rings on tab20
+    (ring 20 wraps to ring 0's colour), range on turbo between its 2nd and 98th
+    percentiles, return number on plasma over 1-4."""
+    from matplotlib import colormaps
+
+    n = 5
+    cloud = PointCloud({
+        "xyz": np.zeros((n, 3), np.float32),
+        "intensity": np.array([0, 25, 50, 100, 300], np.float32),
+        "range_m": np.array([1, 2, 3, 4, 5], np.float32),
+        "ring": np.array([0, 1, 19, 20, 3], np.uint16),
+        "label": np.array([10, 40, 70, 9999, 0], np.uint16),
+        "return_number": np.array([1, 2, 3, 4, 1], np.uint8),
+    })  # fmt: skip
+    label = colors_for(cloud, "label")
+    np.testing.assert_allclose(label[0] * 255, [100, 150, 245])  # car
+    np.testing.assert_allclose(label[1] * 255, [255, 0, 255])  # road
+    np.testing.assert_allclose(label[2] * 255, [0, 175, 0])  # vegetation
+    np.testing.assert_allclose(label[3] * 255, [128, 128, 128])  # unknown: grey
+    np.testing.assert_allclose(label[4], [0, 0, 0])  # unlabelled
+    viridis = colormaps["viridis"]
+    want = viridis(np.array([0.0, 0.25, 0.5, 1.0, 1.0]))[:, :3]  # 300 saturates
+    np.testing.assert_allclose(colors_for(cloud, "intensity"), want)
+    ring = colors_for(cloud, "ring")
+    np.testing.assert_allclose(ring, colormaps["tab20"](np.array([0, 1, 19, 0, 3]) / 19)[:, :3])
+    assert not np.allclose(ring[0], ring[1])
+    lo, hi = np.percentile([1, 2, 3, 4, 5], [2, 98])
+    want = colormaps["turbo"](np.clip((np.arange(1, 6) - lo) / (hi - lo), 0, 1))[:, :3]
+    np.testing.assert_allclose(colors_for(cloud, "range"), want)
+    want = colormaps["plasma"](np.array([0, 1, 2, 3, 0]) / 3)[:, :3]
+    np.testing.assert_allclose(colors_for(cloud, "return"), want)
     with pytest.raises(ValueError, match="cannot colour by"):
-        colors_for(cloud, "spin")
+        colors_for(_ring_cloud(), "spin")
 
 
 def test_range_image_rows_are_rings_by_elevation_and_nearest_wins() -> None:
