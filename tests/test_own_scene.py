@@ -122,3 +122,52 @@ def test_the_bundled_town_example() -> None:
     wall = cloud["pulse_id"][cloud["object_id"] == names.index("town/shop/back_wall")]
     assert np.isin(window, wall).all()
     assert len(np.unique(cloud["instance"][cloud["label"] == label_id("car")])) == 2
+
+
+def _yard(path: Path) -> None:
+    """Two hedges (mesh materials Leaves_A, Leaves_B), two bins (Plastic) and a post
+    (Metal), each its own node of a .glb."""
+    from trimesh.visual import TextureVisuals
+    from trimesh.visual.material import PBRMaterial
+
+    scene = trimesh.Scene()
+    for name, material, x in (("hedge_0", "Leaves_A", 8.0), ("hedge_1", "Leaves_B", -8.0),
+                              ("bin_0", "Plastic", 5.0), ("bin_1", "Plastic", -5.0),
+                              ("post", "Metal", 0.0)):  # fmt: skip
+        box = trimesh.creation.box([1.0, 1.0, 1.0])
+        box.apply_translation([x, 4.0, 0.5])
+        box.visual = TextureVisuals(material=PBRMaterial(name=material))
+        scene.add_geometry(box, node_name=name, geom_name=name)
+    scene.export(str(path))
+
+
+def test_rules_match_the_mesh_material_and_set_the_instance_kind(tmp_path: Path) -> None:
+    """``match_material`` globs the mesh's own material name (and with ``match``, both must
+    hold); ``instance: part`` gives each part its id, ``object`` one id for the object's
+    parts the rule meets, a number that number."""
+    _yard(tmp_path / "yard.glb")
+    rules = [
+        {"match_material": "Leaves*", "material": "vegetation", "label": "vegetation",
+         "instance": "part"},
+        {"match": "post", "match_material": "Wood", "material": "wood", "label": "fence"},
+        {"match": "post", "match_material": "Met*", "material": "pole_metal", "label": "pole",
+         "instance": 42},
+        {"match_material": "Plastic", "material": "plastic", "instance": "object"},
+    ]  # fmt: skip
+    scene_yaml = tmp_path / "scene.yaml"
+    scene_yaml.write_text(yaml.safe_dump(
+        {"objects": [{"name": "yard", "mesh": "yard.glb", "parts": rules}]}
+    ))  # fmt: skip
+    by = {o.name: o for o in load_scene(scene_yaml).objects}
+    hedges = [by[f"yard/hedge_{i}"] for i in range(2)]
+    assert [h.label for h in hedges] == [label_id("vegetation")] * 2
+    assert all(h.material == "vegetation" for h in hedges)
+    assert hedges[0].instance > 0 and hedges[1].instance > 0
+    assert hedges[0].instance != hedges[1].instance  # one id a part
+    bins = [by[f"yard/bin_{i}"] for i in range(2)]
+    assert bins[0].instance == bins[1].instance > 0  # one id for the object
+    assert bins[0].instance not in (hedges[0].instance, hedges[1].instance)
+    assert all(b.material == "plastic" for b in bins)
+    post = by["yard/post"]  # the Wood rule names the post but not its material: passed over
+    assert post.material == "pole_metal" and post.label == label_id("pole")
+    assert post.instance == 42

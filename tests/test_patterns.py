@@ -176,3 +176,57 @@ def test_scanners_plot(tmp_path: Path) -> None:
     res = lidar_sim("scanners", "livox-avia", "--plot", out)
     assert res.returncode == 0, res.stderr
     assert out.stat().st_size > 20_000
+
+
+def test_paraxial_refraction_is_the_thin_prism_deviation() -> None:
+    """``refraction: paraxial``: one wedge at rest deviates the beam by exactly (n - 1) a,
+    not Snell's arcsin(n sin a) - a."""
+    spec = single_channel_scanner(
+        pattern="risley",
+        risley={"prisms": [{"rotation_hz": 0.0, "wedge_deg": 20.0}], "refractive_index": 1.5,
+                "shot_rate_hz": 1000, "refraction": "paraxial"},
+    )  # fmt: skip
+    del spec["channels"]
+    d = pattern_for(ScannerConfig.model_validate(spec)).schedule(0, 3).direction
+    np.testing.assert_allclose(np.arccos(d[:, 0]), np.radians(0.5 * 20.0), atol=1e-12)
+    snell = np.arcsin(1.5 * np.sin(np.radians(20.0))) - np.radians(20.0)
+    assert abs(np.arccos(d[0, 0]) - snell) > 1e-3
+
+
+@pytest.mark.parametrize("waveform", ["triangle", "sawtooth"])
+def test_oscillating_waveforms_are_linear_sweeps(waveform: str) -> None:
+    """A mirror cycle of 100 pulses at +-20 deg: the triangle rises 0 -> 20 -> 0 -> -20 deg
+    in straight lines, the sawtooth from -20 to +20 deg and jumps back at half the cycle."""
+    cfg = _config("oscillating", pulse_rate_hz=1000, scan_rate_hz=10, half_angle_deg=20,
+                  waveform=waveform)  # fmt: skip
+    s = pattern_for(cfg).schedule(0, 250)
+    d = s.direction
+    angle = np.degrees(np.arctan2(d[:, 1], -d[:, 2]))
+    phase = np.arange(250) / 100.0
+    if waveform == "triangle":
+        want = 20.0 * (1.0 - 4.0 * np.abs(np.mod(phase + 0.25, 1.0) - 0.5))
+    else:
+        want = 20.0 * (2.0 * np.mod(phase + 0.5, 1.0) - 1.0)
+    np.testing.assert_allclose(angle, want, atol=1e-9)
+    np.testing.assert_allclose(s.time_s, np.arange(250) / 1000.0)
+
+
+def test_raster_without_boustrophedon_scans_every_row_the_same_way() -> None:
+    cfg = _config("raster", rows=4, columns=5, horizontal_fov_deg=50, vertical_fov_deg=20,
+                  frame_rate_hz=10, boustrophedon=False)  # fmt: skip
+    s = pattern_for(cfg).schedule(0, 20)
+    az = np.degrees(s.azimuth_rad).reshape(4, 5)
+    np.testing.assert_allclose(az, np.tile([20.0, 10.0, 0.0, -10.0, -20.0], (4, 1)), atol=1e-9)
+
+
+def test_table_pattern_replays_its_channel_column(tmp_path: Path) -> None:
+    """A fourth CSV column numbers the channels: replayed as each pulse's channel (and the
+    pattern has as many channels as the highest number says)."""
+    csv = tmp_path / "pattern.csv"
+    csv.write_text("time_s,azimuth_deg,elevation_deg,channel\n"
+                   "0.0,0,0,0\n0.001,10,5,2\n0.002,20,-5,1\n")  # fmt: skip
+    p = pattern_for(_config("table", file=str(csv)))
+    s = p.schedule(0, 7)
+    assert p.channels == 3
+    np.testing.assert_array_equal(s.channel, [0, 2, 1, 0, 2, 1, 0])
+    np.testing.assert_allclose(np.degrees(s.azimuth_rad), [0, 10, 20, 0, 10, 20, 0], atol=1e-9)
