@@ -14,7 +14,13 @@ from simulator.backend import NumpyBackend
 from simulator.labels import label_id
 from simulator.pipeline import Simulation
 
-from .conftest import PLAIN, Workspace, single_channel_scanner
+from .conftest import (
+    PLAIN,
+    Workspace,
+    count_cast_in_full,
+    judged_in_full,
+    single_channel_scanner,
+)
 
 THRESHOLD = 0.1 / 110.0**2
 GLASS = {**PLAIN, "reflectance": 0.05, "minnaert_k": 0.0, "transmittance": 0.8,
@@ -174,10 +180,17 @@ def test_see_through_scans_are_identical_for_any_chunk_size_backend_and_sampling
                 np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=16)
                 continue
             np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
-    adaptive = _sim(ws, objects, {**scanner, "beam_sampling": "adaptive"}, **keys).run()
+    adaptive_sim = _sim(ws, objects, {**scanner, "beam_sampling": "adaptive"}, **keys)
+    adaptive, in_full = count_cast_in_full(adaptive_sim)
     sim = _sim(ws, objects, scanner, **keys)
     beams = sim.cast(sim.aim(0, sim.total_pulses, footprints=False))
     passed = sim.transmittance_of_object[beams.hits.object_index] > 0
+    # Adaptive sampling casts in full exactly the footprints the specification judges
+    # (every one whose beam meets a see-through surface among them), and not all.
+    judged = judged_in_full(adaptive_sim)
+    assert judged[passed].all()
+    assert in_full == int(judged.sum()) < sim.total_pulses
+    assert int(passed.sum()) > 100
     for name in ("xyz", "range_m", "intensity", "label", "num_returns"):
         a = adaptive[name][passed[adaptive["pulse_id"]]]
         b = ref[name][passed[ref["pulse_id"]]]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import integrate, optimize, special
+from scipy import integrate, interpolate, optimize, special
 
 import simulator
 from simulator.backend import NumpyBackend
@@ -19,7 +19,14 @@ from simulator.labels import label_id
 from simulator.pipeline import Simulation
 from simulator.weather import SoftTarget
 
-from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
+from .conftest import (
+    PLAIN,
+    REPO,
+    Workspace,
+    count_cast_in_full,
+    judged_in_full,
+    single_channel_scanner,
+)
 
 FARM = REPO / "scenes" / "farm" / "survey.yaml"
 LN20 = np.log(20.0)
@@ -140,6 +147,29 @@ def _geometric_overlap(r: float, scanner) -> float:
     return min(value / (np.pi * a**2), 1.0)
 
 
+_SPLINES: dict[str, interpolate.CubicSpline] = {}
+
+
+def _overlap_spline(scanner) -> interpolate.CubicSpline:
+    """:func:`_geometric_overlap` on 401 points, a cubic spline in ``u = sqrt((r -
+    start) / (full - start))`` (the onset, a power 3/2 of ``r - start``, is smooth in
+    it): within 1e-7 of the quadrature between the points, checked. Made once a scanner."""
+    key = scanner.model_dump_json()
+    if key in _SPLINES:
+        return _SPLINES[key]
+    start, full = scanner.overlap_range_m
+
+    def at(u: np.ndarray) -> np.ndarray:
+        return np.array([_geometric_overlap(start + (full - start) * x**2, scanner) for x in u])
+
+    u = np.linspace(0.0, 1.0, 401)
+    spline = interpolate.CubicSpline(u, at(u))
+    mid = 0.5 * (u[1:] + u[:-1])[::20]
+    np.testing.assert_allclose(spline(mid), at(mid), atol=1e-7)
+    _SPLINES[key] = spline
+    return spline
+
+
 def _soft_law(beta: float, alpha: float, length_m: float, overlap,
               cut_m: float = np.inf) -> tuple[float, float]:  # fmt: skip
     """The soft-target equation by quadrature: the peak (range, received) of
@@ -152,10 +182,15 @@ def _soft_law(beta: float, alpha: float, length_m: float, overlap,
             return float(np.clip((r - start) / (full - start), 0.0, 1.0))
     else:
         start, full = overlap.overlap_range_m
-        scanner = overlap
+        # The geometric overlap by quadrature on a fine grid, interpolated by a cubic
+        # spline in u = sqrt((r - start) / (full - start)), in which the onset (a power
+        # 3/2 of r - start) is smooth: within 1e-7 of the quadrature, checked below.
+        spline = _overlap_spline(overlap)
 
         def zeta(r: float) -> float:
-            return _geometric_overlap(r, scanner)
+            if r < start or r >= full:
+                return 0.0 if r < start else 1.0
+            return float(spline(np.sqrt((r - start) / (full - start))))
 
     def wave(big_r: float) -> float:
         def f(r: float) -> float:
@@ -280,18 +315,23 @@ def _drawn_law(rate_mm_h: float, kind: str, scanner: dict, q: float = 2.0) -> di
         lambda d: q * np.pi / 4 * (diameter(d) * 1e-3) ** 2 * n0 * np.exp(-lam * d), 0, np.inf
     )[0], rel=1e-9)  # fmt: skip
     alpha = float(ext(0.0))
-    config = simulator.config.ScannerConfig.model_validate(scanner)
-    det = scanner["detection"]
-    th = det["reference_reflectance"] / det["reference_range_m"] ** 2
+    if isinstance(scanner, str):
+        config = simulator.config.load_scanner(scanner)
+    else:
+        config = simulator.config.ScannerConfig.model_validate(scanner)
+    assert config.atmospheric_extinction_per_m == 0.0
+    det = config.detection
+    th = det.reference_reflectance / det.reference_range_m**2
     d0 = config.beam_exit_diameter_mm * 1e-3
-    bh = scanner["divergence_mrad"]["horizontal"] * 1e-3
-    bv = scanner["divergence_mrad"]["vertical"] * 1e-3
+    bh = config.divergence_mrad.horizontal * 1e-3
+    bv = config.divergence_mrad.vertical * 1e-3
     start, full = config.overlap_range_m
     r = np.concatenate(
-        [np.linspace(start, 3 * full, 400), np.geomspace(3 * full, scanner["range_max_m"], 400)[1:]]
+        [np.linspace(start, 3 * full, 300), np.geomspace(3 * full, config.range_max_m, 300)[1:]]
     )
     area = np.pi / 4 * (d0 + r * bh) * (d0 + r * bv)
-    zeta = np.array([_geometric_overlap(x, config) for x in r])
+    u = np.sqrt(np.clip((r - start) / (full - start), 0.0, 1.0))
+    zeta = np.where(r < start, 0.0, np.where(r >= full, 1.0, _overlap_spline(config)(u)))
     transmission = np.exp(-2 * alpha * r)
     for _ in range(4):
         size = np.full(len(r), np.inf)
@@ -407,13 +447,21 @@ def test_a_wall_behind_rain_receives_the_extinction_of_the_particles_not_drawn(
 def test_drizzle_rarely_and_a_snowstorm_often_gives_points_near_the_sensor(
     ws: Workspace,
 ) -> None:
-    """Big flakes near the sensor are seen; fine drizzle mostly is not."""
-    counts = {}
+    """Big flakes near the sensor are seen; fine drizzle mostly is not: on the Helios
+    preset the pulses with a drop at 0.3 mm/h and with a flake at 3 mm/h are each as many
+    as the size distribution and the beam predict (4 Poisson sigmas), drizzle's share
+    under half the snow's and not zero."""
+    shares = {}
     for kind, rate in (("rain", 0.3), ("snow", 3.0)):
         sim = _sim(ws, [FAR_BOX], "rs-helios-5515", weather={kind: {"rate_mm_h": rate}},
                    revolutions=0.2)  # fmt: skip
-        counts[kind] = len(sim.run()) / sim.total_pulses
-    assert counts["rain"] < 0.5 * counts["snow"], counts
+        cloud = sim.run()
+        seen = len(np.unique(cloud["pulse_id"]))
+        mean, sigma = _expected_particle_pulses(rate, kind, "rs-helios-5515", sim.total_pulses)
+        assert abs(seen - mean) < 4 * sigma + 1, (kind, seen, mean, sigma)
+        assert mean > 20, (kind, mean)  # the test has power
+        shares[kind] = seen / sim.total_pulses
+    assert 0.0 < shares["rain"] < 0.5 * shares["snow"], shares
 
 
 def test_footprints_let_the_rest_of_the_beam_reach_the_wall(ws: Workspace) -> None:
@@ -461,8 +509,14 @@ def test_footprints_let_the_rest_of_the_beam_reach_the_wall(ws: Workspace) -> No
     assert np.sum(wall_after < before) > 0.5 * len(shadowed)
     # Adaptive sampling casts the whole footprint of every pulse with a particle, so
     # there it gives what full sampling gives.
-    adaptive = _sim(ws, [wall], {**scanner, "beam_sampling": "adaptive"},
-                    weather={"snow": {"rate_mm_h": 0.5}}).run()  # fmt: skip
+    adaptive_sim = _sim(ws, [wall], {**scanner, "beam_sampling": "adaptive"},
+                        weather={"snow": {"rate_mm_h": 0.5}})  # fmt: skip
+    adaptive, in_full = count_cast_in_full(adaptive_sim)
+    # It casts in full the footprints the specification judges and those with a flake,
+    # exactly, and not all of them.
+    expected = judged_in_full(adaptive_sim) | has_flake
+    assert in_full == int(expected.sum()) < sim.total_pulses
+    assert in_full >= int(has_flake.sum()) > 50
     for name in ("xyz", "range_m", "intensity", "return_number", "num_returns", "label"):
         a = adaptive[name][has_flake[adaptive["pulse_id"]]]
         b = snowy[name][has_flake[snowy["pulse_id"]]]
@@ -472,22 +526,43 @@ def test_footprints_let_the_rest_of_the_beam_reach_the_wall(ws: Workspace) -> No
 # --------------------------------------------------------------------------- invariants
 
 
-def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend() -> None:
-    """Fog, rain and snow together on the farm: bit for bit across chunk sizes, threads
-    and the numpy specification."""
-    sets = ["revolutions=0.1", "weather.fog.visibility_m=150", "weather.rain.rate_mm_h=10",
-            "weather.dust.visibility_m=300",
-            "weather.snow.rate_mm_h=1", "output.diagnostics=true"]  # fmt: skip
-    ref = Simulation.from_file(FARM, sets).run()
-    small = Simulation.from_file(FARM, [*sets, "chunk_pulses=3001"]).run()
-    one = Simulation.from_file(FARM, sets)
+@pytest.mark.parametrize(
+    "conditions",
+    [["weather.rain.rate_mm_h=10"], ["weather.snow.rate_mm_h=0.1"],
+     ["weather.fog.visibility_m=150"], ["weather.dust.visibility_m=300"],
+     ["weather.fog.visibility_m=150", "weather.rain.rate_mm_h=10",
+      "weather.dust.visibility_m=300", "weather.snow.rate_mm_h=1"]],
+    ids=["rain", "snow", "fog", "dust", "all"],
+)  # fmt: skip
+def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
+    conditions: list[str],
+) -> None:
+    """Each condition alone and all together on the farm: bit for bit across chunk sizes
+    (six chunks and four), threads and the numpy specification. Rain and snow alone touch
+    only some pulses (rain 10 mm/h 28 %, snow 0.1 mm/h 69 %), so the
+    kernels' returns and the medium's are merged in every chunk."""
+    sets = ["revolutions=0.1", "output.diagnostics=true", *conditions]
+    sim = Simulation.from_file(FARM, sets)
+    ref = sim.run()
+    assert sim.medium is not None
+    ids = np.arange(sim.total_pulses, dtype=np.uint64)
+    touched = sim.medium.touched(ids, sim.model.threshold, sim.medium.draw(ids)).mean()
+    falling = any("rain" in c or "snow" in c for c in conditions)
+    soft = any("fog" in c or "dust" in c for c in conditions)
+    assert (0.01 < touched < 0.9) if falling and not soft else touched == 1.0, touched
+    chunk = 997
+    assert sim.total_pulses > 4 * chunk
+    small = Simulation.from_file(FARM, [*sets, f"chunk_pulses={chunk}"]).run()
+    one = Simulation.from_file(FARM, [*sets, "chunk_pulses=1500"])
     one.limit_threads(1)
     single_thread = one.run()
-    sim = Simulation.from_file(FARM, [*sets, "chunk_pulses=20000"])
-    sim.backend = NumpyBackend()
-    spec = sim.run()
+    spec_sim = Simulation.from_file(FARM, [*sets, "chunk_pulses=1500"])
+    spec_sim.backend = NumpyBackend()
+    spec = spec_sim.run()
     labels = set(np.unique(ref["label"]).tolist())
-    assert {label_id("outlier"), label_id("falling-snow")} <= labels
+    medium = label_id("falling-snow") if conditions == ["weather.snow.rate_mm_h=0.1"] else 1
+    assert medium in labels
+    assert np.sum(ref["object_id"] >= sim.medium.first_object) > 20
     for other in (small, single_thread, spec):
         assert other.fields.keys() == ref.fields.keys()
         for name in ref.fields:
@@ -500,11 +575,17 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend() ->
 
 
 def test_clear_air_is_the_scan_without_a_weather_section() -> None:
-    """An empty weather section changes nothing."""
+    """An empty weather section changes nothing (no medium, the same scan), while a
+    light rain on the same survey does change it (drop points, labelled outlier)."""
     a = Simulation.from_file(FARM, ["revolutions=0.05"]).run()
-    b = Simulation.from_file(FARM, ["revolutions=0.05", "weather={}"]).run()
+    empty = Simulation.from_file(FARM, ["revolutions=0.05", "weather={}"])
+    assert empty.medium is None
+    b = empty.run()
     for name in a.fields:
         np.testing.assert_array_equal(a[name], b[name])
+    wet = Simulation.from_file(FARM, ["revolutions=0.05", "weather.rain.rate_mm_h=2"]).run()
+    assert np.sum(wet["label"] == label_id("outlier")) > 10
+    assert len(wet) != len(a) or not np.array_equal(wet["range_m"], a["range_m"])
 
 
 def test_bad_weather_is_a_config_error(ws: Workspace, tmp_path: Path) -> None:
@@ -517,9 +598,9 @@ def test_bad_weather_is_a_config_error(ws: Workspace, tmp_path: Path) -> None:
 
 
 def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_path: Path) -> None:
-    """The demo dataset with rain and fog on its street group: the farm group stays clear,
-    the street group has weather points, and two Dask workers write the same bytes as
-    one process."""
+    """The demo dataset with snow and fog on its street group: the farm group stays clear,
+    the street group has points of each condition (flakes are falling-snow, fog outlier),
+    and two Dask workers write the same bytes as one process."""
     import subprocess
     import sys
 
@@ -528,7 +609,7 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
     from simulator.datasets import run_dataset
 
     spec = yaml.safe_load((REPO / "configs" / "datasets" / "demo.yaml").read_text())
-    spec["groups"][1]["weather"] = {"rain": {"rate_mm_h": 10.0}, "fog": {"visibility_m": 400.0}}
+    spec["groups"][1]["weather"] = {"snow": {"rate_mm_h": 2.0}, "fog": {"visibility_m": 40.0}}
     spec["groups"][0]["frames"] = spec["groups"][1]["frames"] = 2
     path = tmp_path / "wet.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -548,8 +629,10 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
     for seq in ("00", "01"):
         raw = np.fromfile(one / "sequences" / seq / "labels" / "000001.label", dtype="<u4")
         labels[seq] = raw & 0xFFFF
-    assert not np.any(labels["00"] == 1)  # the farm: clear air
-    assert np.sum(labels["01"] == 1) > 100  # the street: rain drops and fog
+    snow, fog = label_id("falling-snow"), label_id("outlier")
+    assert not np.isin(labels["00"], [snow, fog]).any()  # the farm: clear air
+    assert np.sum(labels["01"] == snow) > 100, np.sum(labels["01"] == snow)  # flakes
+    assert np.sum(labels["01"] == fog) > 100, np.sum(labels["01"] == fog)  # fog
 
 
 def test_the_report_compares_the_weather_with_clear_air(tmp_path: Path) -> None:
