@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format clean system-deps preset-plots
+.PHONY: setup demo test lint format clean system-deps preset-plots docs
 
 setup: $(STAMP)
 
@@ -45,13 +45,22 @@ test: system-deps $(STAMP)
 	$(BIN)/ruff check simulator tests scenes benchmarks
 	$(BIN)/ruff format --check simulator tests scenes benchmarks
 	$(BIN)/pytest -q
+	$(MKDOCS) build --strict --quiet
 
 format: $(STAMP)
 	$(BIN)/ruff format simulator tests scenes benchmarks
 	$(BIN)/ruff check --fix simulator tests scenes benchmarks
 
+# The user guide (docs/, mkdocs.yml) as a site in site/; `make test` builds it with --strict
+# (a broken link, a missing picture or a docstring it cannot read fails the build).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: $(STAMP)
+	$(MKDOCS) build --strict
+	@echo "open site/index.html"
+
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out site .pytest_cache .ruff_cache
 
 # One frame of every preset's pattern, as docs/img/presets/NAME.png (compare with the datasheets).
 preset-plots: $(STAMP)

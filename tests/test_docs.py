@@ -1,0 +1,216 @@
+"""Every command the README and the user guide show is run, so a page cannot show one that fails.
+
+A fenced ``sh``, ``bash`` or ``python`` block of ``README.md`` or ``docs/**/*.md`` is marked
+by an HTML comment on the line just before its opening fence (invisible on GitHub and in the
+built guide):
+
+- ``<!-- run -->``: the block is run;
+- ``<!-- run: ARGS -->``: run, with ``ARGS`` (small settings, e.g. ``--set revolutions=1``)
+  appended to every ``lidar-sim`` call of the block;
+- ``<!-- skip: REASON -->``: not run, and why (a display, the network, a real capture the
+  repository does not ship, a synopsis with placeholders, a benchmark that takes minutes).
+
+Every block carries one of the two (``test_every_block_is_marked``). The runnable blocks of a
+page run in order, two pages at a time, in one temporary copy of the repository per page (its
+``configs/``, ``scenes/``, ``docs/`` and ``benchmarks/``; the package is the installed one), so
+a block may use what an earlier block of its page wrote. A shell block runs under
+``bash -e -o pipefail`` with the environment's ``lidar-sim`` and ``python`` first on the path,
+a Python block as a script; a non-zero exit fails the block's test with its output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+COPIED = ("configs", "scenes", "docs", "benchmarks")
+LANGUAGES = ("sh", "bash", "python")
+FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
+MARKER = re.compile(r"^\s*<!--\s*(?P<kind>run|skip)(?::\s*(?P<arg>.*?))?\s*-->\s*$")
+BLOCK_TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a page."""
+
+    page: Path
+    line: int  # 1-based line of the opening fence
+    language: str
+    code: str
+    marker: str | None  # "run", "skip" or None
+    arg: str  # the marker's text after the colon
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The ``sh``/``bash``/``python`` blocks of a Markdown page, with their markers."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, indent = m["fence"], len(m["indent"])
+        language = m["info"].split("{")[0].strip().split(" ")[0].lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            j += 1
+        if language in LANGUAGES:
+            previous = lines[i - 1] if i > 0 else ""
+            mark = MARKER.match(previous)
+            code = "\n".join(line[indent:] for line in lines[i + 1 : j]) + "\n"
+            blocks.append(
+                Block(
+                    page,
+                    i + 1,
+                    language,
+                    code,
+                    mark["kind"] if mark else None,
+                    (mark["arg"] or "") if mark else "",
+                )
+            )
+        i = j + 1
+    return blocks
+
+
+ALL_BLOCKS = [block for page in PAGES for block in blocks_of(page)]
+RUNNABLE = [block for block in ALL_BLOCKS if block.marker == "run"]
+
+
+def test_every_block_is_marked() -> None:
+    """Each shell or Python block says whether it is run, and a skipped one says why."""
+    unmarked = [b.id for b in ALL_BLOCKS if b.marker is None]
+    assert not unmarked, (
+        "blocks with neither <!-- run --> nor <!-- skip: REASON --> on the line before "
+        f"their fence: {unmarked}"
+    )
+    no_reason = [b.id for b in ALL_BLOCKS if b.marker == "skip" and not b.arg]
+    assert not no_reason, f"<!-- skip --> needs a reason (<!-- skip: REASON -->): {no_reason}"
+
+
+def test_the_blocks_are_found() -> None:
+    """The collector sees the pages' blocks (a parser that found none would pass everything)."""
+    pages = {b.page.relative_to(ROOT).as_posix() for b in RUNNABLE}
+    assert {"README.md", "docs/getting-started.md", "docs/weather.md"} <= pages
+    assert any(b.language == "python" for b in RUNNABLE)
+    assert all(b.code.strip() for b in ALL_BLOCKS)
+
+
+def _tool_dir(folder: Path, args: str) -> Path:
+    """A folder holding a ``lidar-sim`` that appends ``args`` to every call."""
+    bindir = folder / f".doc-bin-{len(args)}-{abs(hash(args))}"
+    bindir.mkdir(exist_ok=True)
+    exe = Path(sys.executable).parent / "lidar-sim"
+    real = str(exe) if exe.exists() else shutil.which("lidar-sim")
+    assert real, "lidar-sim is not installed"
+    extra = " ".join(shlex.quote(a) for a in shlex.split(args))
+    script = bindir / "lidar-sim"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(real)} "$@" {extra}\n')
+    script.chmod(0o755)
+    return bindir
+
+
+def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run one block in ``folder``."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(
+        [str(_tool_dir(folder, block.arg)), str(Path(sys.executable).parent), env["PATH"]]
+    )
+    env["MPLBACKEND"] = "Agg"
+    # Two pages run at a time on a machine of two cores: a thread each (the output is the
+    # same for any number of threads).
+    env.setdefault("NUMBA_NUM_THREADS", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    if block.language == "python":
+        script = folder / f".doc-block-{block.line}.py"
+        script.write_text(block.code)
+        command = [sys.executable, str(script)]
+    else:
+        command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+    return subprocess.run(
+        command,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_page(blocks: list[Block], folder: Path) -> dict[str, str | None]:
+    """Run a page's blocks in order in a fresh copy of the repository: per block, None if it
+    exited 0, else what went wrong (the blocks after a failed one are not run)."""
+    for name in COPIED:
+        shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("out"))
+    outcome: dict[str, str | None] = {}
+    failed = None
+    for block in blocks:
+        if failed:
+            outcome[block.id] = f"not run: the page's earlier block {failed} failed"
+            continue
+        try:
+            result = run_block(block, folder)
+        except subprocess.TimeoutExpired:
+            outcome[block.id] = failed = f"timed out after {BLOCK_TIMEOUT_S} s"
+            continue
+        if result.returncode == 0:
+            outcome[block.id] = None
+        else:
+            failed = block.id
+            outcome[block.id] = (
+                f"exited {result.returncode}:\n{block.code}\n"
+                f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+            )
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str | None]:
+    """Every selected block's outcome. The pages are independent, so two run at a time (each
+    page's blocks in order); a selected block's page runs up to it."""
+    selected = {
+        item.callspec.params["block"].id
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_block_runs"
+    }
+    pages: dict[Path, list[Block]] = {}
+    for block in RUNNABLE:
+        pages.setdefault(block.page, []).append(block)
+    work = []
+    for page, blocks in pages.items():
+        last = max((i for i, b in enumerate(blocks) if b.id in selected), default=None)
+        if last is not None:
+            work.append((blocks[: last + 1], tmp_path_factory.mktemp(page.stem)))
+    work.sort(key=lambda w: -len(w[0]))  # the longest pages first
+    results: dict[str, str | None] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for outcome in pool.map(lambda w: run_page(*w), work):
+            results.update(outcome)
+    return results
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_block_runs(block: Block, outcomes: dict[str, str | None]) -> None:
+    """The block exits 0 (after the page's earlier runnable blocks, which it may rely on)."""
+    problem = outcomes[block.id]
+    assert problem is None, f"{block.id} ({block.language}) {problem}"
