@@ -113,6 +113,33 @@ def test_the_blocks_are_found() -> None:
     assert all(b.code.strip() for b in ALL_BLOCKS)
 
 
+LINK = re.compile(r"\]\((?!https?://|mailto:)(?P<path>[^)#\s]*)(?:#(?P<anchor>[^)\s]+))?\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor, as GitHub and MkDocs' toc make it for these pages' headings."""
+    text = re.sub(r"[`*_]", "", heading).strip().lower()
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", text))
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {_slug(m[1]) for m in re.finditer(r"^#{1,6}\s+(.*)$", text, flags=re.M)}
+
+
+def test_readme_links_resolve() -> None:
+    """The README's links and pictures (not built by MkDocs, whose strict build checks the
+    guide's) point to files that exist, and to headings those pages have."""
+    readme = ROOT / "README.md"
+    broken = []
+    for m in LINK.finditer(readme.read_text(encoding="utf-8")):
+        target = (ROOT / m["path"]) if m["path"] else readme
+        heading = m["anchor"] and target.suffix == ".md"
+        if not target.exists() or (heading and m["anchor"] not in _anchors(target)):
+            broken.append(m[0])
+    assert not broken, f"README.md links to nothing: {broken}"
+
+
 def _tool_dir(folder: Path, args: str) -> Path:
     """A folder holding a ``lidar-sim`` that appends ``args`` to every call."""
     bindir = folder / f".doc-bin-{len(args)}-{abs(hash(args))}"
