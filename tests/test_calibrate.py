@@ -350,3 +350,49 @@ def test_ego_points_are_removed_and_counted(tmp_path: Path) -> None:
     )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert f"{n} ego points removed" in " ".join(res.stdout.split())
+
+
+def _library(res, path: Path) -> dict:  # type: ignore[no-untyped-def]
+    assert res.returncode == 0, res.stderr
+    return yaml.safe_load(path.read_text())
+
+
+def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) -> None:
+    """One scan as npz, PCD, PLY, LAZ and KITTI .bin: the lossless formats give the npz's
+    library, LAZ (0.1 mm, whole-number intensities) and .bin (no rings: inferred) one
+    within 0.5 % of it. ``--intensity-divisor 256`` reads a LAS file whose intensities were
+    stored times 256 as the plain one; ``--origin`` puts the sensor where a shifted scan has
+    it; ``--max-planes 1`` finds the ground alone."""
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+
+    def fit(ext: str, *options: str, cloud: simulator.PointCloud | None = None) -> dict:
+        scan = _scan(tmp_path, "rs-helios-5515", f"scan.{ext}")
+        if cloud is not None:
+            simulator.write(cloud, scan)
+        out = tmp_path / f"lib_{ext}{len(options)}.yaml"
+        return _library(lidar_sim("calibrate", scan, "-o", out, *options), out)
+
+    want = fit("npz")
+    assert {"ground", "wall_1", "wall_2"} <= set(want)
+    assert want["ground"]["reflectance"] == pytest.approx(ground["reflectance"], rel=0.01)
+    for ext, rel in (("pcd", 1e-9), ("ply", 1e-9), ("laz", 5e-3), ("bin", 5e-3)):
+        got = fit(ext)
+        for name in ("ground", "wall_1"):
+            for key in ("reflectance", "minnaert_k"):
+                assert got[name][key] == pytest.approx(want[name][key], rel=rel), (ext, name, key)
+    cloud = read_npz(tmp_path / "scan.npz")
+    scaled = dict(cloud.fields)
+    scaled["intensity"] = (np.rint(cloud["intensity"]) * 256).astype(np.float32)
+    plain = fit("las")
+    divided = fit("las", "--intensity-divisor", "256", cloud=simulator.PointCloud(scaled))
+    for name in ("ground", "wall_1"):
+        for key in ("reflectance", "minnaert_k", "roughness_m"):
+            assert divided[name][key] == pytest.approx(plain[name][key], rel=1e-9), (name, key)
+    shifted = dict(cloud.fields)
+    offset_m = np.array([10.0, -5.0, 2.0])
+    shifted["xyz"] = (cloud["xyz"].astype(np.float64) + offset_m).astype(np.float32)
+    moved = fit("npz", "--origin", "10,-5,2", cloud=simulator.PointCloud(shifted))
+    for key in ("reflectance", "minnaert_k"):
+        assert moved["ground"][key] == pytest.approx(want["ground"][key], rel=5e-3), key
+    assert set(fit("npz", "--max-planes", "1")) == {"ground"}

@@ -287,3 +287,27 @@ def test_weather_from_the_command_line(tmp_path: Path) -> None:
         assert not (tmp_path / "x.npz").exists()
     res = run("bench", "--weather", "hail=3")
     assert res.returncode == 2 and "--weather" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_an_unwritable_output_folder_is_refused_before_scanning(ws: Workspace) -> None:
+    """The bad-input table's row: a folder that cannot be written (read-only; /sys when the
+    tests run as root, who may write anywhere else) or cannot be made (its parent is a
+    file): exit 2 before any scanning, the path named, nothing written."""
+    import os
+
+    survey = _good_survey(ws)
+    if os.geteuid() == 0:
+        folder = Path("/sys")
+    else:
+        folder = ws.root / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+    res = run("scan", survey, "-o", folder / "scan.npz")
+    _expect_error(res, str(folder / "scan.npz"), "the output directory is not writable")
+    assert "points from" not in res.stdout  # refused before the scan
+    assert not (folder / "scan.npz").exists()
+    res = run("sequence", survey, "-o", folder / "seq")  # its frames folder cannot be made
+    _expect_error(res, str(folder / "seq"), "cannot create the output directory")
+    assert not (folder / "seq").exists()
+    res = run("scan", survey, "-o", survey / "scan.npz")  # survey.yaml is a file
+    _expect_error(res, str(survey / "scan.npz"), "cannot create the output directory")

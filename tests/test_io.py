@@ -338,9 +338,10 @@ def test_a_scan_killed_while_writing_leaves_the_previous_file_intact(
     survey = str(REPO / "scenes" / "farm" / "survey.yaml")
     target = tmp_path / "scan.npz"
     scan = ["scan", survey, "-o", str(target), "-q", "--set", "revolutions=0.5"]
-    cli = [sys.executable, "-m", "simulator.cli"]
-    first = subprocess.run([*cli, *scan, "--set", "seed=1", "--set", "chunk_pulses=4000"],
-                           capture_output=True, text=True)  # fmt: skip
+    from .conftest import lidar_sim
+
+    # The runs before and after in this process; the killed one in a child.
+    first = lidar_sim(*scan, "--set", "seed=1", "--set", "chunk_pulses=4000")
     assert first.returncode == 0, first.stderr
     before = target.read_bytes()
     killed = subprocess.run(
@@ -349,8 +350,7 @@ def test_a_scan_killed_while_writing_leaves_the_previous_file_intact(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert target.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name]  # the killed write's
-    again = subprocess.run([sys.executable, "-m", "simulator.cli", *scan, "--set", "seed=2"],
-                           capture_output=True, text=True)  # fmt: skip
+    again = lidar_sim(*scan, "--set", "seed=2")
     assert again.returncode == 0, again.stderr
     assert target.read_bytes() != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.npz"]
