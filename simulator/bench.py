@@ -490,18 +490,25 @@ def format_sequence(f: dict[str, Any]) -> str:
     )
 
 
-def run_dataset_scaling(spec: str | Path, workers: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
-    """``lidar-sim dataset`` of ``spec`` with each number of local worker processes: wall
-    seconds, frames per second, and whether the files are bit-identical to the first's."""
+def run_dataset_scaling(
+    spec: str | Path, workers: tuple[int, ...] = (1, 2), cluster_workers: int = 0
+) -> dict[str, Any]:
+    """``lidar-sim dataset`` of ``spec`` with each number of local worker processes, and
+    (``cluster_workers`` > 0) on a Dask LocalCluster of that many workers, one after the
+    other in this process: wall seconds (a worker's start-up included), frames per second,
+    and whether the files are bit-identical to the first's."""
     from .datasets import run_dataset
 
     runs: list[dict[str, Any]] = []
     reference: dict[str, bytes] | None = None
+    modes: list[tuple[int, str | None]] = [(n, None) for n in workers]
+    if cluster_workers:
+        modes.append((cluster_workers, f"local:{cluster_workers}"))
     with tempfile.TemporaryDirectory() as tmp:
-        for n in workers:
-            out = Path(tmp) / f"w{n}"
+        for n, scheduler in modes:
+            out = Path(tmp) / f"w{n}{'-dask' if scheduler else ''}"
             t0 = time.perf_counter()
-            manifest = run_dataset(spec, out, workers=n)
+            manifest = run_dataset(spec, out, workers=n, scheduler=scheduler)
             seconds = time.perf_counter() - t0
             files = {
                 str(p.relative_to(out)): p.read_bytes()
@@ -509,11 +516,19 @@ def run_dataset_scaling(spec: str | Path, workers: tuple[int, ...] = (1, 2)) -> 
                 if p.is_file() and p.name != "manifest.json"
             }
             reference = files if reference is None else reference
-            runs.append({"workers": n, "seconds": seconds, "frames": manifest["frames"],
-                         "frames_per_s": manifest["frames"] / seconds,
-                         "identical_to_first": files == reference})  # fmt: skip
-    return {"spec": str(spec), "cores": os.cpu_count(), "runs": runs,
-            "speedup": runs[0]["seconds"] / runs[-1]["seconds"]}  # fmt: skip
+            run = {"workers": n, "seconds": seconds, "frames": manifest["frames"],
+                   "frames_per_s": manifest["frames"] / seconds,
+                   "identical_to_first": files == reference}  # fmt: skip
+            if scheduler is None:
+                runs.append(run)
+            else:
+                cluster = {**run, "scheduler": scheduler,
+                           "speedup": runs[0]["seconds"] / seconds}  # fmt: skip
+    figures = {"spec": str(spec), "cores": os.cpu_count(), "runs": runs,
+               "speedup": runs[0]["seconds"] / runs[-1]["seconds"]}  # fmt: skip
+    if cluster_workers:
+        figures["cluster"] = cluster
+    return figures
 
 
 def format_dataset_scaling(f: dict[str, Any]) -> str:
@@ -526,4 +541,12 @@ def format_dataset_scaling(f: dict[str, Any]) -> str:
             f"({r['frames_per_s']:.2f} frames/s, {same})"
         )
     lines.append(f"  speed-up {f['speedup']:.2f} x")
+    if "cluster" in f:
+        c = f["cluster"]
+        same = "identical files" if c["identical_to_first"] else "FILES DIFFER"
+        lines.append(
+            f"  Dask cluster of {c['workers']} ({c['scheduler']}): {c['frames']} frames in "
+            f"{c['seconds']:.2f} s ({c['frames_per_s']:.2f} frames/s, {same}), "
+            f"speed-up {c['speedup']:.2f} x"
+        )
     return "\n".join(lines)

@@ -753,7 +753,10 @@ def bench(
     ] = False,
     dataset_workers: Annotated[
         Path | None,
-        typer.Option(help="Instead: run this dataset spec with 1 and 2 workers (scaling)."),
+        typer.Option(
+            help="Instead: run this dataset spec with 1 and 2 workers and on a two-worker "
+            "Dask cluster (scaling)."
+        ),
     ] = None,
     weather: Annotated[
         list[str] | None,
@@ -780,7 +783,7 @@ def bench(
     if dataset_workers is not None:
         from .bench import format_dataset_scaling, run_dataset_scaling
 
-        figures = run_dataset_scaling(dataset_workers)
+        figures = run_dataset_scaling(dataset_workers, cluster_workers=2)
         typer.echo(json.dumps(figures) if as_json else format_dataset_scaling(figures))
         return
     if load:

@@ -1,10 +1,19 @@
-"""Datasets: bit-identical across executors, resumable, readable by the layout's own rules."""
+"""Datasets: bit-identical across executors, resumable after a kill in every layout and
+under a Dask scheduler, readable by the layout's own rules. One spec (the demo's two
+sequences of three frames) serves every test; the runs are module fixtures."""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -12,18 +21,43 @@ import pytest
 import yaml
 
 from simulator.constants import sequence_seed
-from simulator.datasets import SemanticKittiDataset, run_dataset, torch_dataset
+from simulator.datasets import SemanticKittiDataset, generate, run_dataset, torch_dataset
 from simulator.generators import GENERATORS
+from simulator.io.layouts import DatasetLayout
 from simulator.io.npz import read_npz
 
 from .conftest import REPO
 
 DEMO = REPO / "configs" / "datasets" / "demo.yaml"
+#: Files of the demo in the SemanticKITTI layout: per sequence 3 bins, labels and boxes,
+#: poses.txt, times.txt, calib.txt and poses/NN.txt.
+DEMO_FILES = 2 * (3 + 3 + 3 + 4)
 
 
 def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and p.name != "manifest.json"}  # fmt: skip
+
+
+def _cli(*args: str | Path) -> tuple[int, str]:
+    """``lidar-sim ARGS`` in this process: its exit code and stderr."""
+    from simulator.cli import main
+
+    err = io.StringIO()
+    code = 0
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return code, err.getvalue()
+
+
+def _demo_as(tmp: Path, layout: str) -> Path:
+    spec = yaml.safe_load(DEMO.read_text())
+    path = tmp / f"{layout}.yaml"
+    path.write_text(yaml.safe_dump({**spec, "layout": layout}))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +68,88 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_dask_two_workers_equal_one_process_bit_for_bit(one_process: Path, tmp_path: Path) -> None:
-    out = tmp_path / "dask"
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(DEMO), "-o",
-                          str(out), "--scheduler", "local:2", "-q"],
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert res.returncode == 0, res.stderr
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, one_process: Path):  # type: ignore[no-untyped-def]
+    """The demo in a layout, by one process (each layout made once, when first asked)."""
+    made = {"semantickitti": one_process}
+    tmp = tmp_path_factory.mktemp("layouts")
+
+    def get(layout: str) -> Path:
+        if layout not in made:
+            out = tmp / layout
+            assert run_dataset(_demo_as(tmp, layout), out, workers=1)["errors"] == []
+            made[layout] = out
+        return made[layout]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def loopback_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
+    127.0.0.1: the scheduler's address."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("dask")
+    address_file = tmp / "scheduler.json"
+    dask = Path(sys.executable).with_name("dask")
+    log = (tmp / "cluster.log").open("wb")
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", address_file],
+                              stdout=log, stderr=log)]  # fmt: skip
+    try:
+        for k in range(2):
+            procs.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
+                 "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1",
+                 "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(address_file.read_text())["address"]
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+
+
+def test_a_dask_cluster_on_loopback_writes_the_files_of_one_process(
+    one_process: Path, loopback_cluster: str, tmp_path: Path
+) -> None:
+    """Two ``dask worker`` processes write the one process's files byte for byte; the
+    frames are spread over both, and each worker builds a sequence once for its frames
+    (6 frames of 2 sequences: at most one sequence built twice, when one worker takes
+    frames of the other's, never once a frame)."""
+    out = tmp_path / "cluster"
+    manifest = run_dataset(DEMO, out, scheduler=loopback_cluster)
+    assert manifest["errors"] == []
     assert _files(out) == _files(one_process)
-    assert len(_files(out)) == 2 * (3 + 3 + 3 + 4)  # bins, labels, boxes, poses/times/calib, NN
+    assert len(_files(out)) == DEMO_FILES
+    workers = manifest["workers"]
+    assert len(workers) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in workers)
+    assert sum(w["frames"] for w in workers.values()) == 6
+    assert all(w["frames"] >= 1 for w in workers.values())
+    assert 2 <= sum(w["builds"] for w in workers.values()) <= 3
+
+
+def test_local_workers_write_the_files_of_one_process(one_process: Path, tmp_path: Path) -> None:
+    """Two local worker processes, one frame a task: the same bytes."""
+    out = tmp_path / "two"
+    manifest = run_dataset(DEMO, out, workers=2)
+    assert manifest["errors"] == []
+    assert _files(out) == _files(one_process)
+    workers = manifest["workers"]
+    assert len(workers) == 2 and sum(w["frames"] for w in workers.values()) == 6
+    assert sum(w["builds"] for w in workers.values()) <= 3
 
 
 def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:
@@ -60,15 +168,9 @@ def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:
     np.testing.assert_allclose(first[:, 3], np.add(start, [0, 0, 1.8]), atol=1e-9)
 
 
-def test_semantickitti_files_read_back_by_the_layouts_rules(
-    one_process: Path, tmp_path: Path
-) -> None:
+def test_semantickitti_files_read_back_by_the_layouts_rules(one_process: Path, reference) -> None:  # type: ignore[no-untyped-def]
     """np.fromfile and the label bit split give the same points as the npz layout's record."""
-    spec = yaml.safe_load(DEMO.read_text())
-    spec["layout"] = "npz"
-    npz_spec = tmp_path / "npz.yaml"
-    npz_spec.write_text(yaml.safe_dump(spec))
-    run_dataset(npz_spec, tmp_path / "npz", workers=1)
+    npz = reference("npz")
     for seq in ("00", "01"):
         for frame in range(3):
             name = f"{frame:06d}"
@@ -76,7 +178,7 @@ def test_semantickitti_files_read_back_by_the_layouts_rules(
                                  dtype="<f4").reshape(-1, 4)  # fmt: skip
             raw = np.fromfile(one_process / "sequences" / seq / "labels" / f"{name}.label",
                               dtype="<u4")  # fmt: skip
-            record = read_npz(tmp_path / "npz" / "sequences" / seq / "frames" / f"{name}.npz")
+            record = read_npz(npz / "sequences" / seq / "frames" / f"{name}.npz")
             assert len(points) == len(raw) == len(record) > 5000
             np.testing.assert_array_equal(points[:, :3], record["xyz"])
             np.testing.assert_allclose(points[:, 3], record["intensity"] / 255.0, rtol=1e-6)
@@ -87,18 +189,41 @@ def test_semantickitti_files_read_back_by_the_layouts_rules(
     np.testing.assert_allclose(poses[:, 0, 3], -10 + 5 * np.array([0.0, 0.1, 0.2]), atol=1e-9)
 
 
-def test_per_label_counts_are_plausible(one_process: Path) -> None:
+def test_the_loader_gives_each_frame_as_its_files_hold_it(one_process: Path) -> None:
+    """SemanticKittiDataset: the six frames in sequence then frame order, each item the
+    frame's own bin, label split, poses.txt line and boxes; the manifest's label counts are
+    the label files' own; and the street has the classes of a street."""
     data = SemanticKittiDataset(one_process)
-    assert len(data) == 6
-    street = [data[i]["label"] for i in range(len(data)) if data[i]["sequence"] == "01"]
-    labels = np.concatenate(street)
-    ids, counts = np.unique(labels, return_counts=True)
-    share = dict(zip(ids.tolist(), (counts / counts.sum()).tolist(), strict=True))
+    assert [(data[i]["sequence"], data[i]["frame"]) for i in range(len(data))] == [
+        (s, k) for s in ("00", "01") for k in range(3)
+    ]
+    counts: Counter[str] = Counter()
+    from simulator.labels import label_name
+
+    for item in data:
+        folder = one_process / "sequences" / item["sequence"]
+        name = f"{item['frame']:06d}"
+        points = np.fromfile(folder / "velodyne" / f"{name}.bin", "<f4").reshape(-1, 4)
+        raw = np.fromfile(folder / "labels" / f"{name}.label", "<u4")
+        np.testing.assert_array_equal(item["points"], points)
+        np.testing.assert_array_equal(item["label"], raw & 0xFFFF)
+        np.testing.assert_array_equal(item["instance"], raw >> 16)
+        pose = np.loadtxt(folder / "poses.txt")[item["frame"]].reshape(3, 4)
+        np.testing.assert_array_equal(item["pose"], np.vstack([pose, [0, 0, 0, 1]]))
+        with np.load(folder / "boxes" / f"{name}.npz") as boxes:
+            np.testing.assert_array_equal(item["boxes"].centre_m, boxes["centre_m"])
+            np.testing.assert_array_equal(item["boxes"].instance, boxes["instance"])
+        ids, n = np.unique(raw & 0xFFFF, return_counts=True)
+        counts.update({label_name(int(i)): int(c) for i, c in zip(ids, n, strict=True)})
+    manifest = json.loads((one_process / "manifest.json").read_text())
+    assert manifest["label_counts_written"] == dict(counts)
+    assert manifest["points_written"] == sum(counts.values())
+    street = np.concatenate([data[i]["label"] for i in range(3, 6)])
+    ids, n = np.unique(street, return_counts=True)
+    share = dict(zip(ids.tolist(), (n / n.sum()).tolist(), strict=True))
     for name_id in (40, 48, 50):  # road, sidewalk, building
         assert share.get(name_id, 0) > 0.02, name_id
     assert share.get(10, 0) + share.get(252, 0) > 0.001  # cars, parked or moving
-    item = data[0]
-    assert item["points"].shape[1] == 4 and item["pose"].shape == (4, 4)
 
 
 _KILL_BEFORE_RENAME = """
@@ -110,7 +235,7 @@ rename = os.replace
 
 
 def replace(src, dst, *args, **kwargs):
-    if Path(dst) == target:  # the event: frame 2's file is written, not yet renamed
+    if Path(dst) == target:  # the event: the file is written, not yet renamed
         os.kill(os.getpid(), signal.SIGKILL)
     return rename(src, dst, *args, **kwargs)
 
@@ -122,30 +247,114 @@ sys.argv = ["lidar-sim", *sys.argv[2:]]
 main()
 """
 
+#: Per layout: the file of sequence 00's frame 2 whose rename is the kill, and a file of
+#: the whole dataset (written at the end, from every sample on disk).
+_KILLS = {
+    "semantickitti": ("sequences/00/velodyne/000002.bin", "poses/00.txt"),
+    "nuscenes": ("samples/LIDAR_TOP/00_000002.pcd.bin", "v1.0-trainval/sample.json"),
+    "openpcdet": ("points/00_000002.npy", "ImageSets/train.txt"),
+    "kitti": ("training/velodyne/000002.bin", "ImageSets/train.txt"),
+}
 
-def test_resume_after_a_killed_run_completes_identically(one_process: Path, tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("layout", list(_KILLS))
+def test_resume_after_a_killed_run_completes_identically(
+    reference, tmp_path: Path, layout: str
+) -> None:  # type: ignore[no-untyped-def]
     """SIGKILL at a fixed event (frame 2 of sequence 00 fully written under its temporary
     name, not yet renamed): frames 0 and 1 are complete, frame 2 is only a stale temporary,
-    and a resumed run finishes the dataset bit for bit as one uninterrupted run, without
-    redoing a finished frame."""
+    the dataset's own files (poses, nuScenes' tables, the splits) are not written yet; a
+    resumed run finishes the dataset bit for bit as one uninterrupted run, without redoing
+    a finished sample. SemanticKITTI resumes through the command's ``--resume``."""
+    spec = DEMO if layout == "semantickitti" else _demo_as(tmp_path, layout)
     out = tmp_path / "killed"
-    args = ["dataset", str(DEMO), "-o", str(out), "--workers", "1", "-q"]
-    target = out / "sequences" / "00" / "velodyne" / "000002.bin"
+    args = ["dataset", str(spec), "-o", str(out), "--workers", "1", "-q"]
+    target, whole = (out / p for p in _KILLS[layout])
     proc = subprocess.run([sys.executable, "-c", _KILL_BEFORE_RENAME, str(target), *args],
                           capture_output=True, timeout=300)  # fmt: skip
-    assert proc.returncode == -signal.SIGKILL
-    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin") if ".tmp" not in p.name}
-    assert sorted(p.name for p in before) == ["000000.bin", "000001.bin"]
-    assert not target.exists()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    assert not target.exists() and not whole.exists()
     stale = [p for p in out.rglob("*") if p.is_file() and ".tmp" in p.name]
     assert stale, "the killed write left its temporary file"
-    cmd = [sys.executable, "-m", "simulator.cli", *args]
-    res = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    files = DatasetLayout(layout, out)
+    assert [files.has_sample(s, k) for s in (0, 1) for k in range(3)] == [True, True] + [False] * 4
+    if layout == "semantickitti":
+        code, err = _cli(*args, "--resume")
+        assert code == 0, err
+    else:
+        manifest = run_dataset(spec, out, workers=1, resume=True)
+        assert manifest["errors"] == []
+        assert sum(s["frames_skipped"] for s in manifest["sequences"]) == 2
+    assert _files(out) == _files(reference(layout))
+    for p, mtime in before.items():
+        if ".tmp" not in p.name:
+            assert p.stat().st_mtime_ns == mtime, p  # finished samples were not redone
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
+
+
+_KILL_AFTER_SAMPLES = """
+import os, signal, sys
+
+import simulator.datasets as datasets
+
+run = datasets.run_dataset
+samples = int(sys.argv[1])
+
+
+def killed(*args, progress=None, **kwargs):
+    def hook(result, done):
+        if done >= samples:  # the event: that many samples are done
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return run(*args, progress=hook, **kwargs)
+
+
+datasets.run_dataset = killed
+from simulator.cli import main
+
+sys.argv = ["lidar-sim", *sys.argv[2:]]
+main()
+"""
+
+
+def _wait_until_idle(address: str) -> None:
+    """Until the scheduler holds no task and no worker is executing one (the killed
+    client's last frames finish on their workers; its queued ones are dropped)."""
+    from distributed import Client
+
+    with Client(address, timeout=60) as client:
+        deadline, quiet = time.monotonic() + 120, 0
+        while quiet < 3 and time.monotonic() < deadline:
+            tasks = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+            busy = client.run(lambda dask_worker: dask_worker.state.executing_count)
+            quiet = quiet + 1 if tasks == 0 and not any(busy.values()) else 0
+            time.sleep(0.3)
+
+
+def test_resume_under_a_scheduler_after_the_client_is_killed(
+    one_process: Path, loopback_cluster: str, tmp_path: Path
+) -> None:
+    """``--scheduler`` on the loopback cluster, the command SIGKILLed once two samples are
+    done: the samples on disk are kept (not redone) and a resumed run on the same cluster
+    writes the files of one uninterrupted process."""
+    out = tmp_path / "killed"
+    args = ["dataset", str(DEMO), "-o", str(out), "--scheduler", loopback_cluster, "-q"]
+    proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_SAMPLES, "2", *args],
+                          capture_output=True, timeout=300)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    _wait_until_idle(loopback_cluster)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin") if ".tmp" not in p.name}
+    assert 2 <= len(before) < 6  # some frames done, some not
+    assert not (out / "poses").exists()  # the sequences' files come at the end
+    manifest = run_dataset(DEMO, out, scheduler=loopback_cluster, resume=True)
+    assert manifest["errors"] == []
+    done = [p for p in before if (p.parent.parent / "labels").exists()
+            and (p.parent.parent / "labels" / f"{p.stem}.label").exists()]  # fmt: skip
+    assert sum(s["frames_skipped"] for s in manifest["sequences"]) <= len(done)
     assert _files(out) == _files(one_process)
     for p, mtime in before.items():
         assert p.stat().st_mtime_ns == mtime  # finished samples were not redone
-    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
 
 
 def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> None:
@@ -156,13 +365,12 @@ def test_a_failing_sample_is_reported_and_the_others_finish(tmp_path: Path) -> N
                            "trajectory": {"file": "no-such-poses.txt"}})  # fmt: skip
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(spec))
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
-                          str(tmp_path / "out"), "--workers", "1"],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert res.returncode == 1
+    code, err = _cli("dataset", path, "-o", tmp_path / "out", "--workers", "1")
+    assert code == 1
     seed = sequence_seed(0, 2)
-    assert f"sequence 2 frame 0 (seed {seed})" in res.stderr
-    assert "no-such-poses.txt" in res.stderr and "Traceback" not in res.stderr
+    assert f"sequence 2 frame 0 (seed {seed})" in err
+    assert f"sequence 2 frame 1 (seed {seed})" in err
+    assert "no-such-poses.txt" in err and "Traceback" not in err
     assert len(list((tmp_path / "out").rglob("*.bin"))) == 6
 
 
@@ -188,21 +396,18 @@ def test_a_spec_is_checked_whole_before_any_sample_runs(
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
-                          str(out), "--workers", "1"], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
-    assert res.returncode == 2, res.stderr
-    assert f"{path}: {key}" in res.stderr.replace("\n", "") and words in res.stderr
-    assert "Traceback" not in res.stderr
+    code, err = _cli("dataset", path, "-o", out, "--workers", "1")
+    assert code == 2, err
+    assert f"{path}: {key}" in err.replace("\n", "") and words in err
+    assert "Traceback" not in err
     assert not out.exists() or not list(out.rglob("*.bin"))
 
 
 def test_bad_spec_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("groups: [{name: a, generator: moon_base}]\n")
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
-                          str(tmp_path / "o")], capture_output=True, text=True)  # fmt: skip
-    assert res.returncode == 2 and "groups[0].generator" in res.stderr
+    code, err = _cli("dataset", path, "-o", tmp_path / "o")
+    assert code == 2 and "groups[0].generator" in err
 
 
 def test_generators_are_seeded() -> None:
@@ -211,22 +416,118 @@ def test_generators_are_seeded() -> None:
         assert gen(5) != gen(6)
 
 
-def test_torch_dataset_needs_torch_only_when_asked(one_process: Path) -> None:
+def test_torch_dataset_feeds_a_dataloader(
+    one_process: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``torch_dataset`` through a ``torch.utils.data.DataLoader`` (items not batched, as
+    frames differ in size): every frame once, in order, each tensor the frame's files (points,
+    labels and instances as int64, pose, the (B, 7) boxes and their classes). Without
+    PyTorch the call says what to install."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from simulator.datasets.read import boxes_7
+
+    data = SemanticKittiDataset(one_process)
+    loader = DataLoader(torch_dataset(one_process), batch_size=None, shuffle=False)
+    items = list(loader)
+    assert len(items) == len(data) == 6
+    for got, want in zip(items, data, strict=True):
+        assert got["points"].dtype == torch.float32 and got["label"].dtype == torch.int64
+        np.testing.assert_array_equal(got["points"].numpy(), want["points"])
+        np.testing.assert_array_equal(got["label"].numpy(), want["label"].astype(np.int64))
+        np.testing.assert_array_equal(got["instance"].numpy(), want["instance"])
+        np.testing.assert_array_equal(got["pose"].numpy(), want["pose"])
+        np.testing.assert_array_equal(got["boxes"].numpy(), boxes_7(want["boxes"]))
+        np.testing.assert_array_equal(got["box_label"].numpy(), want["boxes"].label)
+        assert got["boxes"].shape == (len(want["boxes"]), 7)
+    assert sum(len(it["boxes"]) for it in items) > 0
+    monkeypatch.setitem(sys.modules, "torch", None)  # PyTorch absent
+    with pytest.raises(ImportError, match="PyTorch"):
+        torch_dataset(one_process)
+
+
+def test_a_worker_keeps_what_it_built_keyed_by_content(tmp_path: Path) -> None:
+    """The same sequence asked again is the same build, from the cache (0 s building); an
+    edited scene file is built anew; the cache keeps at most CACHE_ENTRIES sequences."""
+    scene = tmp_path / "scene.yaml"
+    ground = {"name": "ground", "plane": {"size_m": [20, 20]}, "material": "asphalt"}
+    scene.write_text(yaml.safe_dump({"objects": [ground]}))
+    group = {"name": "g", "scene": "scene.yaml", "scanner": "vlp-16", "frames": 2}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"groups": [group]}))
+    from simulator.config import load_dataset_spec
+
+    task = generate._tasks(load_dataset_spec(spec), tmp_path / "o", tmp_path, False)[0]
+    generate.clear_cache()
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match="PyTorch"):
-            torch_dataset(one_process)
-    else:
-        ds = torch_dataset(one_process)
-        assert len(ds) == 6 and ds[0]["points"].shape[1] == 4
+        first, built_s = generate.prepared(task)
+        again, cached_s = generate.prepared(task)
+        assert again is first and built_s > 0 and cached_s == 0.0
+        other = generate.prepared(generate.dataclasses.replace(task, seed=task.seed + 1))[0]
+        assert other is not first
+        os.utime(scene, ns=(scene.stat().st_atime_ns, scene.stat().st_mtime_ns + 10**9))
+        edited, edited_s = generate.prepared(task)
+        assert edited is not first and edited_s > 0
+        assert len(generate._CACHE) == generate.CACHE_ENTRIES
+    finally:
+        generate.clear_cache()
+
+
+def _simulate(dispatcher: generate.Dispatcher, workers: int, frame_s: dict[int, float],
+              build_s: float) -> dict[str, list[tuple[int, int]]]:  # fmt: skip
+    """Run a dispatcher on ``workers`` simulated workers (a frame of sequence s takes
+    frame_s[s], a build build_s): what each ran, in order."""
+    clock = {f"w{k}": 0.0 for k in range(workers)}
+    ran: dict[str, list[tuple[int, int]]] = {w: [] for w in clock}
+    held: dict[str, set[int]] = {w: set() for w in clock}
+    idle = set()
+    while len(idle) < workers:
+        w = min((w for w in clock if w not in idle), key=lambda w: clock[w])
+        job = dispatcher.next(w)
+        if job is None:
+            idle.add(w)
+            continue
+        s, _ = job
+        build = 0.0 if s in held[w] else build_s
+        held[w].add(s)
+        clock[w] += build + frame_s[s]
+        ran[w].append(job)
+        dispatcher.done(generate.SequenceResult(s, 0, frames_written=1, worker=w,
+                                                build_s=build, scan_s=frame_s[s]), w)  # fmt: skip
+    return ran
+
+
+def test_the_dispatcher_keeps_workers_on_their_sequences_and_balances_the_rest() -> None:
+    """Every frame exactly once. Four equal sequences of six frames on two workers: each
+    worker runs two whole sequences, each built once (whole sequences balance). One
+    sequence on two workers: both run frames of it. Three
+    sequences of twelve, the third twice as long a frame: the worker done first starts the
+    third, the other takes frames from its end (eleven frames left outweigh a build)."""
+    plan = {s: list(range(6)) for s in range(4)}
+    ran = _simulate(generate.Dispatcher(plan), 2, dict.fromkeys(range(4), 1.0), 2.0)
+    assert sorted(j for r in ran.values() for j in r) == [
+        (s, k) for s in range(4) for k in range(6)
+    ]
+    for r in ran.values():
+        assert len({s for s, _ in r}) == 2 and len(r) == 12
+        for s in {s for s, _ in r}:
+            assert [k for q, k in r if q == s] == list(range(6))
+    ran = _simulate(generate.Dispatcher({0: list(range(6))}), 2, {0: 1.0}, 0.5)
+    assert sorted(j for r in ran.values() for j in r) == [(0, k) for k in range(6)]
+    assert all(len(r) >= 2 for r in ran.values())  # both work on it
+    ran = _simulate(generate.Dispatcher({s: list(range(12)) for s in range(3)}), 2,
+                    {0: 1.0, 1: 1.0, 2: 2.0}, 2.0)  # fmt: skip
+    everything = [(s, k) for s in range(3) for k in range(12)]
+    assert sorted(j for r in ran.values() for j in r) == everything
+    by = [{s for s, _ in r} for r in ran.values()]
+    assert by[0] & by[1] == {2}  # the third sequence split, the first two whole on one each
 
 
 def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """N local workers each cast and compute on cores // N threads (at least one), so they
     do not oversubscribe the machine; one in-process run keeps all cores (threads 0)."""
     from simulator.config import load_dataset_spec
-    from simulator.datasets import generate
 
     tasks = generate._tasks(load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
     assert {t.threads for t in tasks} == {0}
