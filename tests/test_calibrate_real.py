@@ -4,14 +4,13 @@ never copied into it; the test skips when they are absent."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+
+from .conftest import lidar_sim
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 
@@ -42,11 +41,8 @@ def test_calibrate_a_real_frame(frame: str, tmp_path: Path) -> None:
     capture, scanner, extra = FRAMES[frame]
     args = [a if not a.endswith(".json") else str(REALDATA / a) for a in extra]
     out = tmp_path / "lib.yaml"
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "calibrate",
-                          str(REALDATA / capture), "--scanner", scanner, "-o", str(out),
-                          "--twin", str(tmp_path / "twin"), *args],
-                         capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "400"})  # fmt: skip
+    res = lidar_sim("calibrate", REALDATA / capture, "--scanner", scanner, "-o", out,
+                    "--twin", tmp_path / "twin", *args)  # fmt: skip
     assert "Traceback" not in res.stderr, res.stderr
     print(frame, res.stdout, res.stderr)
     if res.returncode == 2:  # a verdict: one line
