@@ -39,6 +39,7 @@ from . import hits as _hits
 from . import raycast as _raycast
 from . import rays as _rays
 from . import record as _record
+from . import weather as _weather
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .echoes import Behind, Returns
@@ -178,6 +179,8 @@ class NumpyBackend:
     evaluate_hits = staticmethod(_hits.evaluate_hits)
     echo_returns = staticmethod(_echoes.echo_returns)
     see_through_returns = staticmethod(_echoes.see_through_returns)
+    #: Not (yet) a step of the Backend protocol: the pipeline's weather path.
+    medium_returns = staticmethod(_weather.medium_returns)
     single_surface = staticmethod(_footprint.single_surface)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
@@ -204,6 +207,7 @@ class NumbaBackend:
         from .kernels import hits as k_hits
         from .kernels import rays as k_rays
         from .kernels import record as k_record
+        from .kernels import weather as k_weather
 
         self._rays, self._record = k_rays, k_record
         self._modules = (k_rays, k_hits, k_echoes, k_footprint, k_record, k_cull)
@@ -211,6 +215,7 @@ class NumbaBackend:
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
         self.see_through_returns = k_echoes.see_through_returns
+        self.medium_returns = k_weather.medium_returns
         self.single_surface = k_footprint.single_surface
         self.pack_las = k_record.pack_las
         self.rays_into_boxes = k_cull.rays_into_boxes

@@ -714,6 +714,23 @@ def surface_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    columns = surface_entries(results, hits, beam, behind=behind, shadow=shadow, extra=extra)
+    echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
+    return report_surface_echoes(echoes, pulse_id, model, streams, broad)
+
+
+def surface_entries(
+    results: HitResults,
+    hits: Hits,
+    beam: BeamPattern,
+    *,
+    behind: Sequence[Behind] = (),
+    shadow: NDArray[np.float64] | None = None,
+    extra: Sequence[tuple[NDArray, ...]] = (),
+) -> list[NDArray]:
+    """The entries :func:`surface_returns` groups into echoes, as the columns
+    :func:`form_echoes` takes (pulse, weight, range, relief, backscatter, spread, object,
+    cos incidence, cos effective): layer by layer, then ``extra``; each (N,)."""
     samples = beam.samples
     layers = [(None, results, hits, None)]
     layers += [(b.rays, b.results, b.hits, b.two_way) for b in behind]
@@ -731,8 +748,19 @@ def surface_returns(
         columns = (pulse, weight, *echo_inputs(res, layer_hits))
         parts.append(tuple(a[reached] for a in columns))
     parts.extend(extra)
-    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
-    echoes = form_echoes(*columns, model.separation_m, model.pulse_length_m)
+    return [np.concatenate(c) for c in zip(*parts, strict=True)]
+
+
+def report_surface_echoes(
+    echoes: Echoes,
+    pulse_id: NDArray[np.uint64],
+    model: ReturnModel,
+    streams: Streams,
+    broad: Sequence[tuple[Echoes, NDArray[np.uint64]]] = (),
+) -> Returns:
+    """The end of :func:`surface_returns`: ``broad`` echoes resolved against the formed
+    ``echoes`` (:func:`_resolve`, in place) and all of them reported
+    (:func:`report_echoes`)."""
     tables, keys = [echoes], [jitter_keys(echoes, pulse_id, streams)]
     for wide, key in broad:
         _resolve(echoes, wide, model)

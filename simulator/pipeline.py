@@ -39,7 +39,7 @@ from .record import add_diagnostics
 from .scanner import ScanPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import Trajectory, trajectory_from_survey
-from .weather import Medium, medium_returns, weather_extinction_per_m
+from .weather import Medium, weather_extinction_per_m
 
 __all__ = [
     "Frame",
@@ -451,8 +451,8 @@ class Simulation:
         if pulses is not None:
             results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
             ids, particles = ids[pulses], [p.of_pulses(pulses) for p in particles]
-        return medium_returns(results, hits, ids, beam, model, streams, self.medium,
-                              particles, behind)  # fmt: skip
+        return self.backend.medium_returns(results, hits, ids, beam, model, streams,
+                                           self.medium, particles, behind)  # fmt: skip
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast

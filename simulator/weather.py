@@ -110,6 +110,7 @@ __all__ = [
     "SoftTarget",
     "beam_area_m2",
     "haze_wavelength_factor",
+    "medium_entries",
     "medium_returns",
     "overlap",
     "weather_extinction_per_m",
@@ -707,6 +708,25 @@ def medium_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    shadow, extra, broad = medium_entries(hits, pulse_id, beam, model, medium, particles)
+    return surface_returns(
+        results, hits, pulse_id, beam, model, streams,
+        behind=behind, shadow=shadow, extra=extra, broad=broad,
+    )  # fmt: skip
+
+
+def medium_entries(
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    medium: Medium,
+    particles: list[Particles] | None = None,
+) -> tuple[NDArray[np.float64], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
+    """What the weather adds to :func:`simulator.echoes.surface_returns` for
+    :func:`medium_returns`: the (P, S) share of each sub-ray's light the particles take
+    before its first surface (two passes), the particles' own entries (its ``extra``) and
+    each soft target's waveform-peak echo (its ``broad``)."""
     if particles is None:
         particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
@@ -734,10 +754,7 @@ def medium_returns(
         ))  # fmt: skip
     shadow = beam.weights.astype(np.float64)[None, :] * (1.0 - passed**2)
     broad = [_soft_echoes(soft, sub_range, beam, pulse_id, model) for soft in medium.soft]
-    return surface_returns(
-        results, hits, pulse_id, beam, model, streams,
-        behind=behind, shadow=shadow, extra=extra, broad=broad,
-    )  # fmt: skip
+    return shadow, extra, broad
 
 
 def _soft_echoes(

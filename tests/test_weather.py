@@ -574,6 +574,53 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
             np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
 
 
+@pytest.mark.parametrize("mode", ["strongest", "last", "dual", "multi"])
+def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str) -> None:
+    """``simulator.kernels.weather.medium_returns`` has the specification's name and
+    signature and returns the same, every field value for value: seven sub-rays through
+    a pane to a wall, in snow, rain and fog (particles in front of both surfaces, drops
+    and flakes merging with them, the fog's peak resolved against them)."""
+    import dataclasses
+    import inspect
+
+    from simulator import weather
+    from simulator.kernels import weather as k_weather
+
+    spec, kernel = weather.medium_returns, k_weather.medium_returns
+    assert spec.__name__ == kernel.__name__
+    assert inspect.signature(spec) == inspect.signature(kernel)
+    glass = {**PLAIN, "reflectance": 0.1, "transmittance": 0.8, "label": "building"}
+    pane = {**_wall(1.5, glass, size_m=2.0), "name": "pane"}
+    objects = [pane, _wall(4.0, {**PLAIN, "label": "vegetation"}, size_m=40.0)]
+    scanner = single_channel_scanner(
+        beam_samples=7, return_mode=mode, range_min_m=0.3,
+        divergence_mrad={"horizontal": 3.0, "vertical": 3.0},
+        channels={"elevation_deg": [-1.0, 0.0, 1.0]},
+        **({"max_returns": 4} if mode == "multi" else {}),
+    )  # fmt: skip
+    conditions = {"snow": {"rate_mm_h": 3.0}, "rain": {"rate_mm_h": 30.0},
+                  "fog": {"visibility_m": 60.0}}  # fmt: skip
+    sim = _sim(ws, objects, scanner, revolutions=0.5, weather=conditions)
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    results = sim.evaluate(chunk)
+    ids = chunk.pulse_ids
+    assert sim.medium is not None
+    particles = sim.medium.draw(ids)
+    behind = sim.layers_behind(chunk, results)
+    assert behind and sum(len(p.pulse) for p in particles) > 1000
+    args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, sim.medium)
+    want = spec(*args, particles, behind)
+    got = kernel(*args, particles, behind)
+    several = mode in ("dual", "multi")
+    assert len(want.pulse) > (1.0 if several else 0.9) * sim.total_pulses
+    for f in dataclasses.fields(want):
+        a, b = getattr(want, f.name), getattr(got, f.name)
+        if a is None:
+            assert b is None, f.name
+            continue
+        np.testing.assert_array_equal(b, a, err_msg=f.name)
+
+
 def test_clear_air_is_the_scan_without_a_weather_section() -> None:
     """An empty weather section changes nothing (no medium, the same scan), while a
     light rain on the same survey does change it (drop points, labelled outlier)."""

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
+from .. import echoes as _echoes_spec
 from ..beam import BeamPattern
 from ..chunk import Hits
 from ..echoes import Behind, Echoes, Returns
@@ -19,7 +20,14 @@ from ..physics import pulse_peak_factor
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
 from .common import reported_intensity as intensity_of
 
-__all__ = ["echo_returns", "echo_slots", "form_echoes", "see_through_returns"]
+__all__ = [
+    "echo_returns",
+    "echo_slots",
+    "form_echoes",
+    "form_entry_echoes",
+    "see_through_returns",
+    "surface_returns",
+]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -637,3 +645,188 @@ def _move_blocks(values, src, count, dst, out):  # type: ignore[no-untyped-def]
     for b in prange(count.shape[0]):
         for k in range(count[b]):
             out[dst[b] + k] = values[src[b] + k]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _form_entries(  # type: ignore[no-untyped-def]
+    starts, weight, rng, relief, b, spread, obj, cos_inc, cos_eff, separation, count,
+    e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
+    e_cos_inc, e_cos_eff,
+):  # fmt: skip
+    """:func:`simulator.echoes.form_echoes` per pulse over entries sorted by pulse
+    (pulse ``p``'s are ``starts[p]`` to ``starts[p + 1]``, in the specification's order):
+    sorted by range (stable), split at gaps, each echo accumulated in the order the
+    specification sums; echo ``k`` of pulse ``p`` goes to slot ``starts[p] + k``."""
+    pulses = starts.shape[0] - 1
+    blocks = min(pulses, 256)
+    widest = 0
+    for p in range(pulses):
+        widest = max(widest, starts[p + 1] - starts[p])
+    for block in prange(blocks):
+        order = np.zeros(widest, dtype=np.int64)  # the pulse's entries by range
+        objs = np.zeros(widest, dtype=np.int64)
+        obj_e = np.zeros(widest)
+        obj_w = np.zeros(widest)
+        obj_wr = np.zeros(widest)
+        for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+            base = starts[p]
+            n = starts[p + 1] - base
+            for k in range(n):  # insertion sort by range, stable
+                i = base + k
+                j = k
+                while j > 0 and rng[order[j - 1]] > rng[i]:
+                    order[j] = order[j - 1]
+                    j -= 1
+                order[j] = i
+            echo = -1
+            start = 0
+            prev = 0.0
+            for q in range(n + 1):
+                close = q == n
+                r = 0.0
+                if not close:
+                    r = rng[order[q]]
+                    close = q > 0 and r - prev > separation
+                if close and echo >= 0:  # finish echo `echo` over entries start..q-1
+                    slot = base + echo
+                    energy = 0.0
+                    for t in range(start, q):
+                        energy += weight[order[t]] * b[order[t]]
+                    wsum = wr = wrel = wsp = wci = wce = 0.0
+                    m = 0
+                    for t in range(start, q):
+                        i = order[t]
+                        w = weight[i]
+                        e = w * b[i]
+                        ew = e if energy > 0.0 else w
+                        wsum += ew
+                        wr += ew * rng[i]
+                        wrel += ew * relief[i]
+                        wsp += ew * spread[i]
+                        wci += ew * cos_inc[i]
+                        wce += ew * cos_eff[i]
+                        f = 0
+                        while f < m and objs[f] != obj[i]:
+                            f += 1
+                        if f == m:
+                            objs[m] = obj[i]
+                            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+                            m += 1
+                        obj_e[f] += e
+                        obj_w[f] += ew
+                        obj_wr[f] += ew * rng[i]
+                    mean_r = wr / wsum
+                    for f in range(1, m):  # the objects by index, as the spec sums them
+                        g = f
+                        while g > 0 and objs[g - 1] > objs[g]:
+                            objs[g - 1], objs[g] = objs[g], objs[g - 1]
+                            obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
+                            obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
+                            obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
+                            g -= 1
+                    var = 0.0
+                    best = 0
+                    for f in range(m):
+                        dr = obj_wr[f] / max(obj_w[f], 1e-300) - mean_r
+                        var += obj_w[f] * (dr * dr)
+                        if obj_e[f] >= obj_e[best]:  # a tie: the higher index, as the spec
+                            best = f
+                    e_energy[slot] = energy
+                    e_norm[slot] = wsum
+                    e_range[slot] = mean_r
+                    e_relief[slot] = wrel / wsum
+                    e_spread_plane[slot] = wsp / wsum
+                    e_between[slot] = var / max(wsum, 1e-300)
+                    e_obj[slot] = objs[best]
+                    e_dom[slot] = obj_e[best]
+                    e_cos_inc[slot] = wci / wsum
+                    e_cos_eff[slot] = wce / wsum
+                if q == n:
+                    break
+                if q == 0 or close:
+                    echo += 1
+                    start = q
+                prev = r
+            count[p] = echo + 1
+
+
+def form_entry_echoes(
+    pulse: NDArray[np.int64],
+    weight: NDArray[np.float64],
+    range_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    backscatter: NDArray[np.float64],
+    spread_m: NDArray[np.float64],
+    object_index: NDArray[np.int32],
+    cos_incidence: NDArray[np.float64],
+    cos_effective: NDArray[np.float64],
+    separation_m: float,
+    pulse_length_m: float,
+) -> Echoes:
+    """:func:`simulator.echoes.form_echoes` (the same parameters and echoes, value for
+    value) with the grouping in one parallel kernel over pulses (:func:`_form_entries`)."""
+    n_pulses = int(pulse.max()) + 1 if len(pulse) else 0
+    by_pulse = np.argsort(pulse, kind="stable")
+    starts = np.zeros(n_pulses + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pulse, minlength=n_pulses), out=starts[1:])
+
+    def sorted_(values: NDArray[Any], dtype: Any) -> NDArray[Any]:
+        return np.ascontiguousarray(values[by_pulse], dtype=dtype)
+
+    columns = [sorted_(v, np.float64) for v in (weight, range_m, relief_m, backscatter, spread_m)]
+    obj = sorted_(object_index, np.int64)
+    cos_inc, cos_eff = sorted_(cos_incidence, np.float64), sorted_(cos_effective, np.float64)
+    total = len(pulse)
+    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
+    out = {k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
+    out["object"] = np.empty(total, dtype=np.int64)
+    count = np.zeros(n_pulses, dtype=np.int64)
+    _form_entries(
+        starts, *columns, obj, cos_inc, cos_eff, float(separation_m), count,
+        *(out[k] for k in names), out["object"], out["dominant"], out["cos_incidence"],
+        out["cos_effective"],
+    )  # fmt: skip
+    echo_pulse = np.repeat(np.arange(n_pulses, dtype=np.int64), count)
+    rank = np.arange(len(echo_pulse)) - np.repeat(np.cumsum(count) - count, count)
+    used = starts[:-1][echo_pulse] + rank
+    spread = np.sqrt(out["spread_plane"][used] ** 2 + 4.0 * out["between"][used])
+    energy = out["energy"][used]
+    return Echoes(
+        pulse=echo_pulse,
+        rank=rank.astype(np.int64),
+        energy=energy,
+        range_true_m=out["range"][used],
+        relief_m=out["relief"][used],
+        spread_m=spread,
+        peak_factor=np.asarray(pulse_peak_factor(pulse_length_m, spread), dtype=np.float64),
+        object_index=out["object"][used].astype(np.int32),
+        energy_fraction=np.where(
+            energy > 0.0, out["dominant"][used] / np.maximum(energy, 1e-300), 1.0
+        ),
+        cos_incidence=out["cos_incidence"][used],
+        cos_effective=out["cos_effective"][used],
+    )
+
+
+def surface_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    *,
+    behind: Sequence[Behind] = (),
+    shadow: NDArray[np.float64] | None = None,
+    extra: Sequence[tuple[NDArray, ...]] = (),
+    broad: Sequence[tuple[Echoes, NDArray[np.uint64]]] = (),
+) -> Returns:
+    """:func:`simulator.echoes.surface_returns` with its echoes formed in a parallel
+    kernel (:func:`form_entry_echoes`); the entries, the broad echoes and the report as
+    the specification."""
+    pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    columns = _echoes_spec.surface_entries(
+        results, hits, beam, behind=behind, shadow=shadow, extra=extra
+    )
+    echoes = form_entry_echoes(*columns, model.separation_m, model.pulse_length_m)
+    return _echoes_spec.report_surface_echoes(echoes, pulse_id, model, streams, broad)
