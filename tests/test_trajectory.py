@@ -216,35 +216,44 @@ def test_sequence_command_writes_kitti_frames(tmp_path: Path) -> None:
     assert len(np.loadtxt(tmp_path / "kitti" / "times.txt")) == 2
 
 
+def _drive_sequence(out: Path, *extra: str) -> Ran:
+    """``lidar-sim sequence`` of the farm drive's first 0.2 s (two frames) into ``out``."""
+    return lidar_sim("sequence", REPO / "scenes/farm/drive.yaml", "-o", out,
+                     "--set", "duration_s=0.2", "-q", *extra)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world_and_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The drive's sequence in the world frame (``world/``) and the sensor's (``raw/``)."""
+    root = tmp_path_factory.mktemp("frames")
+    for name, extra in (("world", ["--set", "output.frame=world"]), ("raw", [])):
+        res = _drive_sequence(root / name, *extra)
+        assert res.returncode == 0, res.stderr
+    return root
+
+
 @pytest.mark.parametrize("how", ["--set", "--compensate"])
-def test_sequence_writes_the_frame_the_survey_asks_for(tmp_path: Path, how: str) -> None:
+def test_sequence_writes_the_frame_the_survey_asks_for(
+    tmp_path: Path, how: str, world_and_raw: Path
+) -> None:
     """``output.frame=world`` gives world-frame frames, and ``sensor_compensated`` (by key
     or by --compensate) the frame-start sensor frame: each world frame is the compensated
     frame moved by that frame's pose in poses_kitti.txt."""
-    drive = str(REPO / "scenes/farm/drive.yaml")
-
-    def run(name: str, *extra: str) -> Ran:
-        return lidar_sim("sequence", drive, "-o", tmp_path / name, "--set", "duration_s=0.2",
-                         "-q", *extra)  # fmt: skip
-
-    world = run("world", "--set", "output.frame=world")
-    compensated = run(
-        "comp",
+    compensated = _drive_sequence(
+        tmp_path / "comp",
         *(
             ["--compensate"]
             if how == "--compensate"
             else ["--set", "output.frame=sensor_compensated"]
         ),
     )
-    raw = run("raw")
-    for res in (world, compensated, raw):
-        assert res.returncode == 0, res.stderr
-    poses = np.loadtxt(tmp_path / "world" / "poses_kitti.txt").reshape(-1, 3, 4)
+    assert compensated.returncode == 0, compensated.stderr
+    poses = np.loadtxt(world_and_raw / "world" / "poses_kitti.txt").reshape(-1, 3, 4)
     for k in range(2):
         name = f"frames/{k:06d}.npz"
-        w = simulator.io.npz.read_npz(tmp_path / "world" / name)
+        w = simulator.io.npz.read_npz(world_and_raw / "world" / name)
         c = simulator.io.npz.read_npz(tmp_path / "comp" / name)
-        r = simulator.io.npz.read_npz(tmp_path / "raw" / name)
+        r = simulator.io.npz.read_npz(world_and_raw / "raw" / name)
         assert len(w) == len(c) == len(r) > 10_000
         moved = c["xyz"].astype(np.float64) @ poses[k, :, :3].T + poses[k, :, 3]
         np.testing.assert_allclose(w["xyz"], moved, atol=2e-4)

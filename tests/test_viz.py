@@ -36,23 +36,28 @@ def _ring_cloud(radius: float = 10.0, n: int = 720) -> PointCloud:
     })  # fmt: skip
 
 
-def _render(cloud: PointCloud, *args: object) -> np.ndarray:
-    """render_array in a child process: Filament (the offscreen renderer) then never lives
-    in the test process, whose exit it could disturb."""
+def _renders(cloud: PointCloud, *calls: tuple) -> list[np.ndarray]:
+    """render_array of each argument tuple, in one child process: Filament (the offscreen
+    renderer) then never lives in the test process, whose exit it could disturb."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(Path(tmp) / "c.npz", **cloud.fields)
         code = (
             "import sys, numpy as np; from simulator.io.npz import read_npz; "
-            "from simulator.viz.render import render_array; "
-            "a = render_array(read_npz(sys.argv[1]), *eval(sys.argv[2])); np.save(sys.argv[3], a)"
+            "from simulator.viz.render import render_array; c = read_npz(sys.argv[1]); "
+            "[np.save(f'{sys.argv[3]}{k}.npy', render_array(c, *a)) "
+            "for k, a in enumerate(eval(sys.argv[2]))]"
         )
-        res = subprocess.run([sys.executable, "-c", code, str(Path(tmp) / "c.npz"), repr(args),
-                              str(Path(tmp) / "img.npy")], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, "-c", code, str(Path(tmp) / "c.npz"), repr(calls),
+                              str(Path(tmp) / "img")], capture_output=True, text=True,
                              timeout=300)  # fmt: skip
         assert res.returncode == 0, res.stderr
-        return np.load(Path(tmp) / "img.npy")
+        return [np.load(Path(tmp) / f"img{k}.npy") for k in range(len(calls))]
+
+
+def _render(cloud: PointCloud, *args: object) -> np.ndarray:
+    return _renders(cloud, args)[0]
 
 
 def _ink(image: np.ndarray) -> np.ndarray:
@@ -76,8 +81,9 @@ def test_birds_eye_render_puts_points_where_the_geometry_says() -> None:
 
 
 def test_renders_of_the_demo_change_with_the_field(demo: PointCloud, tmp_path: Path) -> None:
-    by_intensity = _render(demo, "intensity", "sensor", 320, 200)
-    by_label = _render(demo, "label", "sensor", 320, 200)
+    by_intensity, by_label = _renders(
+        demo, ("intensity", "sensor", 320, 200), ("label", "sensor", 320, 200)
+    )
     assert _ink(by_intensity).sum() > 2000
     np.testing.assert_array_equal(_ink(by_intensity), _ink(by_label))  # same points drawn
     assert np.abs(by_intensity.astype(int) - by_label.astype(int)).sum() > 1e5  # other colours
