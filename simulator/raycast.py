@@ -8,8 +8,12 @@ change under that shift.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,7 +22,56 @@ from .chunk import Hits, world_rays
 from .scene import Scene
 from .trajectory import Trajectory
 
-__all__ = ["BoxCull", "Hits", "RayEngine", "rays_into_boxes"]
+__all__ = ["BoxCull", "Hits", "RayEngine", "import_open3d", "rays_into_boxes"]
+
+
+class _LazyPackage(ModuleType):
+    """A package registered under its name but executed on the first access to an
+    attribute it does not have yet (its name, spec and path it has from the start, so
+    the import system can look it up without executing it)."""
+
+    def __getattr__(self, attr: str) -> object:
+        spec = self.__spec__
+        if spec is None or spec.loader is None or self.__dict__.get("_lazy_done", True):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        self.__dict__["_lazy_done"] = True
+        spec.loader.exec_module(self)
+        return getattr(self, attr)
+
+
+def import_open3d() -> ModuleType:
+    """Open3D, imported with its ``visualization`` package made lazy.
+
+    ``import open3d`` imports ``open3d.visualization``, which imports its plotly/Dash
+    web visualizer (Dash, plotly, Werkzeug, IPython): about 0.5 s of CPU at every
+    start-up of a command that only casts rays. Registered first as a lazy package, it
+    is executed on the first access to one of its names
+    (``open3d.visualization.draw_geometries``, ``from open3d.visualization import gui``),
+    exactly as the import would have executed it. When Open3D is already imported, it is
+    returned as it is.
+    """
+    if "open3d" in sys.modules:
+        return sys.modules["open3d"]
+    name = "open3d.visualization"
+    found = importlib.util.find_spec("open3d")  # finds the package without importing it
+    places = list(found.submodule_search_locations or []) if found else []
+    init = Path(places[0]) / "visualization" / "__init__.py" if places else None
+    if init is not None and init.is_file() and name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(init.parent)]
+        )
+        if spec is not None and spec.loader is not None:
+            module = _LazyPackage(name)
+            for key, value in (("__spec__", spec), ("__loader__", spec.loader),
+                               ("__file__", str(init)), ("__path__", [str(init.parent)]),
+                               ("__package__", name), ("_lazy_done", False)):  # fmt: skip
+                setattr(module, key, value)
+            sys.modules[name] = module
+    import open3d
+
+    if name in sys.modules and "visualization" not in vars(open3d):
+        open3d.visualization = sys.modules[name]  # what executing the import would set
+    return open3d
 
 
 class RayEngine:
@@ -39,9 +92,8 @@ class RayEngine:
     """
 
     def __init__(self, scene: Scene, cull: BoxCull | None = None) -> None:
-        import open3d as o3d  # imported here: it is slow to import and needs libusb
-
-        self._o3d = o3d
+        # Imported here: it is slow to import and needs libusb.
+        self._o3d = o3d = import_open3d()
         self.cull: BoxCull = rays_into_boxes if cull is None else cull
         #: The moving groups' swept boxes of the last cast's time slots (_slot_boxes).
         self._boxes: tuple[int, NDArray[np.float64], NDArray[np.float64]] | None = None
