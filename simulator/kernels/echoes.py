@@ -23,6 +23,7 @@ from .common import reported_intensity as intensity_of
 __all__ = [
     "echo_returns",
     "echo_slots",
+    "entry_slots",
     "form_echoes",
     "form_entry_echoes",
     "see_through_returns",
@@ -750,6 +751,75 @@ def _form_entries(  # type: ignore[no-untyped-def]
             count[p] = echo + 1
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _select_entries(  # type: ignore[no-untyped-def]
+    starts, count, widest, energy, range_true, relief, spread_plane, between, pulse_id,
+    noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
+    max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
+):  # fmt: skip
+    """:func:`_select_echoes` of echoes in the slots of :func:`_form_entries` (pulse
+    ``p``'s from ``starts[p]`` on)."""
+    pulses = count.shape[0]
+    blocks = min(pulses, 256)
+    for block in prange(blocks):
+        scratch = np.empty((4, widest))
+        order = np.empty(widest, dtype=np.int64)
+        detected = np.empty(widest, dtype=np.bool_)
+        for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+            _select_of_pulse(
+                p, count[p], starts[p], energy, range_true, relief, spread_plane, between,
+                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
+                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
+                out_range, out_spread, out_peak, scratch, order, detected,
+            )  # fmt: skip
+
+
+def entry_slots(
+    pulse: NDArray[np.int64],
+    weight: NDArray[np.float64],
+    range_m: NDArray[np.float64],
+    relief_m: NDArray[np.float64],
+    backscatter: NDArray[np.float64],
+    spread_m: NDArray[np.float64],
+    object_index: NDArray[np.int32],
+    cos_incidence: NDArray[np.float64],
+    cos_effective: NDArray[np.float64],
+    separation_m: float,
+    pulses: int,
+) -> dict[str, Any]:
+    """The echoes :func:`_form_entries` forms from the entries of ``pulses`` pulses: a
+    dict of (N,) slot arrays ``energy, norm, range, relief, spread_plane, between,
+    object, dominant, cos_incidence, cos_effective`` (pulse ``p``'s ``count[p]`` echoes
+    in slots ``starts[p] ...``, by true range), the (P + 1,) ``starts``, the (P,)
+    ``count`` and the ``widest`` pulse's entries."""
+    by_pulse = np.argsort(pulse, kind="stable")
+    per_pulse = np.bincount(pulse, minlength=pulses)
+    starts = np.zeros(pulses + 1, dtype=np.int64)
+    np.cumsum(per_pulse, out=starts[1:])
+
+    def sorted_(values: NDArray[Any], dtype: Any) -> NDArray[Any]:
+        return np.ascontiguousarray(values[by_pulse], dtype=dtype)
+
+    columns = [sorted_(v, np.float64) for v in (weight, range_m, relief_m, backscatter, spread_m)]
+    obj = sorted_(object_index, np.int64)
+    cos_inc, cos_eff = sorted_(cos_incidence, np.float64), sorted_(cos_effective, np.float64)
+    total = len(pulse)
+    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
+    out: dict[str, Any] = {
+        k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")
+    }
+    out["object"] = np.empty(total, dtype=np.int64)
+    out["count"] = np.zeros(pulses, dtype=np.int64)
+    _form_entries(
+        starts, *columns, obj, cos_inc, cos_eff, float(separation_m), out["count"],
+        *(out[k] for k in names), out["object"], out["dominant"], out["cos_incidence"],
+        out["cos_effective"],
+    )  # fmt: skip
+    out["starts"] = starts
+    out["widest"] = int(per_pulse.max()) if pulses else 0
+    return out
+
+
 def form_entry_echoes(
     pulse: NDArray[np.int64],
     weight: NDArray[np.float64],
@@ -764,28 +834,11 @@ def form_entry_echoes(
     pulse_length_m: float,
 ) -> Echoes:
     """:func:`simulator.echoes.form_echoes` (the same parameters and echoes, value for
-    value) with the grouping in one parallel kernel over pulses (:func:`_form_entries`)."""
+    value) with the grouping in one parallel kernel over pulses (:func:`entry_slots`)."""
     n_pulses = int(pulse.max()) + 1 if len(pulse) else 0
-    by_pulse = np.argsort(pulse, kind="stable")
-    starts = np.zeros(n_pulses + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pulse, minlength=n_pulses), out=starts[1:])
-
-    def sorted_(values: NDArray[Any], dtype: Any) -> NDArray[Any]:
-        return np.ascontiguousarray(values[by_pulse], dtype=dtype)
-
-    columns = [sorted_(v, np.float64) for v in (weight, range_m, relief_m, backscatter, spread_m)]
-    obj = sorted_(object_index, np.int64)
-    cos_inc, cos_eff = sorted_(cos_incidence, np.float64), sorted_(cos_effective, np.float64)
-    total = len(pulse)
-    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
-    out = {k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")}
-    out["object"] = np.empty(total, dtype=np.int64)
-    count = np.zeros(n_pulses, dtype=np.int64)
-    _form_entries(
-        starts, *columns, obj, cos_inc, cos_eff, float(separation_m), count,
-        *(out[k] for k in names), out["object"], out["dominant"], out["cos_incidence"],
-        out["cos_effective"],
-    )  # fmt: skip
+    out = entry_slots(pulse, weight, range_m, relief_m, backscatter, spread_m, object_index,
+                      cos_incidence, cos_effective, separation_m, n_pulses)  # fmt: skip
+    count, starts = out["count"], out["starts"]
     echo_pulse = np.repeat(np.arange(n_pulses, dtype=np.int64), count)
     rank = np.arange(len(echo_pulse)) - np.repeat(np.cumsum(count) - count, count)
     used = starts[:-1][echo_pulse] + rank
@@ -828,5 +881,42 @@ def surface_returns(
     columns = _echoes_spec.surface_entries(
         results, hits, beam, behind=behind, shadow=shadow, extra=extra
     )
-    echoes = form_entry_echoes(*columns, model.separation_m, model.pulse_length_m)
-    return _echoes_spec.report_surface_echoes(echoes, pulse_id, model, streams, broad)
+    if broad:
+        echoes = form_entry_echoes(*columns, model.separation_m, model.pulse_length_m)
+        return _echoes_spec.report_surface_echoes(echoes, pulse_id, model, streams, broad)
+    # No broad echo: the echoes measured, detected and selected in their slots.
+    slots = entry_slots(*columns, model.separation_m, len(pulse_id))
+    count = len(pulse_id)
+    width = model.returns_per_pulse
+    out_slot = np.full((count, width), -1, dtype=np.int64)
+    out_number = np.zeros((count, width), dtype=np.uint8)
+    out_total = np.zeros((count, width), dtype=np.uint8)
+    out_range, out_spread, out_peak = (np.zeros((count, width)) for _ in range(3))
+    _select_entries(
+        slots["starts"], slots["count"], max(slots["widest"], 1), slots["energy"],
+        slots["range"], slots["relief"], slots["spread_plane"], slots["between"], pulse_id,
+        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
+        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
+        model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,
+        out_range, out_spread, out_peak,
+    )  # fmt: skip
+    flat = np.flatnonzero(out_slot.ravel() >= 0)
+    slot = out_slot.ravel()[flat]
+    energy = slots["energy"][slot]
+    range_m = out_range.ravel()[flat]
+    ids = pulse_id[flat // width]
+    fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
+    return Returns(
+        pulse=flat // width,
+        range_m=range_m,
+        intensity=reported_intensity(energy, model, range_m, ids),
+        object_index=slots["object"][slot].astype(np.int32),
+        return_number=out_number.ravel()[flat],
+        num_returns=out_total.ravel()[flat],
+        range_true_m=slots["range"][slot],
+        cos_incidence=slots["cos_incidence"][slot],
+        cos_effective=slots["cos_effective"][slot],
+        spread_m=out_spread.ravel()[flat],
+        peak_factor=out_peak.ravel()[flat],
+        energy_fraction=fraction,
+    )
