@@ -507,17 +507,21 @@ def run_dataset_scaling(
     with tempfile.TemporaryDirectory() as tmp:
         for n, scheduler in modes:
             out = Path(tmp) / f"w{n}{'-dask' if scheduler else ''}"
+            cpu0 = _cpu_s()
             t0 = time.perf_counter()
             manifest = run_dataset(spec, out, workers=n, scheduler=scheduler)
             seconds = time.perf_counter() - t0
+            cpu_s = _cpu_s() - cpu0
             files = {
                 str(p.relative_to(out)): p.read_bytes()
                 for p in sorted(out.rglob("*"))
                 if p.is_file() and p.name != "manifest.json"
             }
             reference = files if reference is None else reference
+            # cpu_s: this process's and its ended children's CPU seconds (all the work,
+            # start-ups included; on a loaded machine the wall clock shows only its share)
             run = {"workers": n, "seconds": seconds, "frames": manifest["frames"],
-                   "frames_per_s": manifest["frames"] / seconds,
+                   "frames_per_s": manifest["frames"] / seconds, "cpu_s": cpu_s,
                    "identical_to_first": files == reference}  # fmt: skip
             if scheduler is None:
                 runs.append(run)
@@ -531,6 +535,15 @@ def run_dataset_scaling(
     return figures
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended."""
+    me, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 def format_dataset_scaling(f: dict[str, Any]) -> str:
     """Lines of :func:`run_dataset_scaling`'s figures."""
     lines = [f"dataset {f['spec']} on {f['cores']} cores"]
@@ -538,7 +551,7 @@ def format_dataset_scaling(f: dict[str, Any]) -> str:
         same = "identical files" if r["identical_to_first"] else "FILES DIFFER"
         lines.append(
             f"  {r['workers']} worker(s): {r['frames']} frames in {r['seconds']:.2f} s "
-            f"({r['frames_per_s']:.2f} frames/s, {same})"
+            f"({r['frames_per_s']:.2f} frames/s, {r['cpu_s']:.1f} CPU s, {same})"
         )
     lines.append(f"  speed-up {f['speedup']:.2f} x")
     if "cluster" in f:

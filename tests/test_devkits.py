@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -97,11 +95,11 @@ def test_nuscenes_poses_put_the_sensor_where_the_survey_had_it(nuscenes_root: Pa
 def test_nuscenes_layout_is_bit_identical_across_workers(
     nuscenes_root: Path, tmp_path: Path
 ) -> None:
+    """Two local workers (this process and a spawned one, a frame at a time) write the
+    tables, records and files of one process byte for byte."""
     out = tmp_path / "two"
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset",
-                          str(_spec(tmp_path, "nuscenes")), "-o", str(out), "--workers", "2",
-                          "-q"], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    manifest = run_dataset(_spec(tmp_path, "nuscenes"), out, workers=2)
+    assert manifest["errors"] == [] and len(manifest["workers"]) == 2
 
     def files(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
