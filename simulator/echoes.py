@@ -329,6 +329,16 @@ class Returns:
     def __len__(self) -> int:
         return len(self.pulse)
 
+    @classmethod
+    def concatenate(cls, parts: list[Returns]) -> Returns:
+        """The returns of several blocks, one after the other (their ``pulse`` already
+        counting in the whole); a diagnostic field ``None`` in the first is ``None``."""
+        return cls(**{
+            f.name: None if getattr(parts[0], f.name) is None
+            else np.concatenate([getattr(p, f.name) for p in parts])
+            for f in fields(cls)
+        })  # fmt: skip
+
 
 def single_returns(results: HitResults, hits: Hits, *, diagnostics: bool = False) -> Returns:
     """The returns of a chunk cast with one ray a pulse: each detected hit is its pulse's

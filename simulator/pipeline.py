@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +39,7 @@ from .record import add_diagnostics
 from .scanner import ScanPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import Trajectory, trajectory_from_survey
-from .weather import Medium, weather_extinction_per_m
+from .weather import MEDIUM_BLOCK_PULSES, Medium, weather_extinction_per_m
 
 __all__ = [
     "Frame",
@@ -451,8 +451,21 @@ class Simulation:
         if pulses is not None:
             results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
             ids, particles = ids[pulses], [p.of_pulses(pulses) for p in particles]
-        return self.backend.medium_returns(results, hits, ids, beam, model, streams,
-                                           self.medium, particles, behind)  # fmt: skip
+        # The weather's pulses in blocks (each pulse's returns are its own): the
+        # particles' entries and echoes of a whole chunk would hold gigabytes in snow.
+        if len(ids) <= MEDIUM_BLOCK_PULSES:
+            return self.backend.medium_returns(results, hits, ids, beam, model, streams,
+                                               self.medium, particles, behind)  # fmt: skip
+        parts = []
+        for start in range(0, len(ids), MEDIUM_BLOCK_PULSES):
+            block = np.arange(start, min(start + MEDIUM_BLOCK_PULSES, len(ids)))
+            b_results, b_hits, b_behind = of_pulses(results, hits, behind, block, beam.samples)
+            part = self.backend.medium_returns(
+                b_results, b_hits, ids[block], beam, model, streams, self.medium,
+                [p.of_pulses(block) for p in particles], b_behind,
+            )  # fmt: skip
+            parts.append(replace(part, pulse=part.pulse + start))
+        return Returns.concatenate(parts)
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast

@@ -102,6 +102,7 @@ from .hits import HitResults, ReturnModel, Streams
 from .labels import label_id
 
 __all__ = [
+    "MEDIUM_BLOCK_PULSES",
     "MEDIUM_KINDS",
     "MEDIUM_LABELS",
     "Medium",
@@ -130,6 +131,10 @@ _SOFT_MAX_SAMPLES = 1500
 _SOFT_BLOCK_VALUES = 4_000_000
 #: Samples of the particle range table.
 _PARTICLE_TABLE = 4096
+#: The weather's pulses of a chunk are computed this many at a time (each pulse's returns
+#: are its own), so that a snowfall's particles and echoes hold tens of megabytes, not
+#: gigabytes.
+MEDIUM_BLOCK_PULSES = 16384
 #: Samples of the hard targets' extinction relief (uniform in range, to the maximum).
 _RELIEF_TABLE = 2048
 #: Gauss-Laguerre nodes of the drawn particles' extinction (exact for the drops' D^2).

@@ -535,10 +535,11 @@ def test_footprints_let_the_rest_of_the_beam_reach_the_wall(ws: Workspace) -> No
     ids=["rain", "snow", "fog", "dust", "all"],
 )  # fmt: skip
 def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
-    conditions: list[str],
+    conditions: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each condition alone and all together on the farm: bit for bit across chunk sizes
-    (six chunks and four), threads and the numpy specification. Rain and snow alone touch
+    (six chunks and four), threads, the numpy specification and blocks of the weather's
+    pulses. Rain and snow alone touch
     only some pulses (rain 10 mm/h 28 %, snow 0.1 mm/h 69 %), so the
     kernels' returns and the medium's are merged in every chunk."""
     sets = ["revolutions=0.1", "output.diagnostics=true", *conditions]
@@ -559,11 +560,15 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
     spec_sim = Simulation.from_file(FARM, [*sets, "chunk_pulses=1500"])
     spec_sim.backend = NumpyBackend()
     spec = spec_sim.run()
+    # The weather's pulses in blocks of 401 (the pipeline's bound on their memory).
+    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 401)
+    blocks = Simulation.from_file(FARM, sets).run()
+    monkeypatch.undo()
     labels = set(np.unique(ref["label"]).tolist())
     medium = label_id("falling-snow") if conditions == ["weather.snow.rate_mm_h=0.1"] else 1
     assert medium in labels
     assert np.sum(ref["object_id"] >= sim.medium.first_object) > 20
-    for other in (small, single_thread, spec):
+    for other in (small, single_thread, spec, blocks):
         assert other.fields.keys() == ref.fields.keys()
         for name in ref.fields:
             if other is spec and name == "range_true_m":
