@@ -7,6 +7,9 @@ built guide):
 - ``<!-- run -->``: the block is run;
 - ``<!-- run: ARGS -->``: run, with ``ARGS`` (small settings, e.g. ``--set revolutions=1``)
   appended to every ``lidar-sim`` call of the block;
+- ``<!-- fails: CODE -->``: each command line of the block is run on its own and must exit
+  with ``CODE``, printing one line on stderr that starts ``error:``, and no traceback (the
+  bad-input page shows what a user gets);
 - ``<!-- skip: REASON -->``: not run, and why (a display, the network, a real capture the
   repository does not ship, a synopsis with placeholders, a benchmark that takes minutes).
 
@@ -37,7 +40,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 COPIED = ("configs", "scenes", "docs", "benchmarks")
 LANGUAGES = ("sh", "bash", "python")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
-MARKER = re.compile(r"^\s*<!--\s*(?P<kind>run|skip)(?::\s*(?P<arg>.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(?P<kind>run|skip|fails)(?::\s*(?P<arg>.*?))?\s*-->\s*$")
 BLOCK_TIMEOUT_S = 180
 
 
@@ -91,12 +94,14 @@ def blocks_of(page: Path) -> list[Block]:
 
 
 ALL_BLOCKS = [block for page in PAGES for block in blocks_of(page)]
-RUNNABLE = [block for block in ALL_BLOCKS if block.marker == "run"]
+RUNNABLE = [block for block in ALL_BLOCKS if block.marker in ("run", "fails")]
 
 
 def test_every_block_is_marked() -> None:
     """Each shell or Python block says whether it is run, and a skipped one says why."""
     unmarked = [b.id for b in ALL_BLOCKS if b.marker is None]
+    bad_code = [b.id for b in ALL_BLOCKS if b.marker == "fails" and not b.arg.isdigit()]
+    assert not bad_code, f"<!-- fails: CODE --> needs an exit code: {bad_code}"
     assert not unmarked, (
         "blocks with neither <!-- run --> nor <!-- skip: REASON --> on the line before "
         f"their fence: {unmarked}"
@@ -154,11 +159,17 @@ def _tool_dir(folder: Path, args: str) -> Path:
     return bindir
 
 
-def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
-    """Run one block in ``folder``."""
+def run_block(
+    block: Block, folder: Path, code: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one block (or ``code`` in its place) in ``folder``."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join(
-        [str(_tool_dir(folder, block.arg)), str(Path(sys.executable).parent), env["PATH"]]
+        [
+            str(_tool_dir(folder, block.arg if block.marker == "run" else "")),
+            str(Path(sys.executable).parent),
+            env["PATH"],
+        ]
     )
     env["MPLBACKEND"] = "Agg"
     # Two pages run at a time on a machine of two cores: a thread each (the output is the
@@ -170,7 +181,7 @@ def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
         script.write_text(block.code)
         command = [sys.executable, str(script)]
     else:
-        command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+        command = ["bash", "-e", "-o", "pipefail", "-c", code or block.code]
     return subprocess.run(
         command,
         cwd=folder,
@@ -193,6 +204,9 @@ def run_page(blocks: list[Block], folder: Path) -> dict[str, str | None]:
         if failed:
             outcome[block.id] = f"not run: the page's earlier block {failed} failed"
             continue
+        if block.marker == "fails":
+            outcome[block.id] = failed = _check_failures(block, folder)
+            continue
         try:
             result = run_block(block, folder)
         except subprocess.TimeoutExpired:
@@ -207,6 +221,29 @@ def run_page(blocks: list[Block], folder: Path) -> dict[str, str | None]:
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
             )
     return outcome
+
+
+def _check_failures(block: Block, folder: Path) -> str | None:
+    """Each command of a ``fails`` block exits with the stated code and one error line."""
+    commands = [
+        line
+        for line in block.code.replace("\\\n", " ").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    for command in commands:
+        result = run_block(block, folder, command)
+        lines = result.stderr.strip().splitlines()
+        if (
+            result.returncode != int(block.arg)
+            or len(lines) != 1
+            or not lines[0].startswith("error:")
+            or "Traceback" in result.stderr
+        ):
+            return (
+                f"{command!r} exited {result.returncode} (expected {block.arg} and one line "
+                f"'error: ...'):\n--- stderr\n{result.stderr[-3000:]}"
+            )
+    return None
 
 
 @pytest.fixture(scope="module")
