@@ -710,8 +710,10 @@ def surface_returns(
         As :func:`echo_returns` (``results`` with every field).
     behind : sequence of Behind
         The surfaces behind see-through ones, one layer each.
-    shadow : (P, S) float64, optional
-        The share of each sub-ray's light taken before its first surface.
+    shadow : (P, S) float64, or a sequence of arrays, optional
+        The share of each sub-ray's light taken before its surfaces: one (P, S) array
+        for every layer, or one a layer (the first surfaces' (P, S), then each layer of
+        ``behind`` by its rows).
     extra : sequence of tuples
         More entries, as the columns :func:`form_echoes` takes (pulse, weight, range,
         relief, backscatter, spread, object, cos incidence, cos effective).
@@ -745,13 +747,16 @@ def surface_entries(
     layers = [(None, results, hits, None)]
     layers += [(b.rays, b.results, b.hits, b.two_way) for b in behind]
     parts = []
-    for rays, res, layer_hits, two_way in layers:
+    for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
         idx = res.idx  # rows of the layer's hits: the rays, or the layer's rays
         ray = idx if rays is None else rays[idx]
         pulse, sub = ray // samples, ray % samples
         weight = beam.weights[sub].astype(np.float64)
-        if shadow is not None:
+        if isinstance(shadow, np.ndarray):
             weight = np.maximum(weight - shadow[pulse, sub], 0.0)
+        elif shadow is not None:  # one a layer: (P, S) the first surfaces', then by row
+            taken = shadow[layer][pulse, sub] if layer == 0 else shadow[layer][idx]
+            weight = np.maximum(weight - taken, 0.0)
         if two_way is not None:
             weight = weight * two_way[idx]
         reached = weight > 0.0  # light taken entirely on the way: the surface stays dark

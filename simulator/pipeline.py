@@ -206,7 +206,11 @@ class Simulation:
         self.medium = None
         if not s.weather.clear:
             objects = len(self.tables.label_of_object)
-            self.medium = Medium.of(s.weather, scanner, self.model, s.seed, objects)
+            self.medium = Medium.of(
+                s.weather, scanner, self.model, s.seed, objects,
+                self.transmittance_of_object if self.see_through else None,
+                self.porous_of_object,
+            )  # fmt: skip
             self.model = self.medium.model  # with the drawn particles' extinction relief
             self.tables = self.tables.with_media(self.medium.labels)
         self.streams = Streams.from_seed(s.seed)

@@ -586,6 +586,11 @@ class Medium:
         The model the scan uses: the one given, with the drawn particles' share of the
         extinction given back as a relief (:attr:`ReturnModel.extinction_relief`) when
         there are particles.
+    transmittance_of_object : (objects + 1,) float64, optional
+        Each object's transmittance and a 0 for a miss (the scene's see-through
+        surfaces: particles behind them); None: every surface opaque.
+    porous_of_object : (objects + 1,) bool, optional
+        Which objects are porous layers.
     """
 
     extinction_per_m: float
@@ -594,13 +599,23 @@ class Medium:
     first_object: int
     scanner: ScannerConfig
     model: ReturnModel
+    transmittance_of_object: NDArray[np.float64] | None = None
+    porous_of_object: NDArray[np.bool_] | None = None
 
     @classmethod
     def of(
-        cls, weather: Weather, scanner: ScannerConfig, model: ReturnModel, seed: int, objects: int
+        cls,
+        weather: Weather,
+        scanner: ScannerConfig,
+        model: ReturnModel,
+        seed: int,
+        objects: int,
+        transmittance_of_object: NDArray[np.float64] | None = None,
+        porous_of_object: NDArray[np.bool_] | None = None,
     ) -> Medium:
         """Tabulate a weather for a scanner whose model already includes its extinction,
-        in a scene of ``objects`` objects, for survey seed ``seed``."""
+        in a scene of ``objects`` objects (their transmittances and which are porous, if
+        any is see-through), for survey seed ``seed``."""
 
         def obj(kind: str) -> int:
             return objects + MEDIUM_KINDS.index(kind)
@@ -644,7 +659,8 @@ class Medium:
                     seed_k = np.uint64(stream_seed(seed, stream))
                     soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
         alpha = weather_extinction_per_m(weather, scanner.wavelength_nm)
-        return cls(alpha, tuple(soft), tuple(populations), objects, scanner, model)
+        return cls(alpha, tuple(soft), tuple(populations), objects, scanner, model,
+                   transmittance_of_object, porous_of_object)  # fmt: skip
 
     @property
     def labels(self) -> NDArray[np.uint16]:
@@ -713,7 +729,7 @@ def medium_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
-    shadow, extra, broad = medium_entries(hits, pulse_id, beam, model, medium, particles)
+    shadow, extra, broad = medium_entries(hits, pulse_id, beam, model, medium, particles, behind)
     return surface_returns(
         results, hits, pulse_id, beam, model, streams,
         behind=behind, shadow=shadow, extra=extra, broad=broad,
@@ -727,37 +743,73 @@ def medium_entries(
     model: ReturnModel,
     medium: Medium,
     particles: list[Particles] | None = None,
-) -> tuple[NDArray[np.float64], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
+    behind: Sequence[Behind] = (),
+) -> tuple[list[NDArray[np.float64]], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
     """What the weather adds to :func:`simulator.echoes.surface_returns` for
-    :func:`medium_returns`: the (P, S) share of each sub-ray's light the particles take
-    before its first surface (two passes), the particles' own entries (its ``extra``) and
-    each soft target's waveform-peak echo (its ``broad``)."""
+    :func:`medium_returns`: the share of each sub-ray's light the particles in front of a
+    surface take (two passes; a (P, S) array for the first surfaces, then one a row of
+    each layer of ``behind``), the particles' own entries (its ``extra``) and each soft
+    target's waveform-peak echo (its ``broad``).
+
+    A particle is lit when it lies in front of the first opaque surface its sub-ray meets
+    (the light goes on through see-through ones), and its echo is seen through the
+    see-through surfaces in front of it: ``T^2`` a pane, ``T`` a porous layer (the gap
+    model), as the surfaces behind them are."""
     if particles is None:
         particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
+    rays = n_pulses * samples
     sub_range = hits.range_m.astype(np.float64).reshape(n_pulses, samples)
+    # Each layer's surface of each ray (inf and no object where it meets none), the
+    # two-way factor of seeing through it, and where each ray's light stops.
+    ranges, factors = [sub_range.ravel()], []
+    objects = [hits.object_index]
+    for b in behind:
+        r, o = np.full(rays, np.inf), np.full(rays, -1, dtype=np.int32)
+        r[b.rays], o[b.rays] = b.hits.range_m, b.hits.object_index
+        ranges.append(r)
+        objects.append(o)
+    t_of, porous_of = medium.transmittance_of_object, medium.porous_of_object
+    reach = ranges[0]
+    if t_of is not None:
+        for o in objects:
+            t = t_of[o]
+            factors.append(np.where(porous_of[o], t, t * t) if porous_of is not None else t * t)
+        reach = np.full(rays, np.inf)
+        for r, o in zip(reversed(ranges), reversed(objects), strict=True):
+            reach = np.where(np.isfinite(r) & (t_of[o] == 0.0), r, reach)
     extra: list[tuple[NDArray, ...]] = []
     cumulative = np.cumsum(beam.weights)
     weights = (beam.weights / cumulative[-1]).astype(np.float64)
-    passed = np.ones((n_pulses, samples))  # the sub-rays' one-way transmission
+    passed = [np.ones(rays) for _ in ranges]  # the sub-rays' one-way transmission
     for population, p in zip(medium.populations, particles, strict=True):
         k = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
-        lit = (p.range_m < sub_range[p.pulse, k]) & (p.range_m < model.range_max_m)
-        p_pulse, p_range, k = p.pulse[lit], p.range_m[lit], k[lit]
+        ray = p.pulse * samples + k
+        lit = (p.range_m < reach[ray]) & (p.range_m < model.range_max_m)
+        p_pulse, p_range, k, ray = p.pulse[lit], p.range_m[lit], k[lit], ray[lit]
         share = np.minimum(
             np.pi / 4.0 * p.diameter_m[lit] ** 2 / beam_area_m2(p_range, medium.scanner), 1.0
         )
-        # It removes Q times its cross-section of the sub-ray it lies in, out and back.
+        # It removes Q times its cross-section of the sub-ray it lies in, out and back,
+        # from the surfaces behind it.
         lost = np.minimum(population.efficiency * share / weights[k], 1.0)
-        np.multiply.at(passed, (p_pulse, k), 1.0 - lost)
         energy = population.reflectance * overlap(p_range, medium.scanner)
+        for layer, r in enumerate(ranges):
+            front = p_range < r[ray]
+            np.multiply.at(passed[layer], ray[front], 1.0 - lost[front])
+            if factors and layer < len(factors):
+                behind_it = ~front & np.isfinite(r[ray])
+                energy = np.where(behind_it, energy * factors[layer][ray], energy)
         seen = energy > 0.0  # the receiver sees none of those short of the overlap
         m = int(seen.sum())
         extra.append((
             p_pulse[seen], share[seen], p_range[seen], np.zeros(m), energy[seen], np.zeros(m),
             np.full(m, population.object_index, dtype=np.int32), np.ones(m), np.ones(m),
         ))  # fmt: skip
-    shadow = beam.weights.astype(np.float64)[None, :] * (1.0 - passed**2)
+    w = beam.weights.astype(np.float64)
+    shadow = [w[None, :] * (1.0 - passed[0].reshape(n_pulses, samples) ** 2)]
+    for b, layer_passed in zip(behind, passed[1:], strict=True):
+        shadow.append(w[b.rays % samples] * (1.0 - layer_passed[b.rays] ** 2))
     broad = [_soft_echoes(soft, sub_range, beam, pulse_id, model) for soft in medium.soft]
     return shadow, extra, broad
 
