@@ -33,8 +33,9 @@ $(STAMP): pyproject.toml | system-deps
 	# ouster-sdk (the [ouster] extra: Ouster pcaps) pins rosbags==0.9.23, older than the
 	# rosbags of .[dev]: install it without that pin, and its other requirements as it states them.
 	$(BIN)/pip install --quiet --no-deps 'ouster-sdk==1.0.1'
-	# PyTorch for the dataset loader's test (torch_dataset through a DataLoader): the CPU wheel.
-	$(BIN)/pip install --quiet 'torch==2.13.0' --extra-index-url https://download.pytorch.org/whl/cpu
+	# PyTorch for the dataset loader's test (torch_dataset through a DataLoader): the CPU build
+	# (2.13.0 is the build this machine kind keeps on disk; no other index is needed).
+	$(BIN)/pip install --quiet 'torch==2.13.0'
 	$(BIN)/pip install --quiet 'psutil>=5.9.5,<6' 'click>=8.1.3,<8.1.8' 'prettytable>=2.1.0,<3.17.0' \
 		'requests>=2,<3' 'more-itertools>=8.6' 'threadpoolctl>=3.5.0' 'Pillow>=10.2.0' packaging \
 		'zeroconf>=0.150.0'
