@@ -462,11 +462,12 @@ class Simulation:
                                                self.medium, particles, behind)  # fmt: skip
         parts = []
         for start in range(0, len(ids), MEDIUM_BLOCK_PULSES):
-            block = np.arange(start, min(start + MEDIUM_BLOCK_PULSES, len(ids)))
+            stop = min(start + MEDIUM_BLOCK_PULSES, len(ids))
+            block = np.arange(start, stop)
             b_results, b_hits, b_behind = of_pulses(results, hits, behind, block, beam.samples)
             part = self.backend.medium_returns(
                 b_results, b_hits, ids[block], beam, model, streams, self.medium,
-                [p.of_pulses(block) for p in particles], b_behind,
+                [p.of_span(start, stop) for p in particles], b_behind,
             )  # fmt: skip
             parts.append(replace(part, pulse=part.pulse + start))
         return Returns.concatenate(parts)

@@ -568,6 +568,13 @@ class Particles:
         pos, keep = positions_in(pulses, self.pulse)
         return Particles(pos[keep], self.range_m[keep], self.diameter_m[keep], self.place[keep])
 
+    def of_span(self, start: int, stop: int) -> Particles:
+        """The particles of pulses ``start..stop`` (``pulse`` increasing, as drawn),
+        ``pulse`` counting from ``start``: :meth:`of_pulses` of ``arange(start, stop)``."""
+        a, b = np.searchsorted(self.pulse, [start, stop])
+        return Particles(self.pulse[a:b] - start, self.range_m[a:b], self.diameter_m[a:b],
+                         self.place[a:b])  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Medium:
