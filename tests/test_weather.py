@@ -719,7 +719,7 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
 
     spec = yaml.safe_load((REPO / "configs" / "datasets" / "demo.yaml").read_text())
     spec["groups"][1]["weather"] = {"snow": {"rate_mm_h": 2.0}, "fog": {"visibility_m": 40.0}}
-    spec["groups"][0]["frames"] = spec["groups"][1]["frames"] = 2
+    spec["groups"][0]["frames"] = spec["groups"][1]["frames"] = 1
     path = tmp_path / "wet.yaml"
     path.write_text(yaml.safe_dump(spec))
     one = tmp_path / "one"
@@ -736,7 +736,7 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
     assert files(tmp_path / "dask") == files(one)
     labels = {}
     for seq in ("00", "01"):
-        raw = np.fromfile(one / "sequences" / seq / "labels" / "000001.label", dtype="<u4")
+        raw = np.fromfile(one / "sequences" / seq / "labels" / "000000.label", dtype="<u4")
         labels[seq] = raw & 0xFFFF
     snow, fog = label_id("falling-snow"), label_id("outlier")
     assert not np.isin(labels["00"], [snow, fog]).any()  # the farm: clear air
