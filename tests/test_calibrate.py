@@ -359,8 +359,9 @@ def _library(res, path: Path) -> dict:  # type: ignore[no-untyped-def]
 
 def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) -> None:
     """One scan as npz, PCD, PLY, LAZ and KITTI .bin: the lossless formats give the npz's
-    library, LAZ (0.1 mm, whole-number intensities) and .bin (no rings: inferred) one
-    within 0.5 % of it. ``--intensity-divisor 256`` reads a LAS file whose intensities were
+    library (to 0.1 %: the RANSAC plane search is not reproducible from one call to the
+    next, see below), LAZ (0.1 mm, whole-number intensities) and .bin (no rings: inferred)
+    one within 0.5 % of it. ``--intensity-divisor 256`` reads a LAS file whose intensities were
     stored times 256 as the plain one; ``--origin`` puts the sensor where a shifted scan has
     it; ``--max-planes 1`` finds the ground alone."""
     ground, wall = CASES["rough_dark_ground"]
@@ -376,7 +377,10 @@ def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) ->
     want = fit("npz")
     assert {"ground", "wall_1", "wall_2"} <= set(want)
     assert want["ground"]["reflectance"] == pytest.approx(ground["reflectance"], rel=0.01)
-    for ext, rel in (("pcd", 1e-9), ("ply", 1e-9), ("laz", 5e-3), ("bin", 5e-3)):
+    # simulator/calibrate/surfaces.py seeds Open3D's RANSAC, yet the same file calibrated
+    # three times in one process gave ground planes of 69,789, 69,789 and 69,761 points
+    # (reflectance 0.25010, 0.25010, 0.25015): exact equality would be luck.
+    for ext, rel in (("pcd", 1e-3), ("ply", 1e-3), ("laz", 5e-3), ("bin", 5e-3)):
         got = fit(ext)
         for name in ("ground", "wall_1"):
             for key in ("reflectance", "minnaert_k"):
@@ -388,7 +392,7 @@ def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) ->
     divided = fit("las", "--intensity-divisor", "256", cloud=simulator.PointCloud(scaled))
     for name in ("ground", "wall_1"):
         for key in ("reflectance", "minnaert_k", "roughness_m"):
-            assert divided[name][key] == pytest.approx(plain[name][key], rel=1e-9), (name, key)
+            assert divided[name][key] == pytest.approx(plain[name][key], rel=1e-3), (name, key)
     shifted = dict(cloud.fields)
     offset_m = np.array([10.0, -5.0, 2.0])
     shifted["xyz"] = (cloud["xyz"].astype(np.float64) + offset_m).astype(np.float32)
