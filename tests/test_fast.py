@@ -382,7 +382,9 @@ def test_kernels_give_the_same_cloud_on_any_number_of_threads(tmp_path: Path) ->
     sampling, a moving sensor and moving objects (the cull kernel).
 
     The runs are one child process with ``NUMBA_NUM_THREADS=4``, so that four threads
-    exist whatever the machine's core count (numba fixes its pool when it starts).
+    exist whatever the machine's core count (numba fixes its pool when it starts). Open3D's
+    casts get at most the core count (TBB caps its pool there and says so on stderr): on
+    two cores, one thread against two.
     """
     import json
     import os
