@@ -181,6 +181,7 @@ class NumpyBackend:
     see_through_returns = staticmethod(_echoes.see_through_returns)
     #: Not (yet) a step of the Backend protocol: the pipeline's weather path.
     medium_returns = staticmethod(_weather.medium_returns)
+    draw_particles = staticmethod(_weather.draw_particles)
     single_surface = staticmethod(_footprint.single_surface)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
@@ -216,6 +217,7 @@ class NumbaBackend:
         self.echo_returns = k_echoes.echo_returns
         self.see_through_returns = k_echoes.see_through_returns
         self.medium_returns = k_weather.medium_returns
+        self.draw_particles = k_weather.draw_particles
         self.single_surface = k_footprint.single_surface
         self.pack_las = k_record.pack_las
         self.rays_into_boxes = k_cull.rays_into_boxes

@@ -413,6 +413,12 @@ class Simulation:
             return np.zeros(chunk.pulses, dtype=bool)
         return chunk.behind[0].pulses(chunk.pulses, len(chunk.cast) // chunk.pulses)
 
+    def medium_draw(self, ids: NDArray[np.uint64]) -> list:
+        """The weather's particles in the beams of pulses ``ids`` (:meth:`Medium.draw`
+        with the backend's kernel)."""
+        assert self.medium is not None
+        return self.medium.draw(ids, self.backend.draw_particles)
+
     def layered_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
         """The chunk's returns where a pulse's light meets more than its first surfaces:
         the pulses the weather touches (a particle in the beam, or a detectable soft
@@ -422,7 +428,7 @@ class Simulation:
         model already carries the weather's extinction."""
         ids = chunk.pulse_ids
         touched = self._several_surfaces(chunk)
-        particles = [] if self.medium is None else self.medium.draw(ids)
+        particles = [] if self.medium is None else self.medium_draw(ids)
         if self.medium is not None:
             touched |= self.medium.touched(ids, self.model.threshold, particles)
         pulses = np.flatnonzero(touched)
@@ -515,7 +521,7 @@ class Simulation:
         witnesses = self.witnesses(chunk)
         smooth = self.backend.single_surface(chunk.beams, chunk.hits, witnesses)
         ids = chunk.pulse_ids
-        particles = [] if self.medium is None else self.medium.draw(ids)
+        particles = [] if self.medium is None else self.medium_draw(ids)
         smooth &= ~self.cast_in_full(chunk, particles)
         pulses = np.flatnonzero(~smooth)
         probe = witnesses.probes

@@ -68,7 +68,7 @@ results, with the extinction in the model.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -110,6 +110,7 @@ __all__ = [
     "Population",
     "SoftTarget",
     "beam_area_m2",
+    "draw_particles",
     "haze_wavelength_factor",
     "medium_entries",
     "medium_returns",
@@ -538,6 +539,11 @@ def _with_relief(model: ReturnModel, populations: Sequence[Population]) -> Retur
                    extinction_relief_step_m=float(step))  # fmt: skip
 
 
+def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
+    """:meth:`Population.draw` (the specification the backends' kernel mirrors)."""
+    return population.draw(pulse_id)
+
+
 def _log_factorial(n: NDArray[np.int64]) -> NDArray[np.float64]:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, int(n.max()) + 1)))])[n]
 
@@ -674,9 +680,15 @@ class Medium:
         """The label of each medium object, in :data:`MEDIUM_KINDS` order."""
         return np.array([label_id(MEDIUM_LABELS[k]) for k in MEDIUM_KINDS], dtype=np.uint16)
 
-    def draw(self, pulse_id: NDArray[np.uint64]) -> list[Particles]:
-        """The particles of each population in the beams of pulses ``pulse_id``."""
-        return [population.draw(pulse_id) for population in self.populations]
+    def draw(
+        self,
+        pulse_id: NDArray[np.uint64],
+        draw: Callable[[Population, NDArray[np.uint64]], Particles] | None = None,
+    ) -> list[Particles]:
+        """The particles of each population in the beams of pulses ``pulse_id``, drawn by
+        ``draw`` (default :func:`draw_particles`; a backend's kernel gives the same)."""
+        draw = draw_particles if draw is None else draw
+        return [draw(population, pulse_id) for population in self.populations]
 
     def touched(
         self, pulse_id: NDArray[np.uint64], threshold: float, particles: list[Particles]

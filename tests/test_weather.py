@@ -683,6 +683,29 @@ def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str, fo
         np.testing.assert_array_equal(b, a, err_msg=f.name)
 
 
+def test_the_particle_draw_kernel_equals_its_specification() -> None:
+    """``simulator.kernels.weather.draw_particles`` has the specification's name and
+    signature and draws the same particles, value for value: drops and flakes of the
+    Helios at 10 and 2 mm/h, 60,000 pulses of ids from 0 and from 2^40."""
+    import inspect
+
+    from simulator import weather
+    from simulator.kernels import weather as k_weather
+
+    spec, kernel = weather.draw_particles, k_weather.draw_particles
+    assert spec.__name__ == kernel.__name__
+    assert inspect.signature(spec) == inspect.signature(kernel)
+    sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
+                                      "weather.snow.rate_mm_h=2"])  # fmt: skip
+    assert sim.medium is not None and len(sim.medium.populations) == 2
+    ids = np.concatenate([np.arange(30_000), 2**40 + np.arange(30_000)]).astype(np.uint64)
+    for population in sim.medium.populations:
+        want, got = spec(population, ids), kernel(population, ids)
+        assert len(want.pulse) > 10_000
+        for name in ("pulse", "range_m", "diameter_m", "place"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
+
+
 def test_clear_air_is_the_scan_without_a_weather_section() -> None:
     """An empty weather section changes nothing (no medium, the same scan), while a
     light rain on the same survey does change it (drop points, labelled outlier)."""
