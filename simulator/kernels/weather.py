@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -59,6 +60,33 @@ def _particle_counts(stream, ids, cdf, count):  # type: ignore[no-untyped-def]
         count[i] = lo
 
 
+@njit(inline="always", cache=True)
+def _interp(x, xp, fp):  # type: ignore[no-untyped-def]
+    """``np.interp(x, xp, fp)`` of one value, in numpy's arithmetic (the segment's slope
+    times the distance from its start, plus its start's value; the ends held)."""
+    n = xp.shape[0]
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[n - 1]:
+        return fp[n - 1]
+    lo, hi = 0, n - 1  # the last j with xp[j] <= x
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    if xp[lo] == x:
+        return fp[lo]
+    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
+    value = slope * (x - xp[lo]) + fp[lo]
+    if math.isnan(value):
+        value = slope * (x - xp[lo + 1]) + fp[lo + 1]
+        if math.isnan(value) and fp[lo] == fp[lo + 1]:
+            value = fp[lo]
+    return value
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _particle_draws(  # type: ignore[no-untyped-def]
     stream, ids, first, count, mean, cumulative, table_r, finite_r, finite_size, range_m,
@@ -71,9 +99,9 @@ def _particle_draws(  # type: ignore[no-untyped-def]
         for j in range(count[i]):
             h = mix64(key + U(j + 1) * GAMMA)
             q = first[i] + j
-            r = np.interp(uniform(mix64(h + U(1))) * mean, cumulative, table_r)
+            r = _interp(uniform(mix64(h + U(1))) * mean, cumulative, table_r)
             range_m[q] = r
-            smallest[q] = np.interp(r, finite_r, finite_size)
+            smallest[q] = _interp(r, finite_r, finite_size)
             u_size[q] = uniform(mix64(h + U(2)))
             u_place[q] = uniform(mix64(h + U(3)))
 
