@@ -161,6 +161,29 @@ class Backend(Protocol):
         """Which rays meet which boxes (see :func:`simulator.raycast.rays_into_boxes`)."""
         ...
 
+    def medium_returns(
+        self,
+        results: HitResults,
+        hits: Hits,
+        pulse_id: NDArray[np.uint64],
+        beam: BeamPattern,
+        model: ReturnModel,
+        streams: Streams,
+        medium: _weather.Medium,
+        particles: list[_weather.Particles] | None = None,
+        behind: Sequence[Behind] = (),
+    ) -> Returns:
+        """The returns of pulses through the weather (see
+        :func:`simulator.weather.medium_returns`)."""
+        ...
+
+    def draw_particles(
+        self, population: _weather.Population, pulse_id: NDArray[np.uint64]
+    ) -> _weather.Particles:
+        """The detectable particles in each pulse's beam (see
+        :func:`simulator.weather.draw_particles`)."""
+        ...
+
     def set_threads(self, threads: int) -> None:
         """Compute on ``threads`` threads (0: every core)."""
         ...

@@ -31,7 +31,8 @@ SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
 #: The steps a backend computes (simulator/backend.py's Backend protocol, less the
 #: bookkeeping): each has a numpy specification and a numba kernel.
 STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
-         "single_surface", "record", "pack_las", "rays_into_boxes")  # fmt: skip
+         "single_surface", "record", "pack_las", "rays_into_boxes", "medium_returns",
+         "draw_particles")  # fmt: skip
 
 
 def _parameters(function) -> list:  # type: ignore[no-untyped-def]
@@ -43,8 +44,10 @@ def _parameters(function) -> list:  # type: ignore[no-untyped-def]
 def test_each_kernel_has_its_specifications_name_and_signature() -> None:
     """The backend swaps one for the other: same names, same parameters, same defaults,
     for every step of the Backend protocol (a step added to it is checked here too)."""
+    from simulator import weather
     from simulator.backend import Backend, NumbaBackend
     from simulator.kernels import footprint as k_footprint
+    from simulator.kernels import weather as k_weather
 
     steps = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")}
     assert steps - {"set_threads", "compiled_kernels"} == set(STEPS)
@@ -64,6 +67,8 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         (record.record, k_record.record),
         (record.pack_las, k_record.pack_las),
         (raycast.rays_into_boxes, k_cull.rays_into_boxes),
+        (weather.medium_returns, k_weather.medium_returns),
+        (weather.draw_particles, k_weather.draw_particles),
     ]
     for spec, kernel in pairs:
         assert spec.__name__ == kernel.__name__
