@@ -624,7 +624,7 @@ class Simulation:
         One chunk at a time, each step over all cores: Open3D holds the GIL while it
         casts, so a cast on a second thread cannot overlap Python work, and a cast beside
         the (GIL-free) numba kernels only made the two share the cores; it measured no
-        faster (see the README's benchmark notes). Every chunk is computed from its pulse
+        faster (see docs/performance.md). Every chunk is computed from its pulse
         ids alone. ``progress`` gets (pulses done, pulses in all) of the window.
         """
         window = window or Window()

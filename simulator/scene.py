@@ -312,7 +312,7 @@ def load_scene(
     Parameters
     ----------
     path : str or Path
-        A scene YAML (see the README's *Files*) or any mesh file trimesh reads. For a mesh file,
+        A scene YAML (docs/scene.md) or any mesh file trimesh reads. For a mesh file,
         each part's material name is matched to the library; unmatched parts get
         the library's ``default`` material.
     materials : dict, optional

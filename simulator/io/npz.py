@@ -1,4 +1,4 @@
-"""NumPy ``.npz``: every field stored under its own name (the README's *The point record*).
+"""NumPy ``.npz``: every field stored under its own name (the guide's point record, docs/scan.md).
 
 Written chunk by chunk, with the memory of one chunk, in one of two ways:
 
