@@ -346,6 +346,54 @@ def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation) -> Non
     np.testing.assert_allclose(got[:, :, 3:], ref, atol=1.5e-7)  # float32 rounding
 
 
+@pytest.fixture(scope="module")
+def rolling_beams() -> tuple[np.ndarray, PulsePoses]:
+    """A driving sensor that turns (360 deg/s) and rolls (+-25 deg, 0.1 s period): a pose per
+    pulse whose up and forward axes both change from pulse to pulse. The beams of 30,000
+    pulses, and 64 more cast straight up their own pulse's z axis (the forward-axis branch:
+    those pulses upright, each at its own heading, so that up is exact in float32)."""
+    sim = simulator.Simulation.from_file(
+        REPO / "scenes/farm/drive.yaml",
+        ["duration_s=0.2", "trajectory.yaw_rate_deg_s=360",
+         "trajectory.swing={axis: roll, amplitude_deg: 25, period_s: 0.1}"],
+    )  # fmt: skip
+    poses, _ = sim.poses(1_000, 31_064)
+    assert poses.rotation.shape == (30_064, 3, 3)
+    beams = rays.pattern_rays(sim.pattern, 1_000, 31_064, poses, sim.engine.origin_shift_m)
+    heading = np.linspace(0.0, 2.0 * np.pi, 64, endpoint=False)
+    upright = np.zeros((64, 3, 3))
+    upright[:, 0, 0], upright[:, 0, 1], upright[:, 2, 2] = np.cos(heading), -np.sin(heading), 1.0
+    upright[:, 1, 0], upright[:, 1, 1] = np.sin(heading), np.cos(heading)
+    rotation = poses.rotation.copy()
+    rotation[-64:] = upright
+    beams[-64:, 3:] = (0.0, 0.0, 1.0)  # along up: e_v from the forward axis
+    return beams, PulsePoses(rotation, poses.position_m)
+
+
+@pytest.mark.parametrize("samples", [7, 19])
+def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
+    rolling_beams: tuple[np.ndarray, PulsePoses], samples: int
+) -> None:
+    """The kernel's sub-rays equal :func:`simulator.rays.sub_rays`'s value for value when each
+    pulse has its own pose: each beam's frame from its own pulse's up (or, along up, its
+    forward) axis. Row 0's axes for every pulse would move sub-rays by milliradians."""
+    beams, poses = rolling_beams
+    up, forward = poses.up, poses.forward
+    assert np.ptp(up, axis=0).max() > 0.5 and np.ptp(forward, axis=0).max() > 0.25  # rolls, turns
+    beam = BeamPattern.of(samples, 9.0, 5.0)
+    ref = rays.sub_rays(beams, up, forward, beam)
+    got = k_rays.sub_rays(beams, up, forward, beam)
+    assert got.dtype == ref.dtype == np.float32 and got.shape == (len(beams) * samples, 6)
+    # Bit for bit, bar a float64 result that lies at a float32 rounding tie (one value
+    # of 3.4 million for 19 samples: the kernel's and numpy's float64 sums differ in the
+    # last bit): never more than one float32 step.
+    assert np.all(np.abs(got - ref) <= np.spacing(np.abs(ref)))
+    assert np.count_nonzero(got != ref) <= 4
+    # The test can tell the poses apart: one pose for all is a different fan.
+    one = rays.sub_rays(beams, up[:1], forward[:1], beam)
+    assert np.abs(one - ref)[:, 3:].max() > 1e-3
+
+
 @pytest.mark.parametrize("yaw_rate_deg_s", [0.0, 40.0])  # driving straight (one rotation), turning
 def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
     """Per-pulse poses in the ray kernel: the same cloud as the numpy path."""
