@@ -338,16 +338,36 @@ class SoftTarget:
                    float(peak_s[0]), reach)  # fmt: skip
 
     def echoes(
-        self, sub_range_m: NDArray[np.float64], weights: NDArray[np.float64]
+        self,
+        sub_range_m: NDArray[np.float64],
+        weights: NDArray[np.float64],
+        behind_m: NDArray[np.float64] | None = None,
+        two_way: NDArray[np.float64] | None = None,
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The waveform peak of each pulse, its beam cut by the scene.
+
+        Without ``behind_m`` the light stops at each sub-ray's first surface. With it, it
+        goes on through see-through surfaces to the first opaque one, and the medium
+        behind each surface is seen through it: its sources are weighted by the two-way
+        factors of the surfaces in front (``T^2`` a pane, ``T`` a porous layer), as the
+        surfaces behind them are. The waveform is then ``sum_k P_k (1 - f_k) W(c_k) +
+        P_L W(inf)``, with ``W(c)`` the waveform of a beam cut at ``c``, ``c_k`` the
+        ``k``-th surface, ``f_k`` its factor and ``P_k`` the product of the factors in
+        front of it.
 
         Parameters
         ----------
         sub_range_m : (P, S) float64
-            Range of each sub-ray's hit (``inf``: a miss); the light stops there.
+            Range of each sub-ray's hit (``inf``: a miss); the light stops there unless
+            ``behind_m`` is given.
         weights : (S,) float64
             The sub-rays' energy shares.
+        behind_m : (L, P, S) float64, optional
+            Range of each sub-ray's surface in each layer behind the first (``inf``:
+            none), increasing along the layers.
+        two_way : (L + 1, P, S) float64, optional
+            The two-way factor of seeing through each of those surfaces (the first, then
+            one a layer behind); 0 for an opaque surface or none. Given with ``behind_m``.
 
         Returns
         -------
@@ -362,16 +382,33 @@ class SoftTarget:
         g, receiving = self.waveform.shape[0] - 1, self.waveform.shape[1]
         step = self.range_m[1] - self.range_m[0]
         share = weights / weights.sum()
-        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * receiving))
-        for lo in range(0, len(rows), block):
-            part = rows[lo : lo + block]
-            # Cell j spans r_j -+ step / 2; the beam lights the cells before the cut, and
-            # the cut cell in part.
-            x = np.clip((sub_range_m[part] - self.range_m[0]) / step + 0.5, 0.0, float(g))
+        layers = 1 if behind_m is None else len(behind_m) + 2
+        block = max(1, _SOFT_BLOCK_VALUES // (len(weights) * receiving * layers))
+
+        def cut(at_m: NDArray[np.float64]) -> NDArray[np.float64]:
+            # Cell j spans r_j -+ step / 2; the beam lights the cells before the cut,
+            # and the cut cell in part: (n, S, receiving).
+            x = np.clip((at_m - self.range_m[0]) / step + 0.5, 0.0, float(g))
             full = np.minimum(np.floor(x).astype(np.int64), g - 1)
             frac = (x - full)[:, :, None]
             below, above = self.waveform[full], self.waveform[full + 1]
-            wave = np.einsum("s,psg->pg", share, below + frac * (above - below))
+            return below + frac * (above - below)
+
+        for lo in range(0, len(rows), block):
+            part = rows[lo : lo + block]
+            if behind_m is None or two_way is None:
+                wave = np.einsum("s,psg->pg", share, cut(sub_range_m[part]))
+            else:
+                # The share of each sub-ray's sources up to its k-th surface:
+                # P_k (1 - f_k); what passes the last layer is uncut.
+                passing = np.ones((len(part), len(weights)))
+                wave = np.zeros((len(part), receiving))
+                for k in range(len(behind_m) + 1):
+                    at = sub_range_m[part] if k == 0 else behind_m[k - 1][part]
+                    f = two_way[k][part]
+                    wave += np.einsum("ps,psg->pg", share * passing * (1.0 - f), cut(at))
+                    passing = passing * f
+                wave += (passing @ share)[:, None] * self.waveform[g][None, :receiving]
             range_m[part], received[part] = _peak(self.range_m[:receiving], wave)
         return range_m, received
 
@@ -773,7 +810,9 @@ def medium_entries(
     A particle is lit when it lies in front of the first opaque surface its sub-ray meets
     (the light goes on through see-through ones), and its echo is seen through the
     see-through surfaces in front of it: ``T^2`` a pane, ``T`` a porous layer (the gap
-    model), as the surfaces behind them are."""
+    model), as the surfaces behind them are. A soft target's light goes on through
+    see-through surfaces likewise: its waveform takes the medium behind each surface up to
+    the first opaque one, weighted by the same factors (:meth:`SoftTarget.echoes`)."""
     if particles is None:
         particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
@@ -829,7 +868,15 @@ def medium_entries(
     shadow = [w[None, :] * (1.0 - passed[0].reshape(n_pulses, samples) ** 2)]
     for b, layer_passed in zip(behind, passed[1:], strict=True):
         shadow.append(w[b.rays % samples] * (1.0 - layer_passed[b.rays] ** 2))
-    broad = [_soft_echoes(soft, sub_range, beam, pulse_id, model) for soft in medium.soft]
+    soft_behind = soft_two_way = None
+    if behind and factors:
+        # The soft targets' light goes on through see-through surfaces too.
+        soft_behind = np.stack([r.reshape(n_pulses, samples) for r in ranges[1:]])
+        soft_two_way = np.stack([f.reshape(n_pulses, samples) for f in factors])
+    broad = [
+        _soft_echoes(soft, sub_range, beam, pulse_id, model, soft_behind, soft_two_way)
+        for soft in medium.soft
+    ]
     return shadow, extra, broad
 
 
@@ -839,10 +886,15 @@ def _soft_echoes(
     beam: BeamPattern,
     pulse_id: NDArray[np.uint64],
     model: ReturnModel,
+    behind_m: NDArray[np.float64] | None = None,
+    two_way: NDArray[np.float64] | None = None,
 ) -> tuple[Echoes, NDArray[np.uint64]]:
-    """One echo a pulse: the soft target's waveform peak, as an echo of peak factor 1 whose
-    energy gives that received peak; and its jitter keys."""
-    range_m, received = soft.echoes(sub_range, beam.weights.astype(np.float64))
+    """One echo a pulse: the soft target's waveform peak (:meth:`SoftTarget.echoes`, its
+    beam going on through see-through surfaces when ``behind_m`` and ``two_way`` are
+    given), as an echo of peak factor 1 whose energy gives that received peak; and its
+    jitter keys."""
+    weights = beam.weights.astype(np.float64)
+    range_m, received = soft.echoes(sub_range, weights, behind_m, two_way)
     if model.extinction_relief is None:
         back = np.exp(2.0 * model.extinction_per_m * range_m)
     else:
