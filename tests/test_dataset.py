@@ -150,6 +150,25 @@ def test_local_workers_write_the_files_of_one_process(one_process: Path, tmp_pat
     workers = manifest["workers"]
     assert len(workers) == 2 and sum(w["frames"] for w in workers.values()) == 6
     assert sum(w["builds"] for w in workers.values()) <= 3
+    # the fixture ran the kernels in this process: its OpenMP threads forbid a fork
+    assert manifest["start_method"] == "spawn"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork is the start method on Linux only")
+def test_forked_workers_of_a_fresh_process_write_the_files_of_one_process(
+    one_process: Path, tmp_path: Path
+) -> None:
+    """``lidar-sim dataset --workers 2`` in a new process forks its second worker before
+    any kernel ran (the child inherits the imports): the same bytes as one process."""
+    out = tmp_path / "forked"
+    command = [sys.executable, "-m", "simulator.cli", "dataset", str(DEMO), "-o", str(out),
+               "--workers", "2", "-q"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["start_method"] == "fork" and manifest["errors"] == []
+    assert len(manifest["workers"]) == 2
+    assert _files(out) == _files(one_process)
 
 
 def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:

@@ -140,6 +140,8 @@ class SequenceResult:
     worker: str = ""
     build_s: float = 0.0
     scan_s: float = 0.0
+    #: The worker process's CPU seconds (all its threads) while it built and scanned.
+    cpu_s: float = 0.0
 
 
 def _layout(task: SequenceTask) -> DatasetLayout:
@@ -364,6 +366,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
         wanted = [k for k in wanted if k not in set(done)]
     if not wanted and task.frames is not None:
         return result
+    cpu0 = time.process_time()
     try:
         prep, result.build_s = prepared(task)
     except Exception as exc:  # the whole sequence fails: every frame reported
@@ -386,6 +389,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             result.points += len(cloud)
             count_labels(cloud["label"], into=result.label_counts)
     result.scan_s = time.perf_counter() - started
+    result.cpu_s = time.process_time() - cpu0
     if task.frames is None:
         _write_sequence_files(layout, task.index, prep.frames)
     return result
@@ -576,22 +580,58 @@ def _frame_task(task: SequenceTask, frame: int) -> SequenceTask:
     return dataclasses.replace(task, frames=(frame,), resume=False)
 
 
+def start_method() -> str:
+    """How local worker processes start: ``"fork"`` where the platform has it (Linux) and
+    no kernel has run in this process yet, else ``"spawn"``.
+
+    A forked worker inherits this process's imports (Open3D, trimesh, numba, the
+    simulator), which a spawned one spends about two CPU seconds importing again. Forking
+    is safe only before any thread pool exists: GNU OpenMP (numba's ``omp`` layer) aborts
+    a child forked after a parallel kernel ran ("fork() called from a process already
+    using GNU OpenMP"). So :func:`run_dataset` forks at its start, before it casts or
+    computes anything, and falls back to ``spawn`` in a process whose numba threads have
+    started (a second run in one Python session, e.g. a notebook or the bench) and on
+    macOS and Windows (no safe ``fork``). The start method never changes the files
+    written (a test writes a dataset both ways).
+
+    Returns
+    -------
+    str
+        A :mod:`multiprocessing` start method.
+    """
+    import multiprocessing
+
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    return "spawn" if _threads_started() else "fork"
+
+
+def _threads_started() -> bool:
+    """Whether numba's parallel threads have started in this process."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return parallel is not None and bool(getattr(parallel, "_is_initialized", True))
+
+
 def _run_local(
     tasks: dict[int, SequenceTask],
     dispatcher: Dispatcher,
     workers: int,
     collect: Callable[[SequenceResult], None],
-) -> None:
+) -> str:
     """Run the dispatcher's frames on ``workers`` local workers: this process (which has
     its imports and compiled kernels already, and starts at once) and ``workers - 1``
-    spawned processes, one frame in flight each (so a frame submitted when a process
+    processes started by :func:`start_method` (forked, they inherit the imports), one
+    frame in flight each (so a frame submitted when a process
     finishes goes to that process). A thread of this process hands the spawned ones their
-    frames while this one scans its own."""
+    frames while this one scans its own. Returns the start method used."""
     import multiprocessing
 
     lock = threading.Lock()
     failure: list[BaseException] = []
-    ctx = multiprocessing.get_context("spawn")  # numba/OpenMP and Open3D are not fork-safe
+    method = start_method()
+    if method == "fork":  # the children inherit these imports instead of importing again
+        from .. import pipeline, scene  # noqa: F401
+    ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
         running: dict[Any, tuple[int, int]] = {}
         with lock:
@@ -637,6 +677,7 @@ def _run_local(
             helper.join()
     if failure:
         raise failure[0]
+    return method
 
 
 def _all_threads() -> None:
@@ -722,7 +763,8 @@ def run_dataset(
         nonlocal done_frames
         if r.worker:
             w = by_worker.setdefault(r.worker, {"frames": 0, "builds": 0, "build_s": 0.0,
-                                                "scan_s": 0.0})  # fmt: skip
+                                                "scan_s": 0.0, "cpu_s": 0.0})  # fmt: skip
+            w["cpu_s"] += r.cpu_s
             w["frames"] += r.frames_written
             w["builds"] += int(r.build_s > 0)
             w["build_s"] += r.build_s
@@ -761,6 +803,7 @@ def run_dataset(
     dispatcher = Dispatcher(pending)
     todo = sum(len(p) for p in pending.values())
     by_task = {t.index: t for t in tasks}
+    started_by = None  # how the local worker processes started
     if scheduler is None and (workers == 1 or todo <= 1):
         try:
             while (job := dispatcher.next("main")) is not None:
@@ -772,7 +815,7 @@ def run_dataset(
     elif scheduler is None:
         n = min(workers or os.cpu_count() or 1, todo)
         shared = {t.index: t for t in _share_cores(tasks, n)}
-        _run_local(shared, dispatcher, n, collect)  # this process is one of the n
+        started_by = _run_local(shared, dispatcher, n, collect)  # this process is one of n
     elif todo:
         from dask.distributed import Client, LocalCluster
 
@@ -822,6 +865,7 @@ def run_dataset(
         "seconds": time.perf_counter() - started,
         # who ran what: frames written, sequences built (and the seconds of both)
         "workers": {w: by_worker[w] for w in sorted(by_worker)},
+        "start_method": started_by,
     }
     layout.write_dataset_files([p for r in results for p in r.samples])
     write_manifest(out, manifest)
