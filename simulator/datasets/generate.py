@@ -631,6 +631,9 @@ def _run_local(
     method = start_method()
     if method == "fork":  # the children inherit these imports instead of importing again
         from .. import pipeline, scene  # noqa: F401
+        from ..raycast import import_open3d
+
+        import_open3d()  # (about 1 CPU s a process; importing starts no thread)
     ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
         running: dict[Any, tuple[int, int]] = {}
