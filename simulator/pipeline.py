@@ -183,6 +183,8 @@ class Simulation:
     transmittance_of_object: NDArray[np.float64] = field(init=False)
     #: Which objects are porous layers (the gap model), and False for a miss.
     porous_of_object: NDArray[np.bool_] = field(init=False)
+    #: Which objects are panes of ``transmittance_law: fresnel``; None when none is.
+    fresnel_of_object: NDArray[np.bool_] | None = field(init=False)
     see_through: bool = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
@@ -199,6 +201,12 @@ class Simulation:
             t.materials.transmittance[t.material_of_object], 0.0
         )  # the last entry: a miss (object -1)
         self.porous_of_object = np.append(t.materials.porous[t.material_of_object], False)
+        fresnel = [m.transmittance_law == "fresnel" for m in self.scene.materials.values()]
+        self.fresnel_of_object = (
+            np.append(np.array(fresnel, dtype=bool)[t.material_of_object], False)
+            if any(fresnel)
+            else None
+        )
         self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
         self.model = ReturnModel.from_scanner(
             scanner, weather_extinction_per_m(s.weather, scanner.wavelength_nm), self.pattern
@@ -209,7 +217,7 @@ class Simulation:
             self.medium = Medium.of(
                 s.weather, scanner, self.model, s.seed, objects,
                 self.transmittance_of_object if self.see_through else None,
-                self.porous_of_object,
+                self.porous_of_object, self.fresnel_of_object,
             )  # fmt: skip
             self.model = self.medium.model  # with the drawn particles' extinction relief
             self.tables = self.tables.with_media(self.medium.labels)
@@ -440,7 +448,8 @@ class Simulation:
         """The surfaces behind see-through ones, a :class:`Behind` a layer, with the
         two-way transmittance in front of each (``chunk.behind`` and ``results.behind``)."""
         return layers_behind(chunk.hits, chunk.behind, results.behind,
-                             self.transmittance_of_object, self.porous_of_object)  # fmt: skip
+                             self.transmittance_of_object, self.porous_of_object,
+                             self.fresnel_of_object, results)  # fmt: skip
 
     def _surface_returns(
         self,

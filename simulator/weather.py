@@ -97,7 +97,7 @@ from .constants import (
     STREAM_SNOW,
     stream_seed,
 )
-from .echoes import Behind, Echoes, Returns, surface_returns
+from .echoes import Behind, Echoes, Returns, fresnel_pane_ratio, surface_returns
 from .hits import HitResults, ReturnModel, Streams
 from .labels import label_id
 
@@ -641,6 +641,9 @@ class Medium:
         surfaces: particles behind them); None: every surface opaque.
     porous_of_object : (objects + 1,) bool, optional
         Which objects are porous layers.
+    fresnel_of_object : (objects + 1,) bool, optional
+        Which objects are panes whose transmittance follows Fresnel's law
+        (:func:`simulator.echoes.fresnel_pane_ratio`); None: none.
     """
 
     extinction_per_m: float
@@ -651,6 +654,7 @@ class Medium:
     model: ReturnModel
     transmittance_of_object: NDArray[np.float64] | None = None
     porous_of_object: NDArray[np.bool_] | None = None
+    fresnel_of_object: NDArray[np.bool_] | None = None
 
     @classmethod
     def of(
@@ -662,6 +666,7 @@ class Medium:
         objects: int,
         transmittance_of_object: NDArray[np.float64] | None = None,
         porous_of_object: NDArray[np.bool_] | None = None,
+        fresnel_of_object: NDArray[np.bool_] | None = None,
     ) -> Medium:
         """Tabulate a weather for a scanner whose model already includes its extinction,
         in a scene of ``objects`` objects (their transmittances and which are porous, if
@@ -710,7 +715,7 @@ class Medium:
                     soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
         alpha = weather_extinction_per_m(weather, scanner.wavelength_nm)
         return cls(alpha, tuple(soft), tuple(populations), objects, scanner, model,
-                   transmittance_of_object, porous_of_object)  # fmt: skip
+                   transmittance_of_object, porous_of_object, fresnel_of_object)  # fmt: skip
 
     @property
     def labels(self) -> NDArray[np.uint16]:
@@ -785,7 +790,9 @@ def medium_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
-    shadow, extra, broad = medium_entries(hits, pulse_id, beam, model, medium, particles, behind)
+    shadow, extra, broad = medium_entries(
+        hits, pulse_id, beam, model, medium, particles, behind, results
+    )
     return surface_returns(
         results, hits, pulse_id, beam, model, streams,
         behind=behind, shadow=shadow, extra=extra, broad=broad,
@@ -800,6 +807,7 @@ def medium_entries(
     medium: Medium,
     particles: list[Particles] | None = None,
     behind: Sequence[Behind] = (),
+    results: HitResults | None = None,
 ) -> tuple[list[NDArray[np.float64]], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
     """What the weather adds to :func:`simulator.echoes.surface_returns` for
     :func:`medium_returns`: the share of each sub-ray's light the particles in front of a
@@ -810,7 +818,9 @@ def medium_entries(
     A particle is lit when it lies in front of the first opaque surface its sub-ray meets
     (the light goes on through see-through ones), and its echo is seen through the
     see-through surfaces in front of it: ``T^2`` a pane, ``T`` a porous layer (the gap
-    model), as the surfaces behind them are. A soft target's light goes on through
+    model), as the surfaces behind them are (a pane of ``transmittance_law: fresnel`` at
+    each ray's incidence, from ``results``, the first surfaces' per-hit model, and the
+    layers'). A soft target's light goes on through
     see-through surfaces likewise: its waveform takes the medium behind each surface up to
     the first opaque one, weighted by the same factors (:meth:`SoftTarget.echoes`)."""
     if particles is None:
@@ -830,8 +840,19 @@ def medium_entries(
     t_of, porous_of = medium.transmittance_of_object, medium.porous_of_object
     reach = ranges[0]
     if t_of is not None:
-        for o in objects:
+        fresnel_of = medium.fresnel_of_object
+        for layer, o in enumerate(objects):
             t = t_of[o]
+            if fresnel_of is not None and results is not None:
+                # A pane's transmittance at each ray's incidence (Fresnel's law), as
+                # simulator.echoes.layers_behind takes it.
+                cos = np.ones(rays)
+                if layer == 0:
+                    cos[results.idx] = results.cos_incidence
+                else:
+                    front = behind[layer - 1]
+                    cos[front.rays[front.results.idx]] = front.results.cos_incidence
+                t = np.where(fresnel_of[o], t * fresnel_pane_ratio(cos), t)
             factors.append(np.where(porous_of[o], t, t * t) if porous_of is not None else t * t)
         reach = np.full(rays, np.inf)
         for r, o in zip(reversed(ranges), reversed(objects), strict=True):

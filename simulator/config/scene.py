@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..labels import SEMANTIC_KITTI
 from .base import FiniteFloat, Model, NonNegFloat, PositiveFloat, Vec2Pos, Vec3, Vec3Pos
@@ -43,8 +43,20 @@ class Material(Model):
     #: and the share ``T`` goes through a gap and comes back through the same gap, ``T``
     #: there and back).
     porous: bool = False
+    #: How a pane's transmittance depends on the incidence: ``constant`` (the same at
+    #: every angle) or ``fresnel`` (an uncoated glass pane, n = 1.5: ``transmittance`` at
+    #: normal incidence times ``T(theta) / T(0)`` of the Fresnel equations, two faces,
+    #: unpolarised light; 0 at grazing incidence). A pane's law: not for a porous layer.
+    transmittance_law: Literal["constant", "fresnel"] = "constant"
     label: str = "unlabeled"
     description: str = ""
+
+    @field_validator("transmittance_law")
+    @classmethod
+    def _fresnel_is_a_pane(cls, v: str, info: ValidationInfo) -> str:
+        if v == "fresnel" and info.data.get("porous", False):
+            raise ValueError("fresnel is the law of a glass pane; expected porous: false")
+        return v
 
     @field_validator("label")
     @classmethod

@@ -37,7 +37,9 @@ def medium_returns(
     (:func:`simulator.weather.medium_entries`), grouped, detected and selected with the
     scene's hits by :func:`simulator.kernels.echoes.surface_returns`."""
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
-    shadow, extra, broad = medium_entries(hits, pulse_id, beam, model, medium, particles, behind)
+    shadow, extra, broad = medium_entries(
+        hits, pulse_id, beam, model, medium, particles, behind, results
+    )
     return surface_returns(
         results, hits, pulse_id, beam, model, streams,
         behind=behind, shadow=shadow, extra=extra, broad=broad,
