@@ -380,11 +380,15 @@ def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) ->
     # simulator/calibrate/surfaces.py seeds Open3D's RANSAC, yet the same file calibrated
     # three times in one process gave ground planes of 69,789, 69,789 and 69,761 points
     # (reflectance 0.25010, 0.25010, 0.25015): exact equality would be luck.
+    # The library writes k to 3 decimals (reflectance to 4): a value at a rounding edge
+    # moves by one written step (k 0.602 against 0.603 in one run), so one step is allowed.
+    step = {"reflectance": 1e-4, "minnaert_k": 1e-3}
     for ext, rel in (("pcd", 1e-3), ("ply", 1e-3), ("laz", 5e-3), ("bin", 5e-3)):
         got = fit(ext)
         for name in ("ground", "wall_1"):
             for key in ("reflectance", "minnaert_k"):
-                assert got[name][key] == pytest.approx(want[name][key], rel=rel), (ext, name, key)
+                a, b = got[name][key], want[name][key]
+                assert abs(a - b) <= rel * abs(b) + step[key] + 1e-12, (ext, name, key, a, b)
     cloud = read_npz(tmp_path / "scan.npz")
     scaled = dict(cloud.fields)
     scaled["intensity"] = (np.rint(cloud["intensity"]) * 256).astype(np.float32)
@@ -392,7 +396,8 @@ def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) ->
     divided = fit("las", "--intensity-divisor", "256", cloud=simulator.PointCloud(scaled))
     for name in ("ground", "wall_1"):
         for key, rel in (("reflectance", 1e-3), ("minnaert_k", 1e-3), ("roughness_m", 0.02)):
-            assert divided[name][key] == pytest.approx(plain[name][key], rel=rel), (name, key)
+            a, b = divided[name][key], plain[name][key]
+            assert abs(a - b) <= rel * abs(b) + step.get(key, 0.0) + 1e-12, (name, key, a, b)
     shifted = dict(cloud.fields)
     offset_m = np.array([10.0, -5.0, 2.0])
     shifted["xyz"] = (cloud["xyz"].astype(np.float64) + offset_m).astype(np.float32)
