@@ -36,22 +36,35 @@ def _ring_cloud(radius: float = 10.0, n: int = 720) -> PointCloud:
     })  # fmt: skip
 
 
-def _renders(cloud: PointCloud, *calls: tuple) -> list[np.ndarray]:
-    """render_array of each argument tuple, in one child process: Filament (the offscreen
-    renderer) then never lives in the test process, whose exit it could disturb."""
+def _renders(
+    cloud: PointCloud | None, *calls: tuple, commands: tuple[list[str], ...] = ()
+) -> list[np.ndarray]:
+    """render_array of each argument tuple, then each ``lidar-sim`` command of ``commands``
+    (its exit code must be 0), in one child process: Filament (the offscreen renderer)
+    then never lives in the test process, whose exit it could disturb; one child for all
+    saves a start (~2-4 s) a render."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        np.savez(Path(tmp) / "c.npz", **cloud.fields)
+        if cloud is not None:
+            np.savez(Path(tmp) / "c.npz", **cloud.fields)
         code = (
             "import sys, numpy as np; from simulator.io.npz import read_npz; "
-            "from simulator.viz.render import render_array; c = read_npz(sys.argv[1]); "
-            "[np.save(f'{sys.argv[3]}{k}.npy', render_array(c, *a)) "
-            "for k, a in enumerate(eval(sys.argv[2]))]"
+            "from simulator.viz.render import render_array; from simulator.cli import main\n"
+            "calls, commands = eval(sys.argv[2]), eval(sys.argv[4])\n"
+            "c = read_npz(sys.argv[1]) if calls else None\n"
+            "for k, a in enumerate(calls):\n"
+            "    np.save(f'{sys.argv[3]}{k}.npy', render_array(c, *a))\n"
+            "for argv in commands:\n"
+            "    try:\n"
+            "        main(argv)\n"
+            "    except SystemExit as exc:\n"
+            "        if exc.code:\n"
+            "            raise\n"
         )
         res = subprocess.run([sys.executable, "-c", code, str(Path(tmp) / "c.npz"), repr(calls),
-                              str(Path(tmp) / "img")], capture_output=True, text=True,
-                             timeout=300)  # fmt: skip
+                              str(Path(tmp) / "img"), repr(commands)], capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
         assert res.returncode == 0, res.stderr
         return [np.load(Path(tmp) / f"img{k}.npy") for k in range(len(calls))]
 
@@ -81,33 +94,17 @@ def test_birds_eye_render_puts_points_where_the_geometry_says() -> None:
 
 
 def test_renders_of_the_demo_change_with_the_field(demo: PointCloud, tmp_path: Path) -> None:
+    simulator.write(demo, tmp_path / "demo.npz")
+    path = tmp_path / "demo.png"
+    command = ["render", str(tmp_path / "demo.npz"), "-o", str(path), "--color", "label",
+               "--view", "bev", "--width", "320", "--height", "200"]  # fmt: skip
     by_intensity, by_label = _renders(
-        demo, ("intensity", "sensor", 320, 200), ("label", "sensor", 320, 200)
-    )
+        demo, ("intensity", "sensor", 320, 200), ("label", "sensor", 320, 200),
+        commands=(command,),
+    )  # fmt: skip
     assert _ink(by_intensity).sum() > 2000
     np.testing.assert_array_equal(_ink(by_intensity), _ink(by_label))  # same points drawn
     assert np.abs(by_intensity.astype(int) - by_label.astype(int)).sum() > 1e5  # other colours
-    simulator.write(demo, tmp_path / "demo.npz")
-    path = tmp_path / "demo.png"
-    cmd = [
-        sys.executable,
-        "-m",
-        "simulator.cli",
-        "render",
-        str(tmp_path / "demo.npz"),
-        "-o",
-        str(path),
-        "--color",
-        "label",
-        "--view",
-        "bev",
-        "--width",
-        "320",
-        "--height",
-        "200",
-    ]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
     import matplotlib.pyplot as plt
 
     picture = plt.imread(path)
@@ -268,17 +265,15 @@ def test_render_draws_a_dataset_boxes_over_the_cloud(tmp_path: Path) -> None:
         num_points=np.zeros(1, np.int64), visibility=np.zeros(1),
     )  # fmt: skip
     np.savez(tmp_path / "boxes.npz", **boxes.arrays())
-    images = {}
-    for name, extra in (("plain", []), ("boxes", ["--boxes", str(tmp_path / "boxes.npz")])):
-        out = tmp_path / f"{name}.png"
-        res = subprocess.run([sys.executable, "-m", "simulator.cli", "render",
-                              str(tmp_path / "ring.npz"), "-o", str(out), "--view", "bev",
-                              "--width", "400", "--height", "400", *extra],
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        from PIL import Image
+    from PIL import Image
 
-        images[name] = np.asarray(Image.open(out).convert("RGB"))[:, :400].astype(int)
+    runs = {"plain": [], "boxes": ["--boxes", str(tmp_path / "boxes.npz")]}
+    _renders(None, commands=tuple(
+        ["render", str(tmp_path / "ring.npz"), "-o", str(tmp_path / f"{name}.png"), "--view",
+         "bev", "--width", "400", "--height", "400", *extra] for name, extra in runs.items()
+    ))  # fmt: skip
+    images = {name: np.asarray(Image.open(tmp_path / f"{name}.png").convert("RGB"))[:, :400]
+              .astype(int) for name in runs}  # fmt: skip
     changed = np.any(np.abs(images["boxes"] - images["plain"]) > 40, axis=2)
     rows, cols = np.nonzero(changed)
     assert changed.sum() > 50
