@@ -400,15 +400,20 @@ class SoftTarget:
                 wave = np.einsum("s,psg->pg", share, cut(sub_range_m[part]))
             else:
                 # The share of each sub-ray's sources up to its k-th surface:
-                # P_k (1 - f_k); what passes the last layer is uncut.
+                # P_k (1 - f_k); what passes its last surface is uncut. A layer where a
+                # sub-ray meets nothing adds exactly nothing, so the sum does not depend
+                # on how many layers a chunk has.
                 passing = np.ones((len(part), len(weights)))
                 wave = np.zeros((len(part), receiving))
                 for k in range(len(behind_m) + 1):
                     at = sub_range_m[part] if k == 0 else behind_m[k - 1][part]
+                    met = np.isfinite(at)
                     f = two_way[k][part]
-                    wave += np.einsum("ps,psg->pg", share * passing * (1.0 - f), cut(at))
-                    passing = passing * f
-                wave += (passing @ share)[:, None] * self.waveform[g][None, :receiving]
+                    up_to = np.where(met, share * passing * (1.0 - f), 0.0)
+                    wave += np.einsum("ps,psg->pg", up_to, cut(at))
+                    passing = np.where(met, passing * f, passing)
+                uncut = (passing * share).sum(axis=1)
+                wave += uncut[:, None] * self.waveform[g][None, :receiving]
             range_m[part], received[part] = _peak(self.range_m[:receiving], wave)
         return range_m, received
 
@@ -890,10 +895,11 @@ def medium_entries(
     for b, layer_passed in zip(behind, passed[1:], strict=True):
         shadow.append(w[b.rays % samples] * (1.0 - layer_passed[b.rays] ** 2))
     soft_behind = soft_two_way = None
-    if behind and factors:
-        # The soft targets' light goes on through see-through surfaces too.
-        soft_behind = np.stack([r.reshape(n_pulses, samples) for r in ranges[1:]])
-        soft_two_way = np.stack([f.reshape(n_pulses, samples) for f in factors])
+    if factors:
+        # The soft targets' light goes on through see-through surfaces too (also where
+        # nothing lies behind them: then no layer behind).
+        soft_behind = np.reshape(ranges[1:], (len(ranges) - 1, n_pulses, samples))
+        soft_two_way = np.reshape(factors, (len(factors), n_pulses, samples))
     broad = [
         _soft_echoes(soft, sub_range, beam, pulse_id, model, soft_behind, soft_two_way)
         for soft in medium.soft

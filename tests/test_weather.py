@@ -351,6 +351,52 @@ def test_fog_is_seen_through_a_window_and_a_fence(ws: Workspace, law: str) -> No
         assert cloud["intensity"][at[0]] == pytest.approx(1e5 * energy, rel=1e-3), p
 
 
+def test_fog_behind_a_window_is_identical_for_any_chunk_size(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fog and a pane turned 60 degrees, a wall behind part of it and the sky behind the
+    rest, seven sub-rays: bit for bit across chunk sizes (a chunk whose pulses meet
+    nothing behind the pane has no layer behind), the weather's blocks and the numpy
+    specification."""
+    glass = {**PLAIN, "reflectance": 0.02, "transmittance": 0.8, "label": "building"}
+    objects = [{**_wall(1.5, glass, size_m=4.0), "name": "pane",
+                "rotation_deg": [0.0, 90.0, 60.0]}, _wall(6.0, PLAIN)]  # fmt: skip
+    scanner = single_channel_scanner(
+        return_mode="multi", max_returns=4, beam_samples=7, range_min_m=0.3,
+        divergence_mrad={"horizontal": 3.0, "vertical": 3.0},
+    )  # fmt: skip
+    path = ws.survey(objects, scanner, revolutions=1, weather={"fog": {"visibility_m": 40.0}})
+    ref = Simulation.from_file(path).run()
+    sim = Simulation.from_file(path, ["chunk_pulses=200"])
+    chunk = sim.cast_pulses(2500, 2700)  # through the pane to the sky: no layer behind
+    assert np.any(chunk.hits.object_index == 0) and not chunk.behind
+    fog = ref["object_id"] == 2
+    assert np.sum(fog & (ref["range_m"] > 1.6)) > 500  # fog behind the pane
+    # The fog's echoes in float64, of those pulses cast alone and in the whole scan.
+    from simulator.weather import medium_entries
+
+    def fog_echoes(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        cast = sim.cast_pulses(start, stop)
+        results = sim.evaluate(cast)
+        behind = sim.layers_behind(cast, results)
+        echoes = medium_entries(cast.hits, cast.pulse_ids, sim.beam, sim.model, sim.medium,
+                                None, behind, results)[2][0][0]  # fmt: skip
+        return echoes.range_true_m, echoes.energy
+
+    alone, whole = fog_echoes(2500, 2700), fog_echoes(0, sim.total_pulses)
+    for a, b in zip(alone, whole, strict=True):
+        np.testing.assert_array_equal(a, b[2500:2700])
+    others = [sim.run(), Simulation.from_file(path, ["chunk_pulses=997"]).run()]
+    spec = Simulation.from_file(path)
+    spec.backend = NumpyBackend()
+    others.append(spec.run())
+    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 401)
+    others.append(Simulation.from_file(path).run())
+    for other in others:
+        for name in ("pulse_id", "range_m", "intensity", "label", "return_number"):
+            np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
+
+
 # --------------------------------------------------------------------------- particles
 
 
