@@ -155,14 +155,16 @@ def test_local_workers_write_the_files_of_one_process(one_process: Path, tmp_pat
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="fork is the start method on Linux only")
+@pytest.mark.parametrize("workers", [["--workers", "2"], ["--scheduler", "local:2"]])
 def test_forked_workers_of_a_fresh_process_write_the_files_of_one_process(
-    one_process: Path, tmp_path: Path
+    one_process: Path, tmp_path: Path, workers: list[str]
 ) -> None:
-    """``lidar-sim dataset --workers 2`` in a new process forks its second worker before
-    any kernel ran (the child inherits the imports): the same bytes as one process."""
+    """``lidar-sim dataset --workers 2`` (or on a two-worker LocalCluster) in a new
+    process forks its workers before any kernel ran (they inherit the imports): the same
+    bytes as one process."""
     out = tmp_path / "forked"
     command = [sys.executable, "-m", "simulator.cli", "dataset", str(DEMO), "-o", str(out),
-               "--workers", "2", "-q"]  # fmt: skip
+               *workers, "-q"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((out / "manifest.json").read_text())

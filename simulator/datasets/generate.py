@@ -606,6 +606,15 @@ def start_method() -> str:
     return "spawn" if _threads_started() else "fork"
 
 
+def _import_for_workers() -> None:
+    """Import what a worker needs, for forked workers to inherit instead of importing it
+    again (Open3D alone is about 1 CPU s a process; importing starts no thread)."""
+    from .. import pipeline, scene  # noqa: F401
+    from ..raycast import import_open3d
+
+    import_open3d()
+
+
 def _threads_started() -> bool:
     """Whether numba's parallel threads have started in this process."""
     parallel = sys.modules.get("numba.np.ufunc.parallel")
@@ -629,11 +638,8 @@ def _run_local(
     lock = threading.Lock()
     failure: list[BaseException] = []
     method = start_method()
-    if method == "fork":  # the children inherit these imports instead of importing again
-        from .. import pipeline, scene  # noqa: F401
-        from ..raycast import import_open3d
-
-        import_open3d()  # (about 1 CPU s a process; importing starts no thread)
+    if method == "fork":
+        _import_for_workers()
     ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
         running: dict[Any, tuple[int, int]] = {}
@@ -820,13 +826,18 @@ def run_dataset(
         shared = {t.index: t for t in _share_cores(tasks, n)}
         started_by = _run_local(shared, dispatcher, n, collect)  # this process is one of n
     elif todo:
+        import dask
         from dask.distributed import Client, LocalCluster
 
         if scheduler.startswith("local:"):
             n = int(scheduler.split(":", 1)[1])
             by_task = {t.index: t for t in _share_cores(tasks, n)}
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)  # fmt: skip
+            started_by = start_method()
+            if started_by == "fork":  # the workers inherit the imports (as _run_local's)
+                _import_for_workers()
+            with dask.config.set({"distributed.worker.multiprocessing-method": started_by}):
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)  # fmt: skip
             client = Client(cluster)
         else:
             cluster, client = None, Client(scheduler)
