@@ -76,7 +76,10 @@ def test_the_first_scan_reports_compiling_apart_from_the_scan(
     import re
 
     survey = _good_survey(ws)
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
+    # LLVM at -O0 (NUMBA_OPT=0): the same kernels compiled and cached, in ~80 % of the CPU
+    # time (paired, the four kernels: 11.7 s -> 9.6 s of the child's user time).
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "nb"),
+           "NUMBA_OPT": "0"}  # fmt: skip
     out = ws.root / "o" / "scan.las"
     res = subprocess.run([*LIDAR_SIM, "scan", str(survey), "-o", str(out)], capture_output=True,
                          text=True, timeout=600, env=env)  # fmt: skip
