@@ -45,13 +45,38 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _model_names() -> set[str]:
+    """The class names of every config model (the branch names pydantic puts in a
+    union's error locations)."""
+    names, todo = set(), [Model]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def _telling(errors: list) -> list:
+    """The errors that say what is wrong: a union that takes a name or a mapping (a
+    material: a library name, or one inline) reports each branch, and the branch whose type
+    the input is not (a mapping where a name may stand) tells nothing."""
+    told = [
+        e
+        for e in errors
+        if not (e["type"].endswith("_type") and isinstance(e.get("input"), dict) and e["loc"])
+    ]
+    return told or errors
+
+
 def raise_validation(source: str | Path, err: ValidationError, prefix: str = "") -> NoReturn:
     """Raise the first problem of ``err`` as a :class:`ConfigError` of ``source``, its key
     path prefixed by ``prefix``."""
-    errors = err.errors(include_url=False)
+    errors = _telling(err.errors(include_url=False))
     first = errors[0]
-    # Tagged unions and "after" validators add locations that read badly; drop them.
-    loc = tuple(p for p in first["loc"] if p not in ("function-after", "function-before"))
+    # Unions and "after" validators add locations that read badly (the union's branch: a
+    # model's class name); drop them.
+    drop = {"function-after", "function-before", *_model_names()}
+    loc = tuple(p for p in first["loc"] if p not in drop)
     key = _format_loc(loc)
     if prefix:
         key = f"{prefix}.{key}" if key else prefix
