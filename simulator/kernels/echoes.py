@@ -88,60 +88,12 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
             r = rng[hit[q]]
             close = q > 0 and r - prev > separation
         if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
-            slot = base + echo
-            energy = 0.0
-            for t in range(start, q):
-                energy += weights[base + order[t]] * b[hit[t]]
-            wsum = wr = wrel = wsp = wci = wce = 0.0
-            m = 0
-            for t in range(start, q):
-                i = hit[t]
-                w = weights[base + order[t]]
-                e = w * b[i]
-                ew = e if energy > 0.0 else w
-                wsum += ew
-                wr += ew * rng[i]
-                wrel += ew * relief[i]
-                wsp += ew * spread[i]
-                wci += ew * cos_inc[i]
-                wce += ew * cos_eff[i]
-                f = 0
-                while f < m and objs[f] != obj[i]:
-                    f += 1
-                if f == m:
-                    objs[m] = obj[i]
-                    obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
-                    m += 1
-                obj_e[f] += e
-                obj_w[f] += ew
-                obj_wr[f] += ew * rng[i]
-            mean_r = wr / wsum
-            for f in range(1, m):  # the objects by index, as the spec sums them
-                g = f
-                while g > 0 and objs[g - 1] > objs[g]:
-                    objs[g - 1], objs[g] = objs[g], objs[g - 1]
-                    obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
-                    obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
-                    obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
-                    g -= 1
-            var = 0.0
-            best = 0
-            for f in range(m):
-                dr = obj_wr[f] / obj_w[f] - mean_r
-                var += obj_w[f] * (dr * dr)  # x * x, as numpy squares (pow may differ)
-                # Most energy; on a tie the higher object index, as the numpy spec.
-                if obj_e[f] >= obj_e[best]:
-                    best = f
-            e_energy[slot] = energy
-            e_norm[slot] = wsum
-            e_range[slot] = mean_r
-            e_relief[slot] = wrel / wsum
-            e_spread_plane[slot] = wsp / wsum
-            e_between[slot] = var / wsum
-            e_obj[slot] = objs[best]
-            e_dom[slot] = obj_e[best]
-            e_cos_inc[slot] = wci / wsum
-            e_cos_eff[slot] = wce / wsum
+            _finish_echo(
+                base + echo, start, q, hit, order, base, weights, rng, relief, b, spread,
+                obj, cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy, e_norm,
+                e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom, e_cos_inc,
+                e_cos_eff,
+            )  # fmt: skip
         if q == n:
             break
         if q == 0 or close:
@@ -149,6 +101,70 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
             start = q
         prev = r
     count[p] = echo + 1
+
+
+@njit(inline="always", cache=True)
+def _finish_echo(  # type: ignore[no-untyped-def]
+    slot, start, stop, entry, weight_at, weight_base, weights, rng, relief, b, spread, obj,
+    cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy, e_norm, e_range, e_relief,
+    e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff,
+):  # fmt: skip
+    """Accumulate one echo into ``slot``: the entries ``entry[start:stop]`` (indices of the
+    per-entry inputs), entry ``t`` weighing ``weights[weight_base + weight_at[t]]``, summed
+    in the order the specification sums them (``objs`` to ``obj_wr`` are scratch)."""
+    energy = 0.0
+    for t in range(start, stop):
+        energy += weights[weight_base + weight_at[t]] * b[entry[t]]
+    wsum = wr = wrel = wsp = wci = wce = 0.0
+    m = 0
+    for t in range(start, stop):
+        i = entry[t]
+        w = weights[weight_base + weight_at[t]]
+        e = w * b[i]
+        ew = e if energy > 0.0 else w
+        wsum += ew
+        wr += ew * rng[i]
+        wrel += ew * relief[i]
+        wsp += ew * spread[i]
+        wci += ew * cos_inc[i]
+        wce += ew * cos_eff[i]
+        f = 0
+        while f < m and objs[f] != obj[i]:
+            f += 1
+        if f == m:
+            objs[m] = obj[i]
+            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+            m += 1
+        obj_e[f] += e
+        obj_w[f] += ew
+        obj_wr[f] += ew * rng[i]
+    mean_r = wr / wsum
+    for f in range(1, m):  # the objects by index, as the spec sums them
+        g = f
+        while g > 0 and objs[g - 1] > objs[g]:
+            objs[g - 1], objs[g] = objs[g], objs[g - 1]
+            obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
+            obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
+            obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
+            g -= 1
+    var = 0.0
+    best = 0
+    for f in range(m):
+        dr = obj_wr[f] / max(obj_w[f], 1e-300) - mean_r
+        var += obj_w[f] * (dr * dr)  # x * x, as numpy squares (pow may differ)
+        # Most energy; on a tie the higher object index, as the numpy spec.
+        if obj_e[f] >= obj_e[best]:
+            best = f
+    e_energy[slot] = energy
+    e_norm[slot] = wsum
+    e_range[slot] = mean_r
+    e_relief[slot] = wrel / wsum
+    e_spread_plane[slot] = wsp / wsum
+    e_between[slot] = var / max(wsum, 1e-300)
+    e_obj[slot] = objs[best]
+    e_dom[slot] = obj_e[best]
+    e_cos_inc[slot] = wci / wsum
+    e_cos_eff[slot] = wce / wsum
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -689,59 +705,12 @@ def _form_entries(  # type: ignore[no-untyped-def]
                     r = rng[order[q]]
                     close = q > 0 and r - prev > separation
                 if close and echo >= 0:  # finish echo `echo` over entries start..q-1
-                    slot = base + echo
-                    energy = 0.0
-                    for t in range(start, q):
-                        energy += weight[order[t]] * b[order[t]]
-                    wsum = wr = wrel = wsp = wci = wce = 0.0
-                    m = 0
-                    for t in range(start, q):
-                        i = order[t]
-                        w = weight[i]
-                        e = w * b[i]
-                        ew = e if energy > 0.0 else w
-                        wsum += ew
-                        wr += ew * rng[i]
-                        wrel += ew * relief[i]
-                        wsp += ew * spread[i]
-                        wci += ew * cos_inc[i]
-                        wce += ew * cos_eff[i]
-                        f = 0
-                        while f < m and objs[f] != obj[i]:
-                            f += 1
-                        if f == m:
-                            objs[m] = obj[i]
-                            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
-                            m += 1
-                        obj_e[f] += e
-                        obj_w[f] += ew
-                        obj_wr[f] += ew * rng[i]
-                    mean_r = wr / wsum
-                    for f in range(1, m):  # the objects by index, as the spec sums them
-                        g = f
-                        while g > 0 and objs[g - 1] > objs[g]:
-                            objs[g - 1], objs[g] = objs[g], objs[g - 1]
-                            obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
-                            obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
-                            obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
-                            g -= 1
-                    var = 0.0
-                    best = 0
-                    for f in range(m):
-                        dr = obj_wr[f] / max(obj_w[f], 1e-300) - mean_r
-                        var += obj_w[f] * (dr * dr)
-                        if obj_e[f] >= obj_e[best]:  # a tie: the higher index, as the spec
-                            best = f
-                    e_energy[slot] = energy
-                    e_norm[slot] = wsum
-                    e_range[slot] = mean_r
-                    e_relief[slot] = wrel / wsum
-                    e_spread_plane[slot] = wsp / wsum
-                    e_between[slot] = var / max(wsum, 1e-300)
-                    e_obj[slot] = objs[best]
-                    e_dom[slot] = obj_e[best]
-                    e_cos_inc[slot] = wci / wsum
-                    e_cos_eff[slot] = wce / wsum
+                    _finish_echo(
+                        base + echo, start, q, order, order, 0, weight, rng, relief, b,
+                        spread, obj, cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy,
+                        e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
+                        e_cos_inc, e_cos_eff,
+                    )  # fmt: skip
                 if q == n:
                     break
                 if q == 0 or close:
