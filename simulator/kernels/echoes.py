@@ -367,60 +367,56 @@ def echo_slots(
     return out
 
 
-def form_echoes(slots: dict[str, Any], pulse_length_m: float) -> Echoes:
-    """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
-    slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
-    e, width = slots, slots["width"]
-    slot_echo = np.arange(len(e["count"]) * width) % width
-    used = slot_echo < np.repeat(e["count"], width)
-    spread = np.sqrt(e["spread_plane"][used] ** 2 + 4.0 * e["between"][used])
-    energy = e["energy"][used]
+def _echoes_in_slots(
+    slots: dict[str, Any],
+    used: NDArray[Any],
+    pulse: NDArray[np.int64],
+    rank: NDArray[np.int64],
+    pulse_length_m: float,
+) -> Echoes:
+    """The :class:`~simulator.echoes.Echoes` in the ``used`` slots (a mask or indices) of
+    a slot dict (:func:`echo_slots`, :func:`entry_slots`), of pulses ``pulse``, ranked
+    ``rank`` within them."""
+    spread = np.sqrt(slots["spread_plane"][used] ** 2 + 4.0 * slots["between"][used])
+    energy = slots["energy"][used]
     return Echoes(
-        pulse=np.flatnonzero(used) // width,
-        rank=slot_echo[used],
+        pulse=pulse,
+        rank=rank,
         energy=energy,
-        range_true_m=e["range"][used],
-        relief_m=e["relief"][used],
+        range_true_m=slots["range"][used],
+        relief_m=slots["relief"][used],
         spread_m=spread,
-        peak_factor=np.asarray(pulse_peak_factor(pulse_length_m, spread), np.float64),
-        object_index=e["object"][used].astype(np.int32),
+        peak_factor=np.asarray(pulse_peak_factor(pulse_length_m, spread), dtype=np.float64),
+        object_index=slots["object"][used].astype(np.int32),
         energy_fraction=np.where(
-            energy > 0.0, e["dominant"][used] / np.maximum(energy, 1e-300), 1.0
+            energy > 0.0, slots["dominant"][used] / np.maximum(energy, 1e-300), 1.0
         ),
-        cos_incidence=e["cos_incidence"][used],
-        cos_effective=e["cos_effective"][used],
+        cos_incidence=slots["cos_incidence"][used],
+        cos_effective=slots["cos_effective"][used],
     )
 
 
-def echo_returns(
-    results: HitResults,
-    hits: Hits,
-    pulse_id: NDArray[np.uint64],
-    beam: BeamPattern,
-    model: ReturnModel,
-    streams: Streams,
-    behind: Sequence[Behind] = (),
-    pulses: NDArray[np.intp] | None = None,
-) -> Returns:
-    """:func:`simulator.echoes.echo_returns` in two kernels: echoes formed per pulse
-    (:func:`echo_slots`), then measured, detected and selected per pulse."""
-    slots = echo_slots(results, hits, beam, model.separation_m, behind, pulses)
-    if pulses is not None:
-        pulse_id = np.asarray(pulse_id)[pulses]
-    count = len(slots["count"])
-    width = model.returns_per_pulse
+def _selection(count: int, width: int) -> tuple[NDArray[Any], ...]:
+    """The selection kernels' outputs for ``count`` pulses of up to ``width`` returns:
+    slot (-1: none), return number, number of returns, range, spread and peak factor,
+    each (count, width)."""
     out_slot = np.full((count, width), -1, dtype=np.int64)
     out_number = np.zeros((count, width), dtype=np.uint8)
     out_total = np.zeros((count, width), dtype=np.uint8)
     out_range, out_spread, out_peak = (np.zeros((count, width)) for _ in range(3))
-    _select_echoes(
-        slots["width"], slots["count"], slots["energy"], slots["range"], slots["relief"],
-        slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
-        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,
-        out_range, out_spread, out_peak,
-    )  # fmt: skip
+    return out_slot, out_number, out_total, out_range, out_spread, out_peak
+
+
+def _selected_returns(
+    slots: dict[str, Any],
+    selection: tuple[NDArray[Any], ...],
+    pulse_id: NDArray[np.uint64],
+    model: ReturnModel,
+) -> Returns:
+    """The :class:`~simulator.echoes.Returns` a selection kernel chose (``selection`` as
+    :func:`_selection` made it) from the echoes in ``slots``, of pulses ``pulse_id``."""
+    out_slot, out_number, out_total, out_range, out_spread, out_peak = selection
+    width = out_slot.shape[1]
     flat = np.flatnonzero(out_slot.ravel() >= 0)
     slot = out_slot.ravel()[flat]
     energy = slots["energy"][slot]
@@ -441,6 +437,43 @@ def echo_returns(
         peak_factor=out_peak.ravel()[flat],
         energy_fraction=fraction,
     )
+
+
+def form_echoes(slots: dict[str, Any], pulse_length_m: float) -> Echoes:
+    """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
+    slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
+    e, width = slots, slots["width"]
+    slot_echo = np.arange(len(e["count"]) * width) % width
+    used = slot_echo < np.repeat(e["count"], width)
+    return _echoes_in_slots(e, used, np.flatnonzero(used) // width, slot_echo[used], pulse_length_m)
+
+
+def echo_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
+) -> Returns:
+    """:func:`simulator.echoes.echo_returns` in two kernels: echoes formed per pulse
+    (:func:`echo_slots`), then measured, detected and selected per pulse."""
+    slots = echo_slots(results, hits, beam, model.separation_m, behind, pulses)
+    if pulses is not None:
+        pulse_id = np.asarray(pulse_id)[pulses]
+    count = len(slots["count"])
+    width = model.returns_per_pulse
+    selection = _selection(count, width)
+    _select_echoes(
+        slots["width"], slots["count"], slots["energy"], slots["range"], slots["relief"],
+        slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
+        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
+        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
+        model.range_max_m, model.return_mode_number, width, *selection,
+    )  # fmt: skip
+    return _selected_returns(slots, selection, pulse_id, model)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -811,23 +844,7 @@ def form_entry_echoes(
     echo_pulse = np.repeat(np.arange(n_pulses, dtype=np.int64), count)
     rank = np.arange(len(echo_pulse)) - np.repeat(np.cumsum(count) - count, count)
     used = starts[:-1][echo_pulse] + rank
-    spread = np.sqrt(out["spread_plane"][used] ** 2 + 4.0 * out["between"][used])
-    energy = out["energy"][used]
-    return Echoes(
-        pulse=echo_pulse,
-        rank=rank.astype(np.int64),
-        energy=energy,
-        range_true_m=out["range"][used],
-        relief_m=out["relief"][used],
-        spread_m=spread,
-        peak_factor=np.asarray(pulse_peak_factor(pulse_length_m, spread), dtype=np.float64),
-        object_index=out["object"][used].astype(np.int32),
-        energy_fraction=np.where(
-            energy > 0.0, out["dominant"][used] / np.maximum(energy, 1e-300), 1.0
-        ),
-        cos_incidence=out["cos_incidence"][used],
-        cos_effective=out["cos_effective"][used],
-    )
+    return _echoes_in_slots(out, used, echo_pulse, rank.astype(np.int64), pulse_length_m)
 
 
 def surface_returns(
@@ -857,35 +874,12 @@ def surface_returns(
     slots = entry_slots(*columns, model.separation_m, len(pulse_id))
     count = len(pulse_id)
     width = model.returns_per_pulse
-    out_slot = np.full((count, width), -1, dtype=np.int64)
-    out_number = np.zeros((count, width), dtype=np.uint8)
-    out_total = np.zeros((count, width), dtype=np.uint8)
-    out_range, out_spread, out_peak = (np.zeros((count, width)) for _ in range(3))
+    selection = _selection(count, width)
     _select_entries(
         slots["starts"], slots["count"], max(slots["widest"], 1), slots["energy"],
         slots["range"], slots["relief"], slots["spread_plane"], slots["between"], pulse_id,
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
         model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, out_slot, out_number, out_total,
-        out_range, out_spread, out_peak,
+        model.range_max_m, model.return_mode_number, width, *selection,
     )  # fmt: skip
-    flat = np.flatnonzero(out_slot.ravel() >= 0)
-    slot = out_slot.ravel()[flat]
-    energy = slots["energy"][slot]
-    range_m = out_range.ravel()[flat]
-    ids = pulse_id[flat // width]
-    fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
-    return Returns(
-        pulse=flat // width,
-        range_m=range_m,
-        intensity=reported_intensity(energy, model, range_m, ids),
-        object_index=slots["object"][slot].astype(np.int32),
-        return_number=out_number.ravel()[flat],
-        num_returns=out_total.ravel()[flat],
-        range_true_m=slots["range"][slot],
-        cos_incidence=slots["cos_incidence"][slot],
-        cos_effective=slots["cos_effective"][slot],
-        spread_m=out_spread.ravel()[flat],
-        peak_factor=out_peak.ravel()[flat],
-        energy_fraction=fraction,
-    )
+    return _selected_returns(slots, selection, pulse_id, model)
