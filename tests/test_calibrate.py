@@ -390,9 +390,10 @@ def test_calibrate_reads_every_format_and_applies_its_options(tmp_path: Path) ->
     # simulator/calibrate/surfaces.py seeds Open3D's RANSAC, yet the same file calibrated
     # three times in one process gave ground planes of 69,789, 69,789 and 69,761 points
     # (reflectance 0.25010, 0.25010, 0.25015): exact equality would be luck.
-    # The library writes k to 3 decimals (reflectance to 4): a value at a rounding edge
-    # moves by one written step (k 0.602 against 0.603 in one run), so one step is allowed.
-    step = {"reflectance": 1e-4, "minnaert_k": 1e-3}
+    # The library writes k to 3 decimals (reflectance to 4), and the plane search's
+    # variation moves k between calls by up to two written steps (0.602 against 0.603 in one
+    # run; a wall's 1.001 against 0.999 in another, in the intensity-divisor pair below).
+    step = {"reflectance": 1e-4, "minnaert_k": 2e-3}
     for ext, rel in (("pcd", 1e-3), ("ply", 1e-3), ("laz", 5e-3), ("bin", 5e-3)):
         got = fit(ext)
         for name in ("ground", "wall_1"):
