@@ -26,8 +26,17 @@ from .backend import Backend, select_backend
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, Layer, PulsePoses, Rays
 from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
+from .config.scene import TRANSMITTANCE_LAWS
 from .constants import PASS_THROUGH_M
-from .echoes import Behind, Returns, layers_behind, merge_returns, of_pulses, single_returns
+from .echoes import (
+    Behind,
+    Returns,
+    layers_behind,
+    merge_returns,
+    of_pulses,
+    single_returns,
+    with_front_laws,
+)
 from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
@@ -183,8 +192,9 @@ class Simulation:
     transmittance_of_object: NDArray[np.float64] = field(init=False)
     #: Which objects are porous layers (the gap model), and False for a miss.
     porous_of_object: NDArray[np.bool_] = field(init=False)
-    #: Which objects are panes of ``transmittance_law: fresnel``; None when none is.
-    fresnel_of_object: NDArray[np.bool_] | None = field(init=False)
+    #: Each object's ``transmittance_law`` (codes of ``TRANSMITTANCE_LAWS``; 0 for a
+    #: miss); None when every material's is ``constant`` (nothing extra is computed).
+    law_of_object: NDArray[np.int8] | None = field(init=False)
     see_through: bool = field(init=False)
     timings_s: dict[str, float] = field(init=False)
 
@@ -201,10 +211,11 @@ class Simulation:
             t.materials.transmittance[t.material_of_object], 0.0
         )  # the last entry: a miss (object -1)
         self.porous_of_object = np.append(t.materials.porous[t.material_of_object], False)
-        fresnel = [m.transmittance_law == "fresnel" for m in self.scene.materials.values()]
-        self.fresnel_of_object = (
-            np.append(np.array(fresnel, dtype=bool)[t.material_of_object], False)
-            if any(fresnel)
+        laws = [TRANSMITTANCE_LAWS.index(m.transmittance_law)
+                for m in self.scene.materials.values()]  # fmt: skip
+        self.law_of_object = (
+            np.append(np.array(laws, dtype=np.int8)[t.material_of_object], np.int8(0))
+            if any(laws)
             else None
         )
         self.see_through = bool(np.any(self.transmittance_of_object > 0.0))
@@ -217,7 +228,7 @@ class Simulation:
             self.medium = Medium.of(
                 s.weather, scanner, self.model, s.seed, objects,
                 self.transmittance_of_object if self.see_through else None,
-                self.porous_of_object, self.fresnel_of_object,
+                self.porous_of_object, self.law_of_object,
             )  # fmt: skip
             self.model = self.medium.model  # with the drawn particles' extinction relief
             self.tables = self.tables.with_media(self.medium.labels)
@@ -380,18 +391,31 @@ class Simulation:
         need; footprint sub-rays without the sensor jitter, added to their echoes)."""
         single = chunk.as_beams
         full = self.diagnostics or not single or self.medium is not None or self.see_through
-        results = self.backend.evaluate_hits(
-            chunk, self.tables, self.model, self.streams, full=full, jitter=single
+        full = full or self.law_of_object is not None
+        results = self.front_laws(
+            chunk,
+            self.backend.evaluate_hits(
+                chunk, self.tables, self.model, self.streams, full=full, jitter=single
+            ),
         )
         if chunk.behind:
+            layers = [chunk.of_layer(layer) for layer in chunk.behind]
             results.behind = tuple(
-                self.backend.evaluate_hits(
-                    chunk.of_layer(layer), self.tables, self.model, self.streams, full=True,
-                    jitter=False,
-                )
-                for layer in chunk.behind
+                self.front_laws(sub, self.backend.evaluate_hits(
+                    sub, self.tables, self.model, self.streams, full=True, jitter=False,
+                ))
+                for sub in layers
             )  # fmt: skip
         return results
+
+    def front_laws(self, chunk: CastChunk, results: HitResults) -> HitResults:
+        """``results`` with each see-through surface's own echo at its incidence by its
+        material's ``transmittance_law`` (:func:`simulator.echoes.with_front_laws`);
+        ``results`` itself when every law is ``constant``."""
+        if self.law_of_object is None:
+            return results
+        return with_front_laws(results, chunk, self.law_of_object,
+                               self.transmittance_of_object, self.model)  # fmt: skip
 
     def returns(self, chunk: CastChunk, results: HitResults) -> Returns:
         """What the chunk reports: with one ray a pulse each detected hit; with footprint
@@ -449,7 +473,7 @@ class Simulation:
         two-way transmittance in front of each (``chunk.behind`` and ``results.behind``)."""
         return layers_behind(chunk.hits, chunk.behind, results.behind,
                              self.transmittance_of_object, self.porous_of_object,
-                             self.fresnel_of_object, results)  # fmt: skip
+                             self.law_of_object, results)  # fmt: skip
 
     def _surface_returns(
         self,
@@ -590,9 +614,11 @@ class Simulation:
     def warm_up(self, paths: Sequence[str | Path] = (), pulses: int = 1000) -> float:
         """Make the one-time set-up happen now, outside any timed scan: Open3D builds its
         ray-casting structure on the first cast, and numba compiles the kernels on their
-        first call (or loads them from its cache). Runs every step on the first ``pulses``
-        pulses, and writes them to a throw-away file of each of the formats of ``paths``
-        (LAS has a packing kernel); keeps nothing, and clears the step timings.
+        first call (or loads them from its cache). Runs every step on ``pulses`` pulses in
+        16 short runs spread evenly over the survey (the first pulses alone may meet no
+        see-through surface, whose kernels would then compile inside the timed scan), and
+        writes them to a throw-away file of each of the formats of ``paths`` (LAS has a
+        packing kernel); keeps nothing, and clears the step timings.
 
         Returns
         -------
@@ -605,7 +631,11 @@ class Simulation:
         from .io import write
 
         t0 = time.perf_counter()
-        cloud = self.scan_pulses(0, min(pulses, self.total_pulses))
+        runs = 16
+        size = max(1, min(pulses, self.total_pulses) // runs)
+        starts = np.unique(np.linspace(0, self.total_pulses - size, runs).astype(np.int64))
+        clouds = [self.scan_pulses(int(a), int(a) + size) for a in starts]
+        cloud = max(clouds, key=len)
         suffixes = {Path(p).suffix.lower() for p in paths} & {".las", ".laz"}
         if suffixes and len(cloud):
             with tempfile.TemporaryDirectory() as tmp:
@@ -648,10 +678,10 @@ class Simulation:
         per-hit field (what a report of the physics plots)."""
         for start, stop in self.chunk_spans():
             chunk = self.cast_pulses(start, stop)
-            yield (
-                chunk,
-                self.backend.evaluate_hits(chunk, self.tables, self.model, self.streams, full=True),
+            results = self.backend.evaluate_hits(
+                chunk, self.tables, self.model, self.streams, full=True
             )
+            yield chunk, self.front_laws(chunk, results)
 
     def frames(self) -> list[Frame]:
         """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
