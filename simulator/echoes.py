@@ -45,7 +45,8 @@ from numpy.typing import NDArray
 
 from . import physics
 from .beam import BeamPattern
-from .chunk import Hits, Layer, positions_in
+from .chunk import CastChunk, Hits, Layer, positions_in
+from .config.scene import GLASS_REFRACTIVE_INDEX, TRANSMITTANCE_LAWS
 from .hits import (
     HitResults,
     ReturnModel,
@@ -64,6 +65,8 @@ __all__ = [
     "echo_returns",
     "form_echoes",
     "fresnel_pane_ratio",
+    "fresnel_pane_reflectance_ratio",
+    "front_echo_factor",
     "jitter_keys",
     "layers_behind",
     "merge_returns",
@@ -73,6 +76,8 @@ __all__ = [
     "select_returns",
     "single_returns",
     "surface_returns",
+    "transmittance_at",
+    "with_front_laws",
 ]
 
 
@@ -648,13 +653,13 @@ def layers_behind(
     results: Sequence[HitResults],
     transmittance_of_object: NDArray[np.float64],
     porous_of_object: NDArray[np.bool_] | None = None,
-    fresnel_of_object: NDArray[np.bool_] | None = None,
+    law_of_object: NDArray[np.int8] | None = None,
     first: HitResults | None = None,
 ) -> list[Behind]:
     """The surfaces behind see-through ones, a :class:`Behind` a layer, with the two-way
     transmittance in front of each: ``T^2`` a pane in front, ``T`` a porous layer (the
-    gap model: the light comes back through the gap it went through). A pane of
-    ``transmittance_law: fresnel`` passes ``T fresnel_pane_ratio(cos_incidence)``.
+    gap model: the light comes back through the gap it went through), ``T`` at each
+    ray's incidence by its material's ``transmittance_law`` (:func:`transmittance_at`).
 
     Parameters
     ----------
@@ -668,9 +673,10 @@ def layers_behind(
         Each object's transmittance, and 0 for a miss (object -1).
     porous_of_object : (objects + 1,) bool, optional
         Which objects are porous layers (none when not given).
-    fresnel_of_object : (objects + 1,) bool, optional
-        Which objects are panes whose transmittance follows Fresnel's law (none when not
-        given); ``first`` is then the per-hit model of the first surfaces.
+    law_of_object : (objects + 1,) int8, optional
+        Each object's transmittance law (codes of
+        :data:`simulator.config.scene.TRANSMITTANCE_LAWS`; all constant when not given);
+        ``first`` is then the per-hit model of the first surfaces.
     first : HitResults, optional
     """
     out = []
@@ -680,11 +686,10 @@ def layers_behind(
     for layer, layer_results in zip(layers, results, strict=True):
         at = layer.rays if front_rays is None else np.searchsorted(front_rays, layer.rays)
         t = transmittance_of_object[front_object[at]]
-        if fresnel_of_object is not None and front_results is not None:
+        if law_of_object is not None and front_results is not None:
             cos_front = np.ones(len(front_object))
             cos_front[front_results.idx] = front_results.cos_incidence
-            law = fresnel_of_object[front_object[at]]
-            t = np.where(law, t * fresnel_pane_ratio(cos_front[at]), t)
+            t = transmittance_at(t, law_of_object[front_object[at]], cos_front[at])
         before = two_way[at]
         two_way = before * t * t  # a pane: T each way
         if porous_of_object is not None:  # a porous layer: T, through one gap both ways
@@ -695,8 +700,19 @@ def layers_behind(
     return out
 
 
-#: Refractive index of the glass of a pane of ``transmittance_law: fresnel``.
-GLASS_REFRACTIVE_INDEX = 1.5
+#: The codes of the transmittance laws (``law_of_object``).
+LAW_CONSTANT, LAW_FRESNEL, LAW_PATH_LENGTH = (
+    TRANSMITTANCE_LAWS.index(law) for law in ("constant", "fresnel", "path_length")
+)
+
+
+def _fresnel_pane(c: NDArray[np.float64], n: float) -> NDArray[np.float64]:
+    """What an uncoated glass pane passes at incidence cosine ``c`` (in [0, 1]): two
+    faces, unpolarised light, the reflections between the faces summed incoherently."""
+    cos_t = np.sqrt(1.0 - (1.0 - c * c) / (n * n))
+    r_s = ((c - n * cos_t) / (c + n * cos_t)) ** 2
+    r_p = ((n * c - cos_t) / (n * c + cos_t)) ** 2
+    return 0.5 * ((1.0 - r_s) / (1.0 + r_s) + (1.0 - r_p) / (1.0 + r_p))
 
 
 def fresnel_pane_ratio(
@@ -712,12 +728,123 @@ def fresnel_pane_ratio(
     ``n = 1.5``, 0 at grazing incidence (Born & Wolf, Principles of Optics, 1.5.3).
     """
     c = np.clip(np.asarray(cos_incidence, dtype=np.float64), 0.0, 1.0)
-    cos_t = np.sqrt(1.0 - (1.0 - c * c) / (n * n))
-    r_s = ((c - n * cos_t) / (c + n * cos_t)) ** 2
-    r_p = ((n * c - cos_t) / (n * c + cos_t)) ** 2
     r_0 = ((n - 1.0) / (n + 1.0)) ** 2
-    pane = 0.5 * ((1.0 - r_s) / (1.0 + r_s) + (1.0 - r_p) / (1.0 + r_p))
-    return pane / ((1.0 - r_0) / (1.0 + r_0))
+    return _fresnel_pane(c, n) / ((1.0 - r_0) / (1.0 + r_0))
+
+
+def fresnel_pane_reflectance_ratio(
+    cos_incidence: NDArray[np.float64], n: float = GLASS_REFRACTIVE_INDEX
+) -> NDArray[np.float64]:
+    """What a glass pane reflects at an incidence over what it reflects at normal
+    incidence: ``R(theta) / R(0)``, ``R = 1 - T`` of :func:`fresnel_pane_ratio`'s pane
+    (the mean of ``2 R_face / (1 + R_face)`` of the two polarisations), (N,) float64 in
+    [1, 1 / R(0)]: 1 at normal incidence, 1.35 at 50 deg, 4.96 at 75, 13 (all the light)
+    at grazing incidence, for ``n = 1.5`` (``R(0)`` =
+    :data:`simulator.config.scene.GLASS_PANE_REFLECTANCE`)."""
+    c = np.clip(np.asarray(cos_incidence, dtype=np.float64), 0.0, 1.0)
+    r_0 = ((n - 1.0) / (n + 1.0)) ** 2
+    return (1.0 - _fresnel_pane(c, n)) / (2.0 * r_0 / (1.0 + r_0))
+
+
+def transmittance_at(
+    transmittance: NDArray[np.float64],
+    law: NDArray[np.int8],
+    cos_incidence: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Each surface's transmittance ``T(theta)`` at its ray's incidence, by its material's
+    ``transmittance_law`` (codes of :data:`simulator.config.scene.TRANSMITTANCE_LAWS`):
+    ``constant`` ``T``; ``fresnel`` ``T T_F(theta) / T_F(0)``
+    (:func:`fresnel_pane_ratio`); ``path_length`` ``T^(1 / cos theta)``, the gap
+    probability of a slanted path through a porous layer whose gap probability along
+    its normal is ``T`` (Beer-Lambert: ``exp(-G Omega LAI / cos theta)``, Nilson 1971;
+    Ni-Meister, Jupp and Dubayah 2001), 0 at grazing incidence.
+
+    Parameters
+    ----------
+    transmittance : (N,) float64
+        Each surface's transmittance at normal incidence.
+    law : (N,) int8
+        Each surface's law.
+    cos_incidence : (N,) float64
+        The cosine of each ray's incidence on its surface.
+
+    Returns
+    -------
+    (N,) float64
+    """
+    c = np.clip(np.asarray(cos_incidence, dtype=np.float64), 0.0, 1.0)
+    t = np.where(law == LAW_FRESNEL, transmittance * fresnel_pane_ratio(c), transmittance)
+    slant = law == LAW_PATH_LENGTH
+    if slant.any():
+        t = np.where(slant, transmittance ** (1.0 / np.maximum(c, 1e-12)), t)
+    return t
+
+
+def front_echo_factor(
+    transmittance: NDArray[np.float64],
+    law: NDArray[np.int8],
+    cos_incidence: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """The factor on each see-through surface's own echo at its ray's incidence, by its
+    material's ``transmittance_law``, over the echo at normal incidence (the material's
+    ``reflectance``, a porous layer's ``(1 - T) rho``): ``constant`` 1; ``fresnel``
+    ``R(theta) / R(0)``, what the pane reflects (:func:`fresnel_pane_reflectance_ratio`);
+    ``path_length`` ``(1 - T(theta)) / (1 - T)``, the share of the beam that meets the
+    layer's elements on its slanted path (:func:`transmittance_at`; 1 where ``T`` is 0
+    or 1). (N,) float64; exactly 1 at normal incidence for ``path_length``."""
+    c = np.clip(np.asarray(cos_incidence, dtype=np.float64), 0.0, 1.0)
+    out = np.where(law == LAW_FRESNEL, fresnel_pane_reflectance_ratio(c), 1.0)
+    slant = (law == LAW_PATH_LENGTH) & (transmittance > 0.0) & (transmittance < 1.0)
+    if slant.any():
+        t = transmittance[slant]
+        out[slant] = (1.0 - transmittance_at(t, law[slant], c[slant])) / (1.0 - t)
+    return out
+
+
+def with_front_laws(
+    results: HitResults,
+    chunk: CastChunk,
+    law_of_object: NDArray[np.int8],
+    transmittance_of_object: NDArray[np.float64],
+    model: ReturnModel,
+) -> HitResults:
+    """The per-hit model of a chunk's hits with each see-through surface's own echo at its
+    incidence by its ``transmittance_law`` (:func:`front_echo_factor` on its
+    backscatter; its detection and its intensity as the pulse's only return again, as
+    :func:`simulator.hits.evaluate_hits` makes them). Hits of ``constant`` surfaces keep
+    every bit.
+
+    Parameters
+    ----------
+    results : HitResults
+        Of ``chunk``'s hits, with every field.
+    chunk : CastChunk
+        ``hits`` and ``start`` (ray ``i`` as pulse ``start + i``).
+    law_of_object : (objects + 1,) int8
+        Each object's law and a 0 (constant) for a miss.
+    transmittance_of_object : (objects + 1,) float64
+    model : ReturnModel
+
+    Returns
+    -------
+    HitResults
+    """
+    obj = chunk.hits.object_index[results.idx]
+    law = law_of_object[obj]
+    m = np.flatnonzero(law != LAW_CONSTANT)
+    if len(m) == 0:
+        return results
+    cos = results.cos_incidence[m]
+    backscatter = results.backscatter.copy()
+    backscatter[m] *= front_echo_factor(transmittance_of_object[obj[m]], law[m], cos)
+    r_true = chunk.hits.range_m[results.idx[m]].astype(np.float64)
+    range_m = results.range_m[m]
+    keep, intensity = results.keep.copy(), results.intensity.copy()
+    received = received_peak(backscatter[m], results.peak_factor[m], r_true, model)
+    keep[m] = in_window(received, range_m, model)
+    pulse = np.uint64(chunk.start) + results.idx[m].astype(np.uint64)
+    intensity[m] = reported_intensity(backscatter[m], model, range_m, pulse)
+    return replace(results, backscatter=backscatter, keep=keep, intensity=intensity)
 
 
 def surface_returns(

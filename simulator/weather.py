@@ -97,7 +97,7 @@ from .constants import (
     STREAM_SNOW,
     stream_seed,
 )
-from .echoes import Behind, Echoes, Returns, fresnel_pane_ratio, surface_returns
+from .echoes import Behind, Echoes, Returns, surface_returns, transmittance_at
 from .hits import HitResults, ReturnModel, Streams
 from .labels import label_id
 
@@ -646,9 +646,9 @@ class Medium:
         surfaces: particles behind them); None: every surface opaque.
     porous_of_object : (objects + 1,) bool, optional
         Which objects are porous layers.
-    fresnel_of_object : (objects + 1,) bool, optional
-        Which objects are panes whose transmittance follows Fresnel's law
-        (:func:`simulator.echoes.fresnel_pane_ratio`); None: none.
+    law_of_object : (objects + 1,) int8, optional
+        Each object's transmittance law (:func:`simulator.echoes.transmittance_at`);
+        None: all constant.
     """
 
     extinction_per_m: float
@@ -659,7 +659,7 @@ class Medium:
     model: ReturnModel
     transmittance_of_object: NDArray[np.float64] | None = None
     porous_of_object: NDArray[np.bool_] | None = None
-    fresnel_of_object: NDArray[np.bool_] | None = None
+    law_of_object: NDArray[np.int8] | None = None
 
     @classmethod
     def of(
@@ -671,7 +671,7 @@ class Medium:
         objects: int,
         transmittance_of_object: NDArray[np.float64] | None = None,
         porous_of_object: NDArray[np.bool_] | None = None,
-        fresnel_of_object: NDArray[np.bool_] | None = None,
+        law_of_object: NDArray[np.int8] | None = None,
     ) -> Medium:
         """Tabulate a weather for a scanner whose model already includes its extinction,
         in a scene of ``objects`` objects (their transmittances and which are porous, if
@@ -720,7 +720,7 @@ class Medium:
                     soft.append(SoftTarget.of(kind, beta, scanner, model, obj(kind), seed_k))
         alpha = weather_extinction_per_m(weather, scanner.wavelength_nm)
         return cls(alpha, tuple(soft), tuple(populations), objects, scanner, model,
-                   transmittance_of_object, porous_of_object, fresnel_of_object)  # fmt: skip
+                   transmittance_of_object, porous_of_object, law_of_object)  # fmt: skip
 
     @property
     def labels(self) -> NDArray[np.uint16]:
@@ -823,9 +823,9 @@ def medium_entries(
     A particle is lit when it lies in front of the first opaque surface its sub-ray meets
     (the light goes on through see-through ones), and its echo is seen through the
     see-through surfaces in front of it: ``T^2`` a pane, ``T`` a porous layer (the gap
-    model), as the surfaces behind them are (a pane of ``transmittance_law: fresnel`` at
-    each ray's incidence, from ``results``, the first surfaces' per-hit model, and the
-    layers'). A soft target's light goes on through
+    model), as the surfaces behind them are (``T`` by the material's
+    ``transmittance_law`` at each ray's incidence, from ``results``, the first surfaces'
+    per-hit model, and the layers'). A soft target's light goes on through
     see-through surfaces likewise: its waveform takes the medium behind each surface up to
     the first opaque one, weighted by the same factors (:meth:`SoftTarget.echoes`)."""
     if particles is None:
@@ -845,11 +845,11 @@ def medium_entries(
     t_of, porous_of = medium.transmittance_of_object, medium.porous_of_object
     reach = ranges[0]
     if t_of is not None:
-        fresnel_of = medium.fresnel_of_object
+        law_of = medium.law_of_object
         for layer, o in enumerate(objects):
             t = t_of[o]
-            if fresnel_of is not None and results is not None:
-                # A pane's transmittance at each ray's incidence (Fresnel's law), as
+            if law_of is not None and results is not None:
+                # Each surface's transmittance at its ray's incidence (its law), as
                 # simulator.echoes.layers_behind takes it.
                 cos = np.ones(rays)
                 if layer == 0:
@@ -857,7 +857,7 @@ def medium_entries(
                 else:
                     front = behind[layer - 1]
                     cos[front.rays[front.results.idx]] = front.results.cos_incidence
-                t = np.where(fresnel_of[o], t * fresnel_pane_ratio(cos), t)
+                t = transmittance_at(t, law_of[o], cos)
             factors.append(np.where(porous_of[o], t, t * t) if porous_of is not None else t * t)
         reach = np.full(rays, np.inf)
         for r, o in zip(reversed(ranges), reversed(objects), strict=True):

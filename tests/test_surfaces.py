@@ -214,25 +214,43 @@ def test_transmittance_is_checked(ws: Workspace) -> None:
     assert ".str" not in message and "Material" not in message, message
 
 
-def _fresnel_pane(theta_rad: np.ndarray, n: float = 1.5) -> np.ndarray:
-    """An uncoated pane's transmittance over its value at normal incidence, from the
-    Fresnel amplitudes in Stokes's sine and tangent forms (two faces, unpolarised light,
-    the reflections between the faces summed incoherently: ``(1 - R) / (1 + R)`` a
-    polarisation); ``theta`` above 0."""
+def _fresnel_faces(theta_rad: np.ndarray, n: float = 1.5) -> tuple[np.ndarray, np.ndarray, float]:
+    """One face's Fresnel reflectances ``R_s``, ``R_p`` from the amplitudes in Stokes's
+    sine and tangent forms, and ``R`` at normal incidence; ``theta`` above 0."""
     theta_t = np.arcsin(np.sin(theta_rad) / n)
     r_s = (np.sin(theta_rad - theta_t) / np.sin(theta_rad + theta_t)) ** 2
     r_p = (np.tan(theta_rad - theta_t) / np.tan(theta_rad + theta_t)) ** 2
-    r_0 = ((n - 1) / (n + 1)) ** 2
+    return r_s, r_p, ((n - 1) / (n + 1)) ** 2
+
+
+def _fresnel_pane(theta_rad: np.ndarray, n: float = 1.5) -> np.ndarray:
+    """An uncoated pane's transmittance over its value at normal incidence (two faces,
+    unpolarised light, the reflections between the faces summed incoherently: ``(1 - R)
+    / (1 + R)`` a polarisation); ``theta`` above 0."""
+    r_s, r_p, r_0 = _fresnel_faces(theta_rad, n)
     pane = 0.5 * ((1 - r_s) / (1 + r_s) + (1 - r_p) / (1 + r_p))
     return pane / ((1 - r_0) / (1 + r_0))
 
 
+def _fresnel_pane_reflectance(theta_rad: np.ndarray, n: float = 1.5) -> np.ndarray:
+    """What the same pane reflects over what it reflects at normal incidence: the mean of
+    ``R + (1 - R)^2 R / (1 - R^2)`` (the first face, then every path that leaves by it
+    after bouncing between the faces) of the two polarisations; ``theta`` above 0."""
+    r_s, r_p, r_0 = _fresnel_faces(theta_rad, n)
+
+    def pane(r: np.ndarray | float) -> np.ndarray | float:
+        return r + (1 - r) ** 2 * r / (1 - r * r)
+
+    return 0.5 * (pane(r_s) + pane(r_p)) / pane(r_0)
+
+
 def test_a_fresnel_pane_passes_less_light_at_oblique_incidence(ws: Workspace) -> None:
-    """A glass pane (T 0.8 at normal incidence, ``transmittance_law: fresnel``) 5 m away
-    before a wall at 10 m, both facing the sensor, scanned from 0 to 75 degrees: the wall
-    behind it receives the constant pane's intensity times ``(T(theta) / T(0))^2`` of
-    the Fresnel equations (n 1.5), to float32 rounding; the pane's own echo is the
-    constant pane's."""
+    """A glass pane (T 0.8 and reflectance 0.05 at normal incidence, ``transmittance_law:
+    fresnel``) 5 m away before a wall at 10 m, both facing the sensor, scanned from 0 to
+    75 degrees: the wall behind it receives the constant pane's intensity times ``(T(theta)
+    / T(0))^2`` of the Fresnel equations (n 1.5), to float32 rounding; the pane's own echo
+    is the constant pane's times what the pane reflects, ``R(theta) / R(0)`` (1 to 5 from
+    0 to 75 degrees), and what it reflects and passes never exceeds the light."""
     scanner = single_channel_scanner(return_mode="multi", max_returns=3)
     back = _wall("back", 10.0, BACK)
     clouds = []
@@ -252,7 +270,17 @@ def test_a_fresnel_pane_passes_less_light_at_oblique_incidence(ws: Workspace) ->
     np.testing.assert_allclose(ratio, want, rtol=2e-6)
     assert want.min() < 0.6  # the law has power: 0.56 at 75 degrees
     glass = ~wall
-    np.testing.assert_array_equal(fresnel["intensity"][glass], constant["intensity"][glass])
+    xg, yg = fresnel["xyz"][glass, 0].astype(np.float64), fresnel["xyz"][glass, 1]
+    theta_g = np.arctan2(np.abs(yg), xg)
+    off = theta_g > 1e-3
+    assert np.degrees(theta_g.max()) > 75 and off.sum() > 1000
+    echo = fresnel["intensity"][glass][off] / constant["intensity"][glass][off]
+    reflects = _fresnel_pane_reflectance(theta_g[off])
+    np.testing.assert_allclose(echo, reflects, rtol=2e-6)
+    assert reflects.max() > 4.5  # the law has power: 5.0 at 76 degrees
+    np.testing.assert_allclose(fresnel["intensity"][glass][~off], 5.0, rtol=1e-6)
+    # What the pane reflects (0.05 R/R(0)) and passes (0.8 T/T(0)) stays within the light.
+    assert np.all(0.05 * reflects + 0.8 * _fresnel_pane(theta_g[off]) <= 1.0)
 
 
 def test_fresnel_is_a_pane_law(ws: Workspace) -> None:
@@ -270,3 +298,114 @@ def test_fresnel_is_a_pane_law(ws: Workspace) -> None:
     path = ws.survey([_wall("crown", 5.0, leaf)], single_channel_scanner())
     with pytest.raises(simulator.errors.ConfigError):
         Simulation.from_file(path)
+
+
+def test_a_porous_layer_of_path_length_law_passes_its_gap_probability_on_a_slant(
+    ws: Workspace,
+) -> None:
+    """A porous sheet (rho 0.5, T 0.5 along its normal, ``transmittance_law:
+    path_length``) 5 m away before a wall at 10 m, both facing the sensor, scanned from 0
+    to 76 degrees: the gap probability along the slanted path, recovered from the scan
+    twice, is Beer-Lambert's ``T^(1 / cos theta)`` (Nilson 1971): from the wall (its
+    intensity over the wall alone's) and from the sheet (1 minus its echo over the opaque
+    sheet's), to float32 rounding; the two shares sum to the beam. With the ``constant``
+    law both stay 0.5 at every angle."""
+    scanner = single_channel_scanner(return_mode="multi", max_returns=3)
+    leaf = {**PLAIN, "reflectance": 0.5, "minnaert_k": 0.0, "transmittance": 0.5,
+            "label": "vegetation", "porous": True}  # fmt: skip
+    back = _wall("back", 10.0, {**BACK, "label": "building"})
+    opaque = {**leaf, "transmittance": 0.0, "porous": False}
+    alone = _sim(ws, [back], scanner).run()
+    front_alone = _sim(ws, [_wall("sheet", 5.0, opaque, size_m=40.0)], scanner).run()
+    veg, wall = label_id("vegetation"), label_id("building")
+    gaps = {}
+    for law in ("constant", "path_length"):
+        sheet = _wall("sheet", 5.0, {**leaf, "transmittance_law": law}, size_m=40.0)
+        cloud = _sim(ws, [sheet, back], scanner).run()
+        # The sheet's echo on every pulse that meets it, the wall's behind it where the
+        # wall is still detected (beyond 70 degrees it is not, at T 0.5^3 of 34 m).
+        front = cloud["label"] == veg
+        np.testing.assert_array_equal(cloud["pulse_id"][front], front_alone["pulse_id"])
+        behind = (cloud["label"] == wall) & np.isin(cloud["pulse_id"], front_alone["pulse_id"])
+        pulses = cloud["pulse_id"][behind]
+        xyz = cloud["xyz"].astype(np.float64)
+        cos = xyz[:, 0] / np.linalg.norm(xyz, axis=1)  # the sheet's normal is x
+        from_wall = cloud["intensity"][behind] / alone["intensity"][np.searchsorted(
+            alone["pulse_id"], pulses)]  # fmt: skip
+        from_sheet = 1.0 - cloud["intensity"][front] / front_alone["intensity"]
+        gaps[law] = (cos[front], from_sheet, cos[behind], from_wall)
+    cos_f, from_sheet, cos_b, from_wall = gaps["path_length"]
+    assert np.degrees(np.arccos(cos_f.min())) > 75 and np.degrees(np.arccos(cos_b.min())) > 60
+    assert len(cos_b) > 1000
+    np.testing.assert_allclose(from_wall, 0.5 ** (1.0 / cos_b), rtol=1e-5)
+    np.testing.assert_allclose(from_sheet, 0.5 ** (1.0 / cos_f), rtol=1e-5, atol=1e-7)
+    assert from_wall.min() < 0.1 and from_sheet.min() < 0.07  # the law has power
+    _, const_sheet, _, const_wall = gaps["constant"]
+    np.testing.assert_allclose(const_wall, 0.5, rtol=1e-6)
+    np.testing.assert_allclose(const_sheet, 0.5, rtol=1e-6)
+
+
+def test_the_transmittance_laws_belong_to_their_kind_of_surface() -> None:
+    """``path_length`` is a porous layer's law, ``fresnel`` a pane's; a fresnel pane may
+    not reflect more than the pane's Fresnel reflectance at normal incidence (it would
+    return more than the light at grazing incidence) nor reflect and pass more than 1."""
+    import pydantic
+
+    from simulator.config.scene import GLASS_PANE_REFLECTANCE, Material
+
+    assert pytest.approx(2 * 0.04 / 1.04, rel=1e-12) == GLASS_PANE_REFLECTANCE
+    leaf = {**PLAIN, "transmittance": 0.5, "porous": True, "transmittance_law": "path_length"}
+    Material(**leaf)
+    with pytest.raises(pydantic.ValidationError, match="law of a porous layer; expected porous"):
+        Material(**{**leaf, "porous": False})
+    pane = {**GLASS, "transmittance_law": "fresnel"}
+    Material(**{**pane, "reflectance": 0.0769, "transmittance": 0.9231})
+    with pytest.raises(pydantic.ValidationError, match=r"expected reflectance at most 0\.0769"):
+        Material(**{**pane, "reflectance": 0.08})
+    with pytest.raises(pydantic.ValidationError, match=r"reflectance 0\.07 \+ transmittance 0\.95"):
+        Material(**{**pane, "reflectance": 0.07, "transmittance": 0.95})
+
+
+def test_fog_behind_a_porous_layer_is_seen_through_its_slanted_gaps(ws: Workspace) -> None:
+    """Fog of 50 m MOR behind a porous sheet (T 0.8 along its normal, ``transmittance_law:
+    path_length``) turned 60 degrees, 2.2 m ahead (overlap 2-10 m, 1 ns pulses, all
+    returns): the fog behind it peaks where the soft-target equation puts it with the
+    sources beyond the sheet weighted by ``T^(1 / cos theta)`` (once: the gap model), at
+    5, 40 and 61 degrees (quadrature, 1 mm and 0.1 %); the constant law's ``T`` is 0.63
+    of that at 61 degrees."""
+    import simulator
+
+    from .test_weather import LN20, _soft_law
+
+    t = 0.8
+    sheet = {**PLAIN, "reflectance": 0.02, "transmittance": t, "porous": True,
+             "transmittance_law": "path_length", "label": "building"}  # fmt: skip
+    objects = [{**_wall("sheet", 2.2, sheet, size_m=4.0), "rotation_deg": [0.0, 90.0, 60.0]},
+               _wall("back", 40.0, BACK)]  # fmt: skip
+    scanner = single_channel_scanner(
+        return_mode="multi", max_returns=4, overlap_m=[2.0, 10.0], pulse_length_ns=1.0,
+        intensity_scale=1e5, intensity_max=65535.0,
+        detection={"reference_range_m": 300.0, "reference_reflectance": 0.1},
+    )  # fmt: skip
+    sim = _sim(ws, objects, scanner, revolutions=1, weather={"fog": {"visibility_m": 50.0}})
+    cloud = sim.run()
+    assert sim.medium is not None
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    first_r, first_o = chunk.hits.range_m.astype(np.float64), chunk.hits.object_index
+    fog = cloud["object_id"] == sim.medium.first_object
+    pid = cloud["pulse_id"]
+    through = np.flatnonzero((first_o == 0) & (first_r < 2.3))
+    cos = np.abs(np.sum(chunk.hits.normal * chunk.cast[:, 3:6], axis=1)).astype(np.float64)
+    theta = np.arccos(np.clip(cos[through], 0.0, 1.0))
+    assert theta.min() < np.radians(5) and theta.max() > np.radians(60)
+    alpha = LN20 / 50.0
+    length = float(simulator.physics.pulse_length_m(1.0))
+    for a in (5, 40, 61):
+        p = through[np.argmin(np.abs(theta - np.radians(a)))]
+        at = np.flatnonzero(fog & (pid == p))
+        assert len(at) == 1 and cloud["range_m"][at[0]] > first_r[p] + 0.5, p
+        gap = t ** (1.0 / min(float(cos[p]), 1.0))
+        want_r, want_s = _soft_law(0.046 / 50.0, alpha, length, (2.0, 10.0), first_r[p], gap)
+        assert cloud["range_m"][at[0]] == pytest.approx(want_r, abs=1e-3), p
+        energy = want_s * want_r**2 * np.exp(2 * alpha * want_r)
+        assert cloud["intensity"][at[0]] == pytest.approx(1e5 * energy, rel=1e-3), p

@@ -12,6 +12,9 @@ from .base import FiniteFloat, Model, NonNegFloat, PositiveFloat, Vec2Pos, Vec3,
 from .pose import TrajectorySpec
 
 __all__ = [
+    "GLASS_PANE_REFLECTANCE",
+    "GLASS_REFRACTIVE_INDEX",
+    "TRANSMITTANCE_LAWS",
     "BoxSpec",
     "CylinderSpec",
     "GeneratorRef",
@@ -23,6 +26,17 @@ __all__ = [
     "SceneSpec",
     "SphereSpec",
 ]
+
+
+#: Refractive index of the glass of a pane of ``transmittance_law: fresnel``.
+GLASS_REFRACTIVE_INDEX = 1.5
+#: What such a pane reflects at normal incidence: ``2 r / (1 + r)`` (two faces, the
+#: reflections between them summed incoherently), ``r = ((n - 1) / (n + 1))^2`` a face:
+#: 0.0769 for n = 1.5 (Born & Wolf, Principles of Optics, 1.5.3).
+_GLASS_FACE = ((GLASS_REFRACTIVE_INDEX - 1.0) / (GLASS_REFRACTIVE_INDEX + 1.0)) ** 2
+GLASS_PANE_REFLECTANCE = 2.0 * _GLASS_FACE / (1.0 + _GLASS_FACE)
+#: The transmittance laws, in the order of their codes (``law_of_object``).
+TRANSMITTANCE_LAWS = ("constant", "fresnel", "path_length")
 
 
 class Material(Model):
@@ -43,19 +57,44 @@ class Material(Model):
     #: and the share ``T`` goes through a gap and comes back through the same gap, ``T``
     #: there and back).
     porous: bool = False
-    #: How a pane's transmittance depends on the incidence: ``constant`` (the same at
-    #: every angle) or ``fresnel`` (an uncoated glass pane, n = 1.5: ``transmittance`` at
-    #: normal incidence times ``T(theta) / T(0)`` of the Fresnel equations, two faces,
-    #: unpolarised light; 0 at grazing incidence). A pane's law: not for a porous layer.
-    transmittance_law: Literal["constant", "fresnel"] = "constant"
+    #: How the transmittance depends on the incidence ``theta`` (the angle between the
+    #: ray and the surface's normal): ``constant`` (the same at every angle), ``fresnel``
+    #: (a pane's law: an uncoated glass pane, n = 1.5, two faces, unpolarised light;
+    #: ``transmittance`` at normal incidence times ``T(theta) / T(0)`` of the Fresnel
+    #: equations, 0 at grazing incidence, and the pane's own echo ``reflectance`` times
+    #: ``R(theta) / R(0)``, what the pane reflects, ``R = 1 - T``; needs ``reflectance``
+    #: at most ``R(0)`` = 0.0769 and ``reflectance + transmittance`` at most 1, so that
+    #: the pane never returns and passes more than the light that meets it) or
+    #: ``path_length`` (a porous layer's law: the beam crosses ``1 / cos(theta)`` times
+    #: the layer's depth, so the gap probability is ``T(theta) = transmittance^(1 /
+    #: cos(theta))``, Beer-Lambert's gap model of a canopy, Nilson 1971; the layer's echo
+    #: is ``(1 - T(theta)) reflectance``).
+    transmittance_law: Literal["constant", "fresnel", "path_length"] = "constant"
     label: str = "unlabeled"
     description: str = ""
 
     @field_validator("transmittance_law")
     @classmethod
-    def _fresnel_is_a_pane(cls, v: str, info: ValidationInfo) -> str:
-        if v == "fresnel" and info.data.get("porous", False):
+    def _law_of_its_kind(cls, v: str, info: ValidationInfo) -> str:
+        porous = info.data.get("porous", False)
+        if v == "fresnel" and porous:
             raise ValueError("fresnel is the law of a glass pane; expected porous: false")
+        if v == "path_length" and not porous:
+            raise ValueError("path_length is the law of a porous layer; expected porous: true")
+        if v == "fresnel":
+            rho, t = info.data.get("reflectance", 0.0), info.data.get("transmittance", 0.0)
+            if rho > GLASS_PANE_REFLECTANCE:
+                raise ValueError(
+                    f"a fresnel pane's reflectance {rho} would return more than the light "
+                    f"that meets it at grazing incidence; expected reflectance at most "
+                    f"{GLASS_PANE_REFLECTANCE:.4f} (the pane's Fresnel reflectance at "
+                    f"normal incidence, n = {GLASS_REFRACTIVE_INDEX})"
+                )
+            if rho + t > 1.0:
+                raise ValueError(
+                    f"a fresnel pane returns and passes more than the light that meets it "
+                    f"(reflectance {rho} + transmittance {t}); expected at most 1"
+                )
         return v
 
     @field_validator("label")
