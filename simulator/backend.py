@@ -11,7 +11,8 @@ one name and one signature each:
 - ``see_through_returns``: the returns of a chunk cast one ray a pulse where some rays
   passed see-through surfaces (:mod:`simulator.echoes`);
 - ``single_surface``: which footprints adaptive sampling leaves to the central ray
-  (:mod:`simulator.footprint`);
+  (:mod:`simulator.footprint`), and ``interleave``: the sub-rays it casts in parts, in
+  pulse-major order;
 - ``record``: the point record of the returns (:mod:`simulator.record`);
 - ``rays_into_boxes``: which rays can meet which moving objects, the ray engine's cull
   (:mod:`simulator.raycast`);
@@ -128,6 +129,12 @@ class Backend(Protocol):
         """Footprints on one smooth surface (see :func:`simulator.footprint.single_surface`)."""
         ...
 
+    def interleave(
+        self, parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
+    ) -> tuple[NDArray[np.float32], Hits]:
+        """Sub-rays cast in parts, pulse-major (see :func:`simulator.footprint.interleave`)."""
+        ...
+
     def record(
         self,
         returns: Returns,
@@ -206,6 +213,7 @@ class NumpyBackend:
     medium_returns = staticmethod(_weather.medium_returns)
     draw_particles = staticmethod(_weather.draw_particles)
     single_surface = staticmethod(_footprint.single_surface)
+    interleave = staticmethod(_footprint.interleave)
     record = staticmethod(_record.record)
     pack_las = staticmethod(_record.pack_las)
     rays_into_boxes = staticmethod(_raycast.rays_into_boxes)
@@ -242,6 +250,7 @@ class NumbaBackend:
         self.medium_returns = k_weather.medium_returns
         self.draw_particles = k_weather.draw_particles
         self.single_surface = k_footprint.single_surface
+        self.interleave = k_footprint.interleave
         self.pack_las = k_record.pack_las
         self.rays_into_boxes = k_cull.rays_into_boxes
 

@@ -50,6 +50,7 @@ __all__ = [
     "NORMAL_TOLERANCE_DEG",
     "PLANE_TOLERANCE_M",
     "Witnesses",
+    "centre_sub_ray",
     "interleave",
     "neighbour_stride",
     "probe_indices",
@@ -84,6 +85,13 @@ def probe_indices(beam: BeamPattern, horizontal: bool) -> NDArray[np.intp]:
     if horizontal:
         picks += [int(np.argmax(h)), int(np.argmin(h))]
     return np.array(picks, dtype=np.intp)
+
+
+def centre_sub_ray(beam: BeamPattern) -> int:
+    """The sub-ray of the pattern on the beam's axis (offset 0, 0; row 0 of
+    :func:`~simulator.beam.beam_pattern`), or -1 if it has none."""
+    on_axis = np.flatnonzero(~beam.offsets.any(axis=1))
+    return int(on_axis[0]) if len(on_axis) else -1
 
 
 def sub_pattern(beam: BeamPattern, which: NDArray[np.intp]) -> BeamPattern:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,7 +37,13 @@ from .echoes import (
     single_returns,
     with_front_laws,
 )
-from .footprint import Witnesses, interleave, neighbour_stride, probe_indices, sub_pattern
+from .footprint import (
+    Witnesses,
+    centre_sub_ray,
+    neighbour_stride,
+    probe_indices,
+    sub_pattern,
+)
 from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .io import check_space, check_writable, open_writer
 from .io.poses import kitti_line
@@ -491,7 +497,7 @@ class Simulation:
             return self.backend.echo_returns(results, chunk.hits, ids, beam, model, streams,
                                              behind, pulses)  # fmt: skip
         hits = chunk.hits
-        if pulses is not None:
+        if pulses is not None and len(pulses) < len(ids):  # (all of them: as they are)
             results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
             ids, particles = ids[pulses], [p.of_pulses(pulses) for p in particles]
         # The weather's pulses in blocks (each pulse's returns are its own): the
@@ -502,10 +508,16 @@ class Simulation:
         parts = []
         for start in range(0, len(ids), MEDIUM_BLOCK_PULSES):
             stop = min(start + MEDIUM_BLOCK_PULSES, len(ids))
-            block = np.arange(start, stop)
-            b_results, b_hits, b_behind = of_pulses(results, hits, behind, block, beam.samples)
+            if behind:
+                block = np.arange(start, stop)
+                b_results, b_hits, b_behind = of_pulses(results, hits, behind, block,
+                                                        beam.samples)  # fmt: skip
+            else:  # views of the span's rays
+                b_results, b_hits = _ray_span(results, hits, start * beam.samples,
+                                              stop * beam.samples)  # fmt: skip
+                b_behind = []
             part = self.backend.medium_returns(
-                b_results, b_hits, ids[block], beam, model, streams, self.medium,
+                b_results, b_hits, ids[start:stop], beam, model, streams, self.medium,
                 [p.of_span(start, stop) for p in particles], b_behind,
             )  # fmt: skip
             parts.append(replace(part, pulse=part.pulse + start))
@@ -546,6 +558,43 @@ class Simulation:
             out |= self.medium.touched(ids, self.model.threshold, particles)
         return out
 
+    def rest_of_fans(
+        self, beam_hits: Hits, fans: Rays, probe: NDArray[np.intp]
+    ) -> list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]]:
+        """The sub-rays of the footprints of beams ``fans`` (with their hits
+        ``beam_hits``) that the probes ``probe`` did not cast, cast: ``(which, rays,
+        hits)`` parts as :func:`~simulator.footprint.interleave` takes them. The central
+        sub-ray is not cast again where it is the beam bit for bit (both are the beam's
+        direction, the sub-ray normalised once more: 99 % of them): its hit is the
+        beam's."""
+        rest = np.setdiff1d(np.arange(self.beam.samples), probe)
+        others = self.footprint_rays(fans, rest)
+        times = others.cast_time_s
+        centre = np.flatnonzero(rest == centre_sub_ray(self.beam))
+        if len(centre) == 0:
+            return [(rest, others.cast, self._cast(others.cast, times))]
+        c, n = int(centre[0]), len(rest)
+        fan = others.cast.reshape(-1, n, 6)
+        centre_rays = np.ascontiguousarray(fan[:, c])
+        again = np.flatnonzero(
+            np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
+        )
+        if len(again):
+            met = self._cast(
+                centre_rays[again], None if times is None else times.reshape(-1, n)[again, c]
+            )
+            beam_hits.range_m[again], beam_hits.object_index[again] = met.range_m, met.object_index
+            beam_hits.normal[again] = met.normal
+        cols = np.delete(np.arange(n), c)
+        rays = np.ascontiguousarray(fan[:, cols]).reshape(-1, 6)
+        times = (
+            None if times is None else np.ascontiguousarray(times.reshape(-1, n)[:, cols]).ravel()
+        )
+        return [
+            (rest[c : c + 1], centre_rays, beam_hits),
+            (rest[cols], rays, self._cast(rays, times)),
+        ]
+
     def adaptive_returns(self, chunk: CastChunk, single: Returns) -> Returns:
         """Adaptive footprint sampling of a chunk cast as beams: the single-ray
         ``single`` returns where the footprint lies on one smooth surface, and elsewhere
@@ -558,15 +607,12 @@ class Simulation:
         smooth &= ~self.cast_in_full(chunk, particles)
         pulses = np.flatnonzero(~smooth)
         probe = witnesses.probes
-        rest = np.setdiff1d(np.arange(self.beam.samples), probe)
         fans = chunk.select(pulses)
-        others = self.footprint_rays(fans, rest)
         rows = (pulses[:, None] * len(probe) + np.arange(len(probe))).ravel()
-        cast, hits = interleave(
-            [(probe, witnesses.probe_rays[rows], witnesses.probe_hits.take(rows)),
-             (rest, others.cast, self._cast(others.cast, others.cast_time_s))],
-            self.beam.samples,
-        )  # fmt: skip
+        parts = [(probe, witnesses.probe_rays[rows], witnesses.probe_hits.take(rows))]
+        cast, hits = self.backend.interleave(
+            parts + self.rest_of_fans(chunk.hits.take(pulses), fans, probe), self.beam.samples
+        )
         fanned = fans.fanned(cast, self.beam.samples)
         sub = CastChunk(**vars(fanned), hits=hits, behind=self.surfaces_behind(fanned, hits))
         results = self.evaluate(sub)
@@ -749,6 +795,23 @@ class Simulation:
             raise
         summary.seconds = time.perf_counter() - started
         return summary
+
+
+def _ray_span(results: HitResults, hits: Hits, lo: int, hi: int) -> tuple[HitResults, Hits]:
+    """The per-hit model and hits of the cast rays ``lo..hi`` as views, ``idx`` counting
+    from ``lo``: :func:`simulator.echoes.of_pulses` of a span of pulses without surfaces
+    behind see-through ones."""
+    a, b = np.searchsorted(results.idx, [lo, hi])
+    n = len(results.idx)
+    cut = {
+        f.name: (v[a:b] if len(v) == n else v)
+        for f in fields(HitResults)
+        if f.name != "behind"
+        for v in [getattr(results, f.name)]
+    }
+    cut["idx"] = results.idx[a:b] - lo
+    span = Hits(hits.range_m[lo:hi], hits.object_index[lo:hi], hits.normal[lo:hi])
+    return HitResults(**cut), span
 
 
 def scan(

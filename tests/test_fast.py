@@ -31,8 +31,8 @@ SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
 #: The steps a backend computes (simulator/backend.py's Backend protocol, less the
 #: bookkeeping): each has a numpy specification and a numba kernel.
 STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
-         "single_surface", "record", "pack_las", "rays_into_boxes", "medium_returns",
-         "draw_particles")  # fmt: skip
+         "single_surface", "interleave", "record", "pack_las", "rays_into_boxes",
+         "medium_returns", "draw_particles")  # fmt: skip
 
 
 def _parameters(function) -> list:  # type: ignore[no-untyped-def]
@@ -64,6 +64,7 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         (echoes.echo_returns, k_echoes.echo_returns),
         (echoes.see_through_returns, k_echoes.see_through_returns),
         (simulator.footprint.single_surface, k_footprint.single_surface),
+        (simulator.footprint.interleave, k_footprint.interleave),
         (record.record, k_record.record),
         (record.pack_las, k_record.pack_las),
         (raycast.rays_into_boxes, k_cull.rays_into_boxes),
@@ -611,3 +612,28 @@ def test_see_through_kernel_matches_the_specification(mode: str) -> None:
         for f in names:
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
         assert got.range_true_m is None or diagnostics
+
+
+def test_interleave_kernel_is_the_specification() -> None:
+    """The sub-rays adaptive sampling casts in parts, put in pulse-major order: every
+    field of every row as the numpy specification places it (19 sub-rays in three parts
+    of 2, 1 and 16 a footprint)."""
+    from simulator.chunk import Hits
+    from simulator.footprint import interleave
+    from simulator.kernels import footprint as k_footprint
+
+    gen = np.random.default_rng(7)
+    f, samples = 501, 19
+    parts = []
+    for which in (np.array([13, 4]), np.array([0]), np.setdiff1d(np.arange(1, 19), [4, 13])):
+        n = f * len(which)
+        hits = Hits(gen.random(n, dtype=np.float32), gen.integers(-1, 9, n).astype(np.int32),
+                    gen.random((n, 3), dtype=np.float32))  # fmt: skip
+        parts.append((which, gen.random((n, 6), dtype=np.float32), hits))
+    want_rays, want = interleave(parts, samples)
+    got_rays, got = k_footprint.interleave(parts, samples)
+    np.testing.assert_array_equal(got_rays, want_rays)
+    for name in ("range_m", "object_index", "normal"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    # sub-ray 13 of footprint 7 is row 7 * 19 + 13; it came first in the first part
+    np.testing.assert_array_equal(got_rays[7 * 19 + 13], parts[0][1][7 * 2])

@@ -15,6 +15,7 @@ import pytest
 
 import simulator
 from simulator.backend import NumpyBackend
+from simulator.chunk import Hits, Layer, Rays
 from simulator.footprint import single_surface
 
 from .conftest import REPO, Workspace, count_cast_in_full
@@ -214,3 +215,35 @@ def test_adaptive_sampling_follows_a_moving_sensor() -> None:
 def test_beam_sampling_is_checked(ws: Workspace) -> None:
     with pytest.raises(simulator.ConfigError, match="beam_sampling"):
         ws.scan([], overrides=["scanner_overrides.beam_sampling=sometimes"])
+
+
+def test_adaptive_does_not_cast_the_central_sub_ray_again() -> None:
+    """A pulse cast in full has its beam's hit already: every ray adaptive sampling casts
+    is a beam (its own chunk's, or a neighbour beyond the chunk's ends), a probe, or one
+    of the other sub-rays of a pulse cast in full, the central one only where it differs
+    from the beam in a bit (its direction normalised once more: under 2 %). The rays cast
+    on behind see-through surfaces (the farm's) are left out of the count."""
+    sim = simulator.Simulation.from_file(FARM, COMMON + ADAPTIVE + ["revolutions=0.3"])
+    cast, behind = [0], [False]
+    original, original_behind = sim.engine.cast_rays, sim.surfaces_behind
+
+    def counting(rays: np.ndarray, time_s: np.ndarray | None = None) -> Hits:
+        cast[0] += 0 if behind[0] else len(rays)
+        return original(rays, time_s)
+
+    def not_counted(rays: Rays, hits: Hits) -> tuple[Layer, ...]:
+        behind[0] = True
+        try:
+            return original_behind(rays, hits)
+        finally:
+            behind[0] = False
+
+    sim.engine.cast_rays = counting  # type: ignore[method-assign]
+    sim.surfaces_behind = not_counted  # type: ignore[method-assign]
+    _, in_full = count_cast_in_full(sim)
+    total, stride = sim.total_pulses, sim.pattern.channels
+    sides = sum(a - max(0, a - stride) + min(total, b + stride) - b for a, b in sim.chunk_spans())
+    probes, others = 2, sim.beam.samples - 3  # the centre and the two probes are cast
+    least = total + sides + probes * total + others * in_full
+    assert in_full > 1000
+    assert least <= cast[0] <= least + 0.02 * in_full, (cast[0] - least, in_full)

@@ -1,5 +1,6 @@
-"""Adaptive sampling's footprint test in one kernel (the specification:
-:func:`simulator.footprint.single_surface`)."""
+"""Adaptive sampling's kernels: the footprint test and the interleaving of the sub-rays
+cast in parts (the specifications: :func:`simulator.footprint.single_surface` and
+:func:`simulator.footprint.interleave`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from numpy.typing import NDArray
 from ..chunk import Hits
 from ..footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Witnesses
 
-__all__ = ["single_surface"]
+__all__ = ["interleave", "single_surface"]
 
 _COS_TOL = math.cos(math.radians(NORMAL_TOLERANCE_DEG))
 
@@ -93,3 +94,41 @@ def single_surface(
         0.5 * w.separation_m, out,
     )  # fmt: skip
     return out
+
+
+@njit(cache=True, nogil=True)
+def _interleave(  # type: ignore[no-untyped-def]
+    which, rays, rng, obj, nrm, samples, out_rays, out_rng, out_obj, out_nrm
+):  # fmt: skip
+    """Row ``f * n + j`` of a part (``n = len(which)``) to row ``f * samples + which[j]``
+    (on one thread: a copy of a few MB, which threads made no faster, and slower when
+    the cores are busy)."""
+    n = which.shape[0]
+    for f in range(rays.shape[0] // n):
+        for j in range(n):
+            src, dst = f * n + j, f * samples + which[j]
+            for a in range(6):
+                out_rays[dst, a] = rays[src, a]
+            out_rng[dst] = rng[src]
+            out_obj[dst] = obj[src]
+            for a in range(3):
+                out_nrm[dst, a] = nrm[src, a]
+
+
+def interleave(
+    parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
+) -> tuple[NDArray[np.float32], Hits]:
+    """:func:`simulator.footprint.interleave` in one kernel a part: rays (F * samples, 6)
+    and their hits, pulse-major."""
+    f = len(parts[0][1]) // len(parts[0][0])
+    rays = np.empty((f * samples, 6), dtype=np.float32)
+    range_m = np.empty(f * samples, dtype=np.float32)
+    obj = np.empty(f * samples, dtype=np.int32)
+    normal = np.empty((f * samples, 3), dtype=np.float32)
+    for which, r, h in parts:
+        _interleave(
+            np.ascontiguousarray(which, dtype=np.int64), np.ascontiguousarray(r),
+            np.ascontiguousarray(h.range_m), np.ascontiguousarray(h.object_index),
+            np.ascontiguousarray(h.normal), samples, rays, range_m, obj, normal,
+        )  # fmt: skip
+    return rays, Hits(range_m, obj, normal)
