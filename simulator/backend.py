@@ -88,6 +88,7 @@ class Backend(Protocol):
         *,
         full: bool = True,
         jitter: bool = True,
+        detect: bool = True,
     ) -> HitResults:
         """The per-hit model (see :func:`simulator.hits.evaluate_hits`)."""
         ...

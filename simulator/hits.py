@@ -334,6 +334,8 @@ class HitResults:
         of surfaces behind report their own).
     cos_incidence, cos_effective, spread_m, peak_factor : (H,) float64
         Diagnostics (empty when the kernel was asked for the record's fields only).
+        ``keep``, ``range_m``, ``intensity`` and ``peak_factor`` are empty when the kernel
+        was asked for what echo formation reads only (``detect=False``).
     backscatter : (H,) float64
         Minnaert backscatter (before the intensity scale and clip).
     relief_m : (H,) float64
@@ -537,6 +539,7 @@ def evaluate_hits(
     *,
     full: bool = True,
     jitter: bool = True,
+    detect: bool = True,
 ) -> HitResults:
     """Apply the per-hit model to every hit of a chunk's cast rays (the specification).
 
@@ -555,12 +558,16 @@ def evaluate_hits(
     jitter : bool
         Add the per-pulse sensor jitter to ``range_m`` (and so to ``keep``). Footprint
         sub-rays leave it out: their echoes are jittered once formed.
+    detect : bool
+        Ignored here; the kernel leaves ``keep``, ``range_m``, ``intensity`` and
+        ``peak_factor`` empty when false (footprint sub-rays: echo formation reads none
+        of them, their echoes are detected once formed).
 
     Returns
     -------
     HitResults
     """
-    del full
+    del full, detect
     rays, hits = chunk.cast, chunk.hits
     origins_m, directions = world_rays(rays, chunk.shift_m)
     idx = np.flatnonzero(hits.hit)

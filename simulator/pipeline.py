@@ -398,10 +398,14 @@ class Simulation:
         single = chunk.as_beams
         full = self.diagnostics or not single or self.medium is not None or self.see_through
         full = full or self.law_of_object is not None
+        # Sub-rays' echoes are detected once formed: their own detection is not needed
+        # (but a see-through surface's own law recomputes it).
+        detect = single or self.law_of_object is not None
+        model, streams = self.model, self.streams
         results = self.front_laws(
             chunk,
             self.backend.evaluate_hits(
-                chunk, self.tables, self.model, self.streams, full=full, jitter=single
+                chunk, self.tables, model, streams, full=full, jitter=single, detect=detect
             ),
         )
         if chunk.behind:

@@ -197,6 +197,13 @@ def test_hit_kernel_matches_the_numpy_model(sim: simulator.Simulation) -> None:
     for name in ("idx", "keep", "range_m", "intensity"):
         np.testing.assert_array_equal(getattr(brief, name), getattr(got, name), err_msg=name)
     assert brief.cos_effective.shape == brief.relief_m.shape == (0,)
+    # The echo-inputs form (footprint sub-rays) computes what echo formation reads, bit
+    # for bit, and none of the detection.
+    echo = k_hits.evaluate_hits(*args, jitter=False, detect=False)
+    for name in ("idx", "cos_incidence", "cos_effective", "spread_m", "backscatter", "relief_m"):
+        np.testing.assert_array_equal(getattr(echo, name), getattr(got, name), err_msg=name)
+    for name in ("keep", "range_m", "intensity", "peak_factor"):
+        assert getattr(echo, name).shape == (0,), name
 
 
 def test_kernel_trigonometry_is_as_exact_as_the_spec() -> None:

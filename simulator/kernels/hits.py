@@ -33,8 +33,8 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
     beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax, istep,
     response,
     seed_slope, seed_relief, seed_noise,
-    keep, range_meas, intensity, full, jitter, cos_inc_out, cos_eff_out, spread_out, peak_out,
-    backscatter_out, relief_out,
+    keep, range_meas, intensity, full, jitter, detect, cos_inc_out, cos_eff_out, spread_out,
+    peak_out, backscatter_out, relief_out,
 ):  # fmt: skip
     per_pulse_up = up.shape[0] > 1
     slope_key = mix64(seed_slope + GAMMA)
@@ -98,30 +98,33 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         beta = math.sqrt((beta_v * cp) ** 2 + beta_h * beta_h * (1.0 - cp * cp))
         # 5. footprint spread and peak factor
         spread = r * (math.sqrt(1.0 - cm * cm) / cm) * beta
-        peak = peak_factor(pulse_m, spread)
-        # 6. detection
-        received = received_peak(b, peak, r, ext)
-        # 7. range: place-fixed relief + per-pulse jitter, quantised, windowed
+        # 7a. the place-fixed relief of the range
         relief = 0.0
         if rough[m] != 0.0:
             cr = min(max(cos_eff, 0.05), 1.0)
             relief = rough[m] / (cr * math.sqrt(cr))
             relief *= hash_normal(cell_hash(u, v, c, relief_key))
-        noise_m = 0.0
-        if noise != 0.0 and jitter:
-            noise_m = noise * hash_normal(mix64(seed_noise + U(pulse_start + i)))
-        rm = measured_range(r, relief, noise_m, res)
-        keep[q] = received >= threshold and rm >= rmin and rm <= rmax
-        range_meas[q] = rm
-        # 8. intensity, as the pulse's only return (ray i is pulse pulse_start + i)
-        pid = np.int64(pulse_start) + np.int64(i)
-        intensity[q] = reported_intensity(b, rm, pid, iscale, imax, istep, response)
+        if detect:
+            peak = peak_factor(pulse_m, spread)
+            # 6. detection
+            received = received_peak(b, peak, r, ext)
+            # 7b. range: relief + per-pulse jitter, quantised, windowed
+            noise_m = 0.0
+            if noise != 0.0 and jitter:
+                noise_m = noise * hash_normal(mix64(seed_noise + U(pulse_start + i)))
+            rm = measured_range(r, relief, noise_m, res)
+            keep[q] = received >= threshold and rm >= rmin and rm <= rmax
+            range_meas[q] = rm
+            # 8. intensity, as the pulse's only return (ray i is pulse pulse_start + i)
+            pid = np.int64(pulse_start) + np.int64(i)
+            intensity[q] = reported_intensity(b, rm, pid, iscale, imax, istep, response)
+            if full:
+                peak_out[q] = peak
         if not full:  # the point record needs no more
             continue
         cos_inc_out[q] = cos_inc
         cos_eff_out[q] = cos_eff
         spread_out[q] = spread
-        peak_out[q] = peak
         backscatter_out[q] = b
         relief_out[q] = relief
 
@@ -134,17 +137,21 @@ def evaluate_hits(
     *,
     full: bool = True,
     jitter: bool = True,
+    detect: bool = True,
 ) -> HitResults:
     """:func:`simulator.hits.evaluate_hits` in one fused kernel over every core.
 
     With ``full=False`` only ``keep``, ``range_m`` and ``intensity`` are computed (all a
     single-return point record without diagnostics needs); the other fields are empty.
+    With ``detect=False`` (footprint sub-rays, whose echoes are detected once formed)
+    ``keep``, ``range_m``, ``intensity`` and ``peak_factor`` are empty.
     """
     hits = chunk.hits
     idx = np.flatnonzero(hits.hit)
     h = len(idx)
-    keep, range_m, intensity = np.empty(h, dtype=np.bool_), np.empty(h), np.empty(h)
-    extra = [np.empty(h if full else 0) for _ in range(6)]
+    d = h if detect else 0
+    keep, range_m, intensity = np.empty(d, dtype=np.bool_), np.empty(d), np.empty(d)
+    extra = [np.empty(h if full and (k != 3 or detect) else 0) for k in range(6)]
     mt = tables.materials
     _evaluate_hits(
         idx, chunk.cast, chunk.shift_m, hits.range_m, hits.normal, hits.object_index,
@@ -155,6 +162,6 @@ def evaluate_hits(
         model.extinction_args, model.range_min_m, model.range_max_m, model.range_resolution_m,
         model.range_noise_m, model.intensity_scale, model.intensity_max, model.intensity_step,
         model.response_args, streams.micro_slope, streams.relief, streams.sensor_noise,
-        keep, range_m, intensity, full, jitter, *extra,
+        keep, range_m, intensity, full, jitter, detect, *extra,
     )  # fmt: skip
     return HitResults(idx, keep, range_m, intensity, *extra)
