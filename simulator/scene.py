@@ -19,9 +19,9 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import trimesh
 from numpy.typing import NDArray
 
 from .config import (
@@ -38,8 +38,12 @@ from .config import (
 from .errors import ConfigError, SceneError
 from .generators import GENERATORS
 from .labels import THING_LABELS, label_id
+from .meshcache import load_parts, mesh_file_key, scene_key, store_parts
 from .trajectory import Trajectory, trajectory_from_spec
 from .transforms import compose
+
+if TYPE_CHECKING:
+    import trimesh
 
 __all__ = ["MaterialTable", "Scene", "SceneObject", "load_scene", "primitive_mesh"]
 
@@ -197,6 +201,8 @@ def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
     A plane lies in z = 0 with its normal along +z; box, cylinder (axis z) and sphere
     are centred on the origin.
     """
+    import trimesh  # imported when a mesh is made, not when it comes from the cache
+
     kind = spec.geometry_kind
     if kind == "plane":
         assert spec.plane is not None
@@ -238,6 +244,8 @@ def _mesh_parts(path: Path, source: str | Path, key: str) -> list[_Part]:
     """Load a mesh file's parts (shared data, not copied) with their scene-graph transforms."""
     if not path.is_file():
         raise ConfigError(source, key, f"mesh file not found: {path}")
+    import trimesh  # imported when a mesh is read, not when it comes from the cache
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -358,8 +366,14 @@ def build_scene(
     A spec with a ``generator`` gets the generated scene's materials and objects first, then
     its own (its materials override the generated ones of the same name).
     """
-    if spec.generator is not None:
+    generated = spec.generator is not None
+    if generated:
         spec = _with_generated(spec, source)
+    # The parts trimesh made for this scene before, if it is not generated (a dataset
+    # builds thousands of generated scenes, each once) and every mesh file can be cached.
+    cache_key = None if generated else _cache_key(spec, base_dir)
+    cached = None if cache_key is None else load_parts(cache_key)
+    made: list[list[_Part]] = []
     library = {**library, **spec.materials}
     default_name = spec.default_material or "default"
     used: dict[str, Material] = {}
@@ -385,7 +399,10 @@ def build_scene(
     for i, obj in enumerate(spec.objects):
         key = f"objects[{i}]"
         placement = compose(obj.position_m, obj.rotation_deg, obj.scale)
-        if obj.mesh is not None:
+        if cached is not None:
+            parts = [_Part(*part) for part in cached[i]]
+            rules = [] if obj.mesh is None else _part_rules(obj, base_dir, source, key)
+        elif obj.mesh is not None:
             if "://" in obj.mesh:  # trimesh is given files only: nothing is fetched
                 raise ConfigError(
                     source, f"{key}.mesh", f"expected a local file path, not a URL: {obj.mesh}"
@@ -397,6 +414,7 @@ def build_scene(
             with np.errstate(all="ignore"):  # absurd sizes become inf, rejected just below
                 mesh = primitive_mesh(obj)
             parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
+        made.append(parts)
         object_instance: int | None = obj.instance  # all parts of one object share it
         groups: dict[str, int] = {}  # group key -> instance
         moving = None
@@ -484,4 +502,25 @@ def build_scene(
                     heading_rad=heading,
                 )
             )
+    if cache_key is not None and cached is None:
+        store_parts(cache_key, [[(p.name, p.material, np.asarray(p.vertices, np.float64),
+                            np.asarray(p.faces, np.int64), p.transform) for p in parts]
+                           for parts in made])  # fmt: skip
     return Scene(objects=objects, materials=used, source=str(source), warnings=notes)
+
+
+def _cache_key(spec: SceneSpec, base_dir: Path) -> str | None:
+    """The scene's key in :mod:`simulator.meshcache`: each object's primitive parameters
+    or mesh file (None when a mesh file is missing, not a local file or of a format not
+    cached: the scene is then built, and errs, as without a cache)."""
+    items = []
+    for obj in spec.objects:
+        if obj.mesh is not None:
+            item = None if "://" in obj.mesh else mesh_file_key(base_dir / obj.mesh)
+            if item is None:
+                return None
+            items.append(f"mesh:{item}")
+        else:
+            kind = obj.geometry_kind
+            items.append(f"{kind}:{getattr(obj, kind).model_dump_json()}")
+    return scene_key(items, code=[Path(__file__)])  # this module makes the parts

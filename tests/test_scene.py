@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import trimesh
+import yaml
 
 from simulator.config import SceneSpec
 from simulator.errors import ConfigError, SceneError
@@ -254,3 +257,72 @@ def test_a_moving_objects_pose_file_error_names_its_key(tmp_path: Path) -> None:
         load_scene(path)
     assert info.value.key == "objects[1].trajectory.file"
     assert "3 columns" in info.value.problem and str(path) == info.value.source
+
+
+def _objects_of(scene) -> list[tuple]:
+    return [
+        (o.name, o.material, o.label, o.instance, o.vertices_m.tobytes(), o.faces.tobytes())
+        for o in scene.objects
+    ]
+
+
+def test_a_scene_from_the_mesh_cache_is_the_scene_trimesh_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The farm (primitives, an OBJ with its MTL, a PLY and a GLB) loaded again from the
+    cache is bit for bit the scene built by trimesh with the cache off, and a process that
+    loads it from the cache never imports trimesh."""
+    farm = REPO / "scenes" / "farm" / "scene.yaml"
+    monkeypatch.setenv("LIDAR_SIM_CACHE", "off")
+    built = _objects_of(load_scene(farm))
+    monkeypatch.setenv("LIDAR_SIM_CACHE", str(tmp_path / "cache"))
+    assert _objects_of(load_scene(farm)) == built  # a miss: built and kept
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 1
+    assert _objects_of(load_scene(farm)) == built  # a hit
+    code = (
+        "import sys; from simulator.scene import load_scene; "
+        f"s = load_scene({str(farm)!r}); print(len(s.objects), s.triangle_count, "
+        "'trimesh' in sys.modules, 'scipy.spatial' in sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = res.stdout.split()
+    assert out == [str(len(built)), str(sum(len(o[5]) // 24 for o in built)), "False", "False"]
+
+
+def test_the_mesh_cache_follows_every_input_and_survives_a_bad_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit of the OBJ, of its MTL or of a primitive's size is a new entry, not a stale
+    one; an entry that cannot be read is rebuilt; a generated scene is not kept."""
+    monkeypatch.setenv("LIDAR_SIM_CACHE", str(tmp_path / "cache"))
+    mtl, obj = tmp_path / "two.mtl", tmp_path / "two.obj"
+    mtl.write_text("newmtl bark\nKd 0.5 0.3 0.2\n")
+    obj.write_text("mtllib two.mtl\nv 0 0 0\nv 1 0 0\nv 1 1 0\nusemtl bark\nf 1 2 3\n")
+    box = {"name": "b", "box": {"size_m": [1.0, 2.0, 3.0]}, "material": PLAIN}
+    scene = {"objects": [{"name": "m", "mesh": "two.obj"}, box]}
+    (tmp_path / "scene.yaml").write_text(yaml.safe_dump(scene))
+
+    def entries() -> int:
+        return len(list((tmp_path / "cache").glob("*.npz")))
+
+    first = load_scene(tmp_path / "scene.yaml")
+    assert first.objects[0].material == "bark" and entries() == 1
+    obj.write_text("mtllib two.mtl\nv 0 0 0\nv 2 0 0\nv 2 2 0\nusemtl bark\nf 1 2 3\n")
+    assert load_scene(tmp_path / "scene.yaml").objects[0].vertices_m.max() == 2.0
+    assert entries() == 2
+    mtl.write_text("newmtl bark\nKd 0.1 0.3 0.2\n")
+    load_scene(tmp_path / "scene.yaml")
+    assert entries() == 3
+    scene["objects"][1]["box"]["size_m"] = [1.0, 2.0, 4.0]
+    (tmp_path / "scene.yaml").write_text(yaml.safe_dump(scene))
+    assert np.ptp(load_scene(tmp_path / "scene.yaml").objects[1].vertices_m[:, 2]) == 4.0
+    assert entries() == 4
+    for entry in (tmp_path / "cache").glob("*.npz"):
+        entry.write_bytes(b"not an npz")
+    again = load_scene(tmp_path / "scene.yaml")
+    assert np.ptp(again.objects[1].vertices_m[:, 2]) == 4.0
+    assert again.objects[0].vertices_m.max() == 2.0
+    (tmp_path / "street.yaml").write_text("generator: {name: street, seed: 1}\n")
+    before = entries()
+    load_scene(tmp_path / "street.yaml")
+    assert entries() == before
