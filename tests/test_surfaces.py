@@ -150,15 +150,21 @@ def test_the_number_of_surfaces_a_ray_meets_is_bounded(ws: Workspace) -> None:
     assert counts[3] == [glass, glass, glass]
 
 
+@pytest.mark.parametrize("laws", [False, True], ids=["constant", "by_incidence"])
 def test_see_through_scans_are_identical_for_any_chunk_size_backend_and_sampling(
-    ws: Workspace,
+    ws: Workspace, laws: bool
 ) -> None:
-    """A pane, a wall and a porous crown (transmittance 0.5) with 7 sub-rays: bit for bit
+    """A pane, a wall and a crown (transmittance 0.5) with 7 sub-rays: bit for bit
     across chunk sizes and the numpy specification; adaptive sampling casts every
-    footprint that meets a see-through surface in full, so there it equals full."""
+    footprint that meets a see-through surface in full, so there it equals full. Also
+    with the laws by incidence (a ``fresnel`` pane, a porous ``path_length`` crown)."""
     leaves = {**PLAIN, "reflectance": 0.4, "transmittance": 0.5, "label": "vegetation"}
+    glass = GLASS
+    if laws:
+        leaves = {**leaves, "porous": True, "transmittance_law": "path_length"}
+        glass = {**GLASS, "transmittance_law": "fresnel"}
     objects = [
-        _wall("pane", 4.0, GLASS, size_m=3.0),
+        _wall("pane", 4.0, glass, size_m=3.0),
         {"name": "crown", "sphere": {"radius_m": 1.5}, "position_m": [-6.0, 2.0, 0.0],
          "material": leaves},
         _wall("back", 12.0, {**BACK, "label": "building"}, size_m=60.0),
