@@ -40,6 +40,11 @@ __all__ = [
 BIN_POINTS = 60
 #: The intensity law is fitted where the incidence cosine is above this, when it can be.
 INTENSITY_MIN_COS = 0.15
+#: The range scatter is fitted where the incidence cosine is at least this when enough
+#: remains (the cosine spans a factor 3 in cos^-3): more grazing, the tilts' mixture of
+#: scatters loses its widest part (the most grazing tilts drop out first, and the
+#: clipped variance cuts the tails), so its variance falls below the law's by 10-20 %.
+RANGE_MIN_COS = 0.2
 #: Quantiles of the micro-slope tilt over which a pulse's detection is averaged.
 TILT_SAMPLES = 64
 #: The micro-slope is fitted where the incidence cosine is above this (tan theta < 4).
@@ -167,6 +172,9 @@ def fit_range_scatter(
     c = np.asarray(cos, dtype=np.float64)
     finite = np.isfinite(r) & np.isfinite(c)
     r, c = r[finite], np.clip(c[finite], 0.05, 1.0)
+    steep = c >= RANGE_MIN_COS
+    if len(_bins(c[steep])) >= 4 and (c[steep].max() / c[steep].min()) ** 3 >= 3.0:
+        r, c = r[steep], c[steep]
     bins = _bins(c)
     if not bins:
         fit.verdicts.append("too few points for the range scatter")
@@ -352,9 +360,26 @@ def detected_share(
     level (:func:`_tilted_levels`) reaches ``s_th``."""
     levels = _tilted_levels(counts, beta_rad=beta_rad, rho=rho, k=k, slope_rad=slope_rad,
                             pulse_length_m=pulse_length_m)  # fmt: skip
-    return (levels >= s_th).mean(axis=1)
+    return _shares(levels, np.array([s_th]))[:, 0]
 
 
+def _shares(levels: NDArray[np.float64], s_th: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(J, S): each ring's share of levels (J, Q) at or above each threshold ``s_th`` (S,),
+    continuous in the threshold: the levels' distribution function is interpolated
+    (linearly in log level) between its quantiles, so the share does not move in steps of
+    1/Q and the threshold's fit has no flat stretches between the quantiles."""
+    q = levels.shape[1]
+    cdf = (np.arange(q) + 0.5) / q
+    ramp = np.arange(q) * 1e-12  # equal levels (no micro-slope): a step, still increasing
+    log_s = np.log(s_th)
+    out = np.empty((len(levels), len(s_th)))
+    for j, row in enumerate(np.log(np.maximum(levels, 1e-300))):  # one ring at a time
+        out[j] = 1.0 - np.interp(log_s, np.sort(row) + ramp, cdf, left=0.0, right=1.0)
+    return out
+
+
+#: Thresholds tried, as reference ranges from 5 to 2000 m (0.25 % apart).
+THRESHOLD_GRID = 2401
 #: A divergence other than the scanner's is taken only when it lowers the dropout's
 #: chi-square by this much (3 sigma for one parameter).
 CHI2_BETTER = 9.0
@@ -379,46 +404,56 @@ def fit_detection(
     if partial.sum() == 0 and not ((share < 0.03).any() and (share > 0.97).any()):
         fit.verdicts.append("no ring drops out on this surface: the threshold is not constrained")
         return fit
-    ref = np.geomspace(5.0, 2000.0, 241)
+    ref = np.geomspace(5.0, 2000.0, THRESHOLD_GRID)
     s_grid = reference_reflectance / ref**2
     fit_beta = partial.sum() >= 3
     # 3 ** [-1 .. 1]: the scanner's own divergence is the grid's middle, exactly.
     factors = 3.0 ** np.linspace(-1.0, 1.0, 25) if fit_beta else np.ones(1)
     betas = divergence_rad * factors
     middle = len(factors) // 2
-    best = (np.inf, 0, 0)
-    best_own = (np.inf, middle, 0)
+    chi2 = np.empty((len(betas), len(ref)))
     for bi, beta in enumerate(betas):
         levels = _tilted_levels(counts, beta_rad=beta, rho=rho, k=k, slope_rad=slope_rad,
                                 pulse_length_m=pulse_length_m)  # fmt: skip
-        for si, s_th in enumerate(s_grid):  # the levels once a divergence, not once a cell
-            model = (levels >= s_th).mean(axis=1)
-            # chi-square of the detected shares: binomial, each ring's variance p (1 - p) / n
-            p = np.clip(model, 0.02, 0.98)
-            err = float(np.sum(counts.pulses * (model - share) ** 2 / (p * (1.0 - p))))
-            if err < best[0]:
-                best = (err, bi, si)
-            if bi == middle and err < best_own[0]:
-                best_own = (err, bi, si)
+        model = _shares(levels, s_grid)  # (J, S)
+        # chi-square of the detected shares: binomial, each ring's variance p (1 - p) / n
+        p = np.clip(model, 0.02, 0.98)
+        chi2[bi] = np.sum(counts.pulses[:, None] * (model - share[:, None]) ** 2
+                          / (p * (1.0 - p)), axis=0)  # fmt: skip
+    best_bi = int(np.argmin(chi2.min(axis=1)))
     # Where the model misses the shares by more than their binomial noise, the noise is
     # scaled by the misfit (the Birge ratio: chi-square per degree of freedom of the best fit).
     dof = max(int(partial.sum()) - 2, 1)
-    gain = (best_own[0] - best[0]) / max(best[0] / dof, 1.0)
+    birge = max(float(chi2.min()) / dof, 1.0)
+    gain = (float(chi2[middle].min()) - float(chi2.min())) / birge
     if fit_beta and gain < CHI2_BETTER:
         # the data do not prefer another divergence clearly: keep the scanner's
         fit.verdicts.append(
             f"the divergence is the scanner's: another fits the dropout better by chi-square "
             f"{gain:.1f} only (misfit-scaled; < {CHI2_BETTER:g})"
         )
-        best, fit_beta = best_own, False
-    _, bi, si = best
-    if si in (0, len(ref) - 1):
+        best_bi, fit_beta = middle, False
+    bi = best_bi
+    row = chi2[bi]
+    si = int(np.argmin(row))
+    # a stretch of equal chi-square (no ring between two thresholds): its middle
+    flat = row <= row[si] + 1e-9 * (1.0 + row[si])
+    lo_i, hi_i = si, si
+    while lo_i > 0 and flat[lo_i - 1]:
+        lo_i -= 1
+    while hi_i < len(row) - 1 and flat[hi_i + 1]:
+        hi_i += 1
+    if lo_i == 0 or hi_i == len(ref) - 1:
         fit.verdicts.append(
             f"the threshold fit ends at the edge of its grid ({ref[si]:g} m): not constrained"
         )
         return fit
+    si = (lo_i + hi_i) // 2
+    # one standard error: where the (misfit-scaled) chi-square rises by 1
+    inside = np.flatnonzero(row <= row[si] + birge)
     step = float(np.log(ref[1] / ref[0]))
-    fit.values["reference_range_m"] = (float(ref[si]), float(ref[si]) * step)
+    se = max(0.5 * float(ref[inside.max()] - ref[inside.min()]), float(ref[si]) * step)
+    fit.values["reference_range_m"] = (float(ref[si]), se)
     if fit_beta:
         beta_mrad = 1e3 * float(betas[bi])
         fit.values["divergence_mrad"] = (beta_mrad, beta_mrad * float(np.log(betas[1] / betas[0])))

@@ -45,12 +45,15 @@ MIN_LOG_COS_SPAN = 0.25
 MIN_LOG_DISTANCE_SPAN = 0.3
 #: The least intensity noise (log intensity) the fit allows: a floor that keeps the
 #: likelihood smooth on unquantised readings.
-MIN_NOISE = 0.01
+MIN_NOISE = 0.001
 #: tan(theta) is capped here in the micro-slope's spread (cos 0.15).
 MAX_TAN = 6.6
 #: Azimuth sectors for the block bootstrap, and its replicas.
 BOOTSTRAP_BLOCKS = 24
 BOOTSTRAP_REPLICAS = 24
+#: Most damped Newton steps of the fit (the BHHH Hessian can take a couple of hundred
+#: steps when an intensity noise sits at its floor).
+NEWTON_STEPS = 400
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
@@ -163,8 +166,10 @@ class _Model:
         a, k, ls0, lsd, gamma, p = self.unpack(theta)
         gam = np.where(d.g >= 0, np.append(gamma, 0.0)[d.g], 0.0)
         ks = k[d.s]
-        m = a[d.s] + ks * d.x + gam + p * d.lr
         s0, sd = np.exp(ls0)[d.s], np.exp(lsd)[d.s]
+        # the tilts' mean: E[log cos(theta + delta)] = log cos - sd^2 sec^2 / 2 (+ O(sd^4))
+        curv = 0.5 * (1.0 + d.t**2)
+        m = a[d.s] + ks * (d.x - sd**2 * curv) + gam + p * d.lr
         var = s0**2 + (ks * d.t * sd) ** 2
         sig = np.sqrt(var)
         zl, zh = (d.lo - m) / sig, (d.hi - m) / sig
@@ -183,8 +188,10 @@ class _Model:
         fitted = d.g >= 0
         cols = [d.s, S + d.s, 2 * S + d.s, 3 * S + d.s,
                 np.where(fitted, 4 * S + d.g, 0)]  # fmt: skip
-        vals = [gm, gm * d.x + gs * ks * (d.t * sd) ** 2 / sig, gs * s0**2 / sig,
-                gs * (ks * d.t * sd) ** 2 / sig, np.where(fitted, gm, 0.0)]  # fmt: skip
+        vals = [gm, gm * (d.x - sd**2 * curv) + gs * ks * (d.t * sd) ** 2 / sig,
+                gs * s0**2 / sig,
+                gs * (ks * d.t * sd) ** 2 / sig - gm * 2.0 * ks * sd**2 * curv,
+                np.where(fitted, gm, 0.0)]  # fmt: skip
         if self.fit_p:
             cols.append(np.full(len(m), self.size - 1))
             vals.append(gm * d.lr)
@@ -515,7 +522,7 @@ def fit_response(
             x, good, message = _newton(model, theta, weights, lower, upper, maxiter)
         return x, good and bool(np.all(np.isfinite(x))), message
 
-    theta, good, message = solve(theta0, w, 100)
+    theta, good, message = solve(theta0, w, NEWTON_STEPS)
     if not good:
         empty.verdicts.append(f"the intensity fit did not converge ({message})")
         return empty

@@ -1,6 +1,7 @@
-"""Surfaces of a real scan without a mesh: planar patches found in the points (RANSAC with
-Open3D), or groups of points by class, each with its plane; per point, the incidence
-cosine and the range residual to the plane along the beam."""
+"""Surfaces of a real scan without a mesh: planar patches found in the points (a RANSAC of
+hashed hypotheses, the same planes in every process), or groups of points by class, each
+with its plane; per point, the incidence cosine and the range residual to the plane along
+the beam."""
 
 from __future__ import annotations
 
@@ -62,19 +63,107 @@ class Surface:
 
 
 def _plane(xyz: NDArray[np.float64], origin: NDArray[np.float64]) -> tuple[NDArray, float]:
-    """Least-squares plane through points: unit normal facing ``origin`` and offset."""
+    """Least-squares plane through points: unit normal facing ``origin`` and offset.
+
+    The normal is the eigenvector of the points' 3 x 3 scatter matrix with the least
+    eigenvalue; the matrix's six sums are numpy's pairwise sums (no BLAS), so the plane is
+    the same bit for bit whatever the machine's threads."""
     centre = xyz.mean(axis=0)
-    _, _, vt = np.linalg.svd(xyz - centre, full_matrices=False)
-    n = vt[-1]
-    if np.dot(origin - centre, n) < 0:
+    q = xyz - centre
+    scatter = np.array([[np.sum(q[:, i] * q[:, j]) for j in range(3)] for i in range(3)])
+    _, vectors = np.linalg.eigh(scatter)
+    n = vectors[:, 0] / np.linalg.norm(vectors[:, 0])
+    if np.dot(origin - centre, n) < 0:  # the eigenvector's sign is arbitrary
         n = -n
     return n, float(-np.dot(n, centre))
+
+
+#: RANSAC: plane hypotheses drawn per search, points a hypothesis is scored on (a hashed
+#: subset of those left), best hypotheses rescored on every point, and hypotheses scored
+#: at once (a (hypotheses, points) block, for memory).
+RANSAC_HYPOTHESES = 2048
+RANSAC_SAMPLE_POINTS = 4096
+RANSAC_RESCORED = 8
+RANSAC_CHUNK = 256
+#: Least-squares refits of the best hypothesis's inliers.
+RANSAC_REFITS = 3
+
+
+def _ransac(
+    xyz: NDArray[np.float64], index: NDArray[np.int64], distance_m: float, key: int
+) -> tuple[NDArray[np.float64], float]:
+    """The plane with the most points within ``distance_m`` (RANSAC, deterministic).
+
+    Hypotheses are planes through three points of a subset of the points, every choice
+    drawn from hashes of ``key``, the hypothesis and the point's own ``index`` (no random
+    state): the same points give the same plane in any process. Each hypothesis is scored
+    on the subset, the best ``RANSAC_RESCORED`` on every point, and the best of those (the
+    first, on a tie) is refitted by least squares to its inliers ``RANSAC_REFITS`` times.
+
+    Parameters
+    ----------
+    xyz : (N, 3) float64
+        The points, m.
+    index : (N,) int64
+        Each point's index in the scan (its hash key: the subset does not depend on the
+        order or on which other points are left).
+    distance_m : float
+        The inlier distance, m.
+    key : int
+        The search's key (the seed and the plane's number).
+
+    Returns
+    -------
+    normal : (3,) float64
+        Unit normal (its sign arbitrary).
+    offset_m : float
+        The plane is ``normal . x + offset_m = 0``.
+    """
+    from ..physics import hash_uniform, mix64
+
+    salt = int(mix64(np.uint64(key & 0xFFFFFFFFFFFFFFFF)))
+    rank = mix64(index.astype(np.uint64) ^ np.uint64(salt))
+    sample = xyz[np.argsort(rank, kind="stable")[:RANSAC_SAMPLE_POINTS]]
+    m = len(sample)
+    draws = np.arange(RANSAC_HYPOTHESES * 3, dtype=np.uint64) + np.uint64(salt)
+    pick = (hash_uniform(mix64(draws)) * m).astype(np.int64).reshape(-1, 3)
+    a, b, c = sample[pick[:, 0]], sample[pick[:, 1]], sample[pick[:, 2]]
+    normals = np.cross(b - a, c - a)
+    length = np.linalg.norm(normals, axis=1)
+    good = length > 1e-9
+    normals = np.where(good[:, None], normals / np.maximum(length, 1e-300)[:, None], 0.0)
+    offsets = -np.einsum("ij,ij->i", normals, a)
+
+    def score(points: NDArray[np.float64], h: NDArray[np.int64]) -> NDArray[np.int64]:
+        out = np.empty(len(h), dtype=np.int64)
+        for lo in range(0, len(h), RANSAC_CHUNK):
+            part = h[lo : lo + RANSAC_CHUNK]
+            perp = (normals[part, 0:1] * points[:, 0] + normals[part, 1:2] * points[:, 1]
+                    + normals[part, 2:3] * points[:, 2] + offsets[part, None])  # fmt: skip
+            out[lo : lo + RANSAC_CHUNK] = (np.abs(perp) <= distance_m).sum(axis=1)
+        return np.where(good[h], out, -1)
+
+    coarse = score(sample, np.arange(RANSAC_HYPOTHESES))
+    best = np.argsort(-coarse, kind="stable")[:RANSAC_RESCORED]
+    fine = score(xyz, best)
+    h = int(best[int(np.argmax(fine))])
+    n, d = normals[h], float(offsets[h])
+    for _ in range(RANSAC_REFITS):
+        inliers = np.abs(xyz @ n + d) <= distance_m
+        if inliers.sum() < 3:
+            break
+        n, d = _plane(xyz[inliers], xyz[inliers].mean(axis=0) + n)  # keeps n's side
+    return n, d
 
 
 #: Widest distance (m) from a plane at which a point can still belong to it.
 MAX_WINDOW_M = 2.0
 #: A point belongs to a plane within this many of the plane's local scatters.
 WINDOW_SIGMAS = 4.0
+#: A plane whose points scatter about it by this much or more (robust sigma, m) is
+#: clutter, a slab of scattered points (its window grew to ``MAX_WINDOW_M``): its points
+#: are set aside and the search goes on.
+CLUTTER_SIGMA_M = 0.2
 
 
 def _grow(
@@ -110,6 +199,43 @@ def _grow(
     return keep
 
 
+def _reassign(
+    xyz: NDArray[np.float64], found: list[tuple[NDArray, NDArray, float]], distance_m: float
+) -> list[tuple[NDArray, NDArray, float]]:
+    """Give each point a plane took only by its widened window to a later plane it lies on.
+
+    A plane found first (the ground) takes, at grazing incidence, every point within a
+    window of its local scatter, which there can be a metre wide: the foot of a wall it
+    meets falls inside, before the wall is found. A point of plane ``i`` farther than
+    ``distance_m`` from it, within ``distance_m`` of a later plane ``j`` and inside ``j``'s
+    extent (its points' box, widened by ``MAX_WINDOW_M``), is ``j``'s.
+
+    Parameters
+    ----------
+    xyz : (N, 3) float64
+        The points, m.
+    found : list of (members (M,) int64, normal (3,), offset_m)
+        The planes in the order found.
+    distance_m : float
+        The inlier distance, m.
+    """
+    members = [m.copy() for m, _, _ in found]
+    for j in range(1, len(found)):
+        _, nj, dj = found[j]
+        own = xyz[members[j]]
+        lo = own.min(axis=0) - MAX_WINDOW_M
+        hi = own.max(axis=0) + MAX_WINDOW_M
+        for i in range(j):
+            _, ni, di = found[i]
+            p = xyz[members[i]]
+            move = ((np.abs(p @ ni + di) > distance_m) & (np.abs(p @ nj + dj) <= distance_m)
+                    & (p >= lo).all(axis=1) & (p <= hi).all(axis=1))  # fmt: skip
+            if move.any():
+                members[j] = np.concatenate([members[j], members[i][move]])
+                members[i] = members[i][~move]
+    return [(m, n, d) for m, (_, n, d) in zip(members, found, strict=True)]
+
+
 def find_planes(
     xyz_m: NDArray,
     origin_m: NDArray,
@@ -119,31 +245,40 @@ def find_planes(
     distance_m: float = 0.08,
     seed: int = 0,
 ) -> list[Surface]:
-    """The largest planes of the scan, found one after another by RANSAC (Open3D), each
-    refitted by least squares on its inliers.
+    """The largest planes of the scan, found one after another by RANSAC (:func:`_ransac`,
+    hypotheses drawn from hashes of ``seed``: the same points give the same planes in any
+    process), each refitted by least squares on its inliers and grown by its local scatter
+    (:func:`_grow`). A plane whose points scatter by ``CLUTTER_SIGMA_M`` or more is clutter
+    and set aside; the points a plane took only by its widened window and that lie on a
+    plane found later go to that plane (:func:`_reassign`).
 
     The planes are named ``ground`` (the largest one whose normal is within 25 deg of
     vertical, below the sensor) and ``wall_1``, ``wall_2``, ... (``plane_N`` if neither).
     """
-    import open3d as o3d
-
-    o3d.utility.random.seed(seed)
     xyz = np.asarray(xyz_m, dtype=np.float64)
     origin = np.asarray(origin_m, dtype=np.float64)
+    from .fits import robust_sigma
+
     left = np.arange(len(xyz))
     found: list[tuple[NDArray, NDArray, float]] = []
+    set_aside = 0
     while len(found) < max_planes and len(left) >= min_points:
-        pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(xyz[left]))
-        _, inliers = pcd.segment_plane(distance_m, 3, 2000)
-        if len(inliers) < min_points:
+        n, d = _ransac(xyz[left], left, distance_m, seed * 1_000_003 + len(found))
+        inliers = np.abs(xyz[left] @ n + d) <= distance_m
+        if inliers.sum() < min_points:
             break
-        members = left[np.asarray(inliers, dtype=np.int64)]
-        n, d = _plane(xyz[members], origin)
+        n, d = _plane(xyz[left][inliers], origin)
         near = _grow(xyz[left], origin, n, d, distance_m)
         members = left[near]
         n, d = _plane(xyz[left][near & (np.abs(xyz[left] @ n + d) <= distance_m)], origin)
-        found.append((members, n, d))
         left = left[~near]
+        if robust_sigma(xyz[members] @ n + d) >= CLUTTER_SIGMA_M:
+            set_aside += 1  # scattered points, not a surface: set aside, not a plane
+            if set_aside > max_planes:
+                break
+            continue
+        found.append((members, n, d))
+    found = _reassign(xyz, found, distance_m)
     surfaces: list[Surface] = []
     ground_done, walls = False, 0
     for members, n, d in sorted(found, key=lambda f: -len(f[0])):
