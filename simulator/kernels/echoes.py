@@ -335,19 +335,34 @@ def echo_slots(
     shape = (len(pulses), len(layers), samples)
     hit_of_slot = np.empty(shape, dtype=np.int64)
     weight = np.empty(shape)
-    capacity = hit_of_slot.size
-    per_hit = [np.empty(capacity) for _ in range(4)] + [np.empty(capacity, np.int64)]
-    per_hit += [np.empty(capacity) for _ in range(2)]
-    range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
-    used = 0
     weights = np.ascontiguousarray(beam.weights, dtype=np.float64)
-    for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
-        used = _layer_slots(
-            layer, pulses, samples, res.idx, np.ascontiguousarray(rays, np.int64), weights,
-            np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
-            layer_hits.object_index, res.relief_m, res.backscatter, res.spread_m,
-            res.cos_incidence, res.cos_effective, used, hit_of_slot, weight, *per_hit,
+    if not behind and len(pulses) * samples == len(hits.range_m) and np.all(weights > 0.0):
+        # Every ray of the chunk, one layer, every sub-ray lit: hit j is the slot of its
+        # ray, and the per-hit inputs are the hits' own, as _layer_slots lays them out.
+        idx = results.idx
+        hit_of_slot.fill(-1)
+        hit_of_slot.reshape(-1)[idx] = np.arange(len(idx))
+        weight[...] = weights
+        range_m = hits.range_m[idx].astype(np.float64)
+        object_index = hits.object_index[idx].astype(np.int64)
+        relief_m, backscatter, spread_m, cos_inc, cos_eff = (
+            np.ascontiguousarray(v, dtype=np.float64)
+            for v in (results.relief_m, results.backscatter, results.spread_m,
+                      results.cos_incidence, results.cos_effective)
         )  # fmt: skip
+    else:
+        capacity = hit_of_slot.size
+        per_hit = [np.empty(capacity) for _ in range(4)] + [np.empty(capacity, np.int64)]
+        per_hit += [np.empty(capacity) for _ in range(2)]
+        range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
+        used = 0
+        for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
+            used = _layer_slots(
+                layer, pulses, samples, res.idx, np.ascontiguousarray(rays, np.int64),
+                weights, np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
+                layer_hits.object_index, res.relief_m, res.backscatter, res.spread_m,
+                res.cos_incidence, res.cos_effective, used, hit_of_slot, weight, *per_hit,
+            )  # fmt: skip
     pulse_count = len(pulses)
     names = ("energy", "norm", "range", "relief", "spread_plane", "between")
     # Only slots below a pulse's count are written and read: no need to zero the rest.

@@ -71,7 +71,7 @@ def spinning_rays(
     (stop - start, 6) float32
     """
     p = pattern
-    rays = np.zeros((stop - start, 6), dtype=np.float32)
+    rays = np.empty((stop - start, 6), dtype=np.float32)  # every row is written
     el = p.elevation_rad
     lag = p.sign * 2.0 * math.pi * p.scanner.rotation_hz * p.firing_offset_s
     if p.scanner.firing_azimuth == "block":  # the decoded cloud: no turn during the delay
@@ -128,7 +128,7 @@ def sub_rays(
     offsets = beam.offsets
     tan_h = np.tan(offsets[:, 0] * beam.half_angle_h_rad)
     tan_v = np.tan(offsets[:, 1] * beam.half_angle_v_rad)
-    out = np.zeros((len(rays) * len(offsets), 6), dtype=np.float32)
+    out = np.empty((len(rays) * len(offsets), 6), dtype=np.float32)  # every row is written
     up = np.ascontiguousarray(np.asarray(sensor_up, np.float64).reshape(-1, 3))
     fwd = np.ascontiguousarray(np.asarray(sensor_forward, np.float64).reshape(-1, 3))
     _sub_rays(rays, up, fwd, tan_h, tan_v, out)

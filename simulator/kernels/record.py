@@ -60,16 +60,16 @@ def record(
     """:func:`simulator.record.record` of a spinning pattern's chunk in one kernel (the
     ring and firing time follow from the pulse id by the pattern's tables)."""
     n = len(returns)
-    fields = {
-        "xyz": np.zeros((n, 3), dtype=np.float32),
-        "intensity": np.zeros(n, dtype=np.float32),
-        "range_m": np.zeros(n, dtype=np.float32),
-        "ring": np.zeros(n, dtype=np.uint16),
-        "time_s": np.zeros(n, dtype=np.float64),
+    fields = {  # the kernel writes every row of each
+        "xyz": np.empty((n, 3), dtype=np.float32),
+        "intensity": np.empty(n, dtype=np.float32),
+        "range_m": np.empty(n, dtype=np.float32),
+        "ring": np.empty(n, dtype=np.uint16),
+        "time_s": np.empty(n, dtype=np.float64),
         "return_number": returns.return_number,
         "num_returns": returns.num_returns,
-        "label": np.zeros(n, dtype=np.uint16),
-        "instance": np.zeros(n, dtype=np.uint16),
+        "label": np.empty(n, dtype=np.uint16),
+        "instance": np.empty(n, dtype=np.uint16),
     }
     identity = PulsePoses.one(np.eye(3), np.zeros(3))
     poses = frame if frame is not None else identity
