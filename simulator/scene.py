@@ -222,6 +222,34 @@ def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
     )
 
 
+#: The primitives made in this process, by kind and parameters: (vertices, faces) of
+#: :func:`primitive_mesh` (a generated street repeats half of its 1,800 geometries).
+_PRIMITIVES: dict[str, tuple[NDArray[np.float64], NDArray[np.int64]]] = {}
+#: Primitives kept (the memo is emptied when it holds more).
+_PRIMITIVES_KEPT = 4096
+
+
+def _primitive_key(spec: ObjectSpec) -> str:
+    """A primitive's kind and parameters, exactly (the JSON of its geometry key)."""
+    kind = spec.geometry_kind
+    return f"{kind}:{getattr(spec, kind).model_dump_json()}"
+
+
+def _primitive_arrays(spec: ObjectSpec) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """A primitive's (V, 3) vertices and (F, 3) faces, as :func:`primitive_mesh` makes them
+    (made once a process for each kind and parameters; each call gets its own copy)."""
+    key = _primitive_key(spec)
+    made = _PRIMITIVES.get(key)
+    if made is None:
+        with np.errstate(all="ignore"):  # absurd sizes become inf, rejected by the caller
+            mesh = primitive_mesh(spec)
+        made = (np.array(mesh.vertices, dtype=np.float64), np.array(mesh.faces, dtype=np.int64))
+        if len(_PRIMITIVES) >= _PRIMITIVES_KEPT:
+            _PRIMITIVES.clear()
+        _PRIMITIVES[key] = made
+    return made[0].copy(), made[1].copy()
+
+
 @dataclass
 class _Part:
     """A mesh part as loaded: its own vertices and faces, and where the file places it."""
@@ -411,9 +439,8 @@ def build_scene(
             rules = _part_rules(obj, base_dir, source, key)
         else:
             rules = []
-            with np.errstate(all="ignore"):  # absurd sizes become inf, rejected just below
-                mesh = primitive_mesh(obj)
-            parts = [_Part(obj.name, None, mesh.vertices, mesh.faces, np.eye(4))]
+            vertices, faces = _primitive_arrays(obj)
+            parts = [_Part(obj.name, None, vertices, faces, np.eye(4))]
         made.append(parts)
         object_instance: int | None = obj.instance  # all parts of one object share it
         groups: dict[str, int] = {}  # group key -> instance
@@ -521,6 +548,5 @@ def _cache_key(spec: SceneSpec, base_dir: Path) -> str | None:
                 return None
             items.append(f"mesh:{item}")
         else:
-            kind = obj.geometry_kind
-            items.append(f"{kind}:{getattr(obj, kind).model_dump_json()}")
+            items.append(_primitive_key(obj))
     return scene_key(items, code=[Path(__file__)])  # this module makes the parts
