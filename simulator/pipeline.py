@@ -470,11 +470,10 @@ class Simulation:
         model already carries the weather's extinction."""
         ids = chunk.pulse_ids
         touched = self._several_surfaces(chunk)
-        particles = [] if self.medium is None else self.medium_draw(ids)
-        if self.medium is not None:
-            touched |= self.medium.touched(ids, self.model.threshold, particles)
+        if self.medium is not None:  # (counted here, drawn where they are used)
+            touched |= self.medium.touched(ids, self.model.threshold)
         pulses = np.flatnonzero(touched)
-        recomputed = self._surface_returns(chunk, results, ids, particles, pulses)
+        recomputed = self._surface_returns(chunk, results, ids, None, pulses)
         kept = ~touched[returns.pulse]
         return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
 
@@ -490,11 +489,12 @@ class Simulation:
         chunk: CastChunk,
         results: HitResults,
         ids: NDArray[np.uint64],
-        particles: list,
+        particles: list | None,
         pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
         """Returns of the chunk's pulses (or of ``pulses`` among them), sub-ray-major,
-        with every surface behind see-through ones, and through the weather."""
+        with every surface behind see-through ones, and through the weather (its
+        ``particles`` drawn for ``ids``; None: the backend draws them)."""
         behind = self.layers_behind(chunk, results)
         beam, model, streams = self.beam, self.model, self.streams
         if self.medium is None:
@@ -503,7 +503,9 @@ class Simulation:
         hits = chunk.hits
         if pulses is not None and len(pulses) < len(ids):  # (all of them: as they are)
             results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
-            ids, particles = ids[pulses], [p.of_pulses(pulses) for p in particles]
+            ids = ids[pulses]
+            if particles is not None:
+                particles = [p.of_pulses(pulses) for p in particles]
         # The weather's pulses in blocks (each pulse's returns are its own): the
         # particles' entries and echoes of a whole chunk would hold gigabytes in snow.
         if len(ids) <= MEDIUM_BLOCK_PULSES:
@@ -522,7 +524,8 @@ class Simulation:
                 b_behind = []
             part = self.backend.medium_returns(
                 b_results, b_hits, ids[start:stop], beam, model, streams, self.medium,
-                [p.of_span(start, stop) for p in particles], b_behind,
+                None if particles is None else [p.of_span(start, stop) for p in particles],
+                b_behind,
             )  # fmt: skip
             parts.append(replace(part, pulse=part.pulse + start))
         return Returns.concatenate(parts)

@@ -60,9 +60,11 @@ snow is ``falling-snow`` (110, the class the WADS dataset adds to SemanticKITTI'
 dust and rain are ``outlier`` (1). Their ``object_id`` (diagnostics) is one past the
 scene's objects: fog, dust, rain, snow in that order.
 
-This module is the specification and the only implementation: the pulses that weather
-touches are computed with numpy (:func:`medium_returns`); the others keep the kernels'
-results, with the extinction in the model.
+This module is the specification: the pulses that weather touches are computed by
+:func:`medium_returns` (numpy) or its kernel (:mod:`simulator.kernels.weather`: in a
+scene without see-through surfaces one kernel a pulse, the particles drawn where they are
+used, only the lit ones); the others keep the kernels' results, with the extinction in
+the model.
 """
 
 from __future__ import annotations
@@ -542,6 +544,13 @@ class Population:
         return cls(kind, n0, lam, k, p, reflectance, efficiency, object_index, stream, r,
                    size_mm, cumulative, cdf)  # fmt: skip
 
+    def count(self, pulse_id: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """How many particles :meth:`draw` draws in each beam of pulses ``pulse_id``: (P,)
+        int64."""
+        with np.errstate(over="ignore"):
+            key = physics.mix64(self.stream + np.asarray(pulse_id, dtype=np.uint64))
+        return np.searchsorted(self.poisson_cdf, physics.hash_uniform(key), side="left")
+
     def draw(self, pulse_id: NDArray[np.uint64]) -> Particles:
         """The particles in the beams of pulses ``pulse_id`` (every one, lit or not).
 
@@ -738,15 +747,23 @@ class Medium:
         return [draw(population, pulse_id) for population in self.populations]
 
     def touched(
-        self, pulse_id: NDArray[np.uint64], threshold: float, particles: list[Particles]
+        self,
+        pulse_id: NDArray[np.uint64],
+        threshold: float,
+        particles: list[Particles] | None = None,
     ) -> NDArray[np.bool_]:
         """(P,) bool: pulses the weather may change beyond the extinction: every pulse
         when a soft target's peak can be detected, else those with a particle (of
-        ``particles``, drawn for ``pulse_id``)."""
+        ``particles``, drawn for ``pulse_id``; without them, counted:
+        :meth:`Population.count`)."""
         n = len(pulse_id)
         if any(s.peak_received >= threshold for s in self.soft):
             return np.ones(n, dtype=bool)
         out = np.zeros(n, dtype=bool)
+        if particles is None:
+            for population in self.populations:
+                out |= population.count(pulse_id) > 0
+            return out
         for drawn in particles:
             out[drawn.pulse] = True
         return out

@@ -830,6 +830,145 @@ def test_the_particle_draw_kernel_equals_its_specification() -> None:
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
 
 
+def _two_walls_in_weather(ws: Workspace, samples: int, mode: str, **more: object) -> Simulation:
+    """A 2 m wall 3 m away in front of a 40 m one 10 m away, the rest of the turn sky,
+    in snow, rain and fog: no see-through surface (the medium kernel's one-surface path)."""
+    near = {**_wall(3.0, {**PLAIN, "reflectance": 0.3}, size_m=2.0), "name": "near"}
+    objects = [near, _wall(10.0, {**PLAIN, "label": "vegetation"}, size_m=40.0)]
+    scanner = single_channel_scanner(
+        beam_samples=samples, return_mode=mode, range_min_m=0.3, range_noise_m=0.02,
+        range_resolution_m=0.002, divergence_mrad={"horizontal": 3.0, "vertical": 3.0},
+        channels={"elevation_deg": [-1.0, 0.0, 1.0]},
+        **({"max_returns": 4} if mode == "multi" else {}),
+    )  # fmt: skip
+    conditions = {"snow": {"rate_mm_h": 3.0}, "rain": {"rate_mm_h": 30.0},
+                  "fog": {"visibility_m": 60.0}}  # fmt: skip
+    sim = _sim(ws, objects, scanner, weather=conditions, **{"revolutions": 0.5, **more})
+    assert sim.medium is not None and sim.medium.transmittance_of_object is None
+    return sim
+
+
+@pytest.mark.parametrize("samples", [1, 7])
+@pytest.mark.parametrize("mode", ["strongest", "dual", "multi"])
+def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
+    ws: Workspace, mode: str, samples: int
+) -> None:
+    """Without see-through surfaces ``simulator.kernels.weather.medium_returns`` computes
+    a pulse in one kernel (the flakes' and drops' shadows and echoes, the fog's peak
+    resolved against them, the selection), drawing only the lit particles when none are
+    given: both equal the specification every field, value for value, with one ray a
+    pulse and seven; every kind of echo is among the returns (the test has power)."""
+    import dataclasses
+
+    from simulator import weather
+    from simulator.kernels import weather as k_weather
+
+    sim = _two_walls_in_weather(ws, samples, mode)
+    assert sim.medium is not None
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    results = sim.evaluate(chunk)
+    ids = chunk.pulse_ids
+    particles = sim.medium.draw(ids)
+    args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, sim.medium)
+    want = weather.medium_returns(*args, particles)
+    objects = set(np.unique(want.object_index).tolist())
+    first = sim.medium.first_object
+    assert {0, 1, first, first + 2, first + 3} <= objects, objects  # walls, fog, rain, snow
+    for got in (k_weather.medium_returns(*args, particles), k_weather.medium_returns(*args)):
+        for f in dataclasses.fields(want):
+            a, b = getattr(want, f.name), getattr(got, f.name)
+            assert a is not None and b is not None, f.name
+            np.testing.assert_array_equal(b, a, err_msg=f.name)
+
+
+def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> None:
+    """The kernels' fused draw (``_lit_particles``) keeps of
+    :func:`simulator.weather.draw_particles` exactly the particles in front of their
+    sub-ray's surface and the maximum range, each with the specification's range,
+    diameter and sub-ray, and :func:`simulator.weather.overlap` at its range (the kernel
+    computes it where it is 0 or 1, numpy the rest): drops and flakes of the Helios, one
+    and seven sub-rays, surfaces from 0.5 to 15 m and misses."""
+    from simulator import weather
+    from simulator.beam import BeamPattern
+    from simulator.kernels import weather as k_weather
+
+    sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
+                                      "weather.snow.rate_mm_h=2"])  # fmt: skip
+    assert sim.medium is not None and len(sim.medium.populations) == 2
+    ids = np.concatenate([np.arange(20_000), 2**40 + np.arange(20_000)]).astype(np.uint64)
+    for samples in (1, 7):
+        beam = BeamPattern.of(samples, 3.0, 0.5)
+        rays = np.arange(len(ids) * samples)
+        ray_range = 0.5 + 14.5 * ((rays * 0.6180339887498949) % 1.0)
+        ray_range[rays % 11 == 0] = np.inf
+        for population in sim.medium.populations:
+            p = weather.draw_particles(population, ids)
+            cumulative = np.cumsum(beam.weights)
+            sub = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
+            lit = (p.range_m < ray_range[p.pulse * samples + sub]) & (
+                p.range_m < sim.model.range_max_m
+            )
+            assert 0.2 < lit.mean() < 0.9, lit.mean()  # some behind their surfaces
+            starts, range_m, diameter_m, got_sub, got_overlap = k_weather._lit_particles(
+                population, ids, ray_range, beam, sim.model, sim.scanner
+            )
+            per_pulse = np.bincount(p.pulse[lit], minlength=len(ids))
+            np.testing.assert_array_equal(np.diff(starts), per_pulse)
+            np.testing.assert_array_equal(range_m, p.range_m[lit])
+            np.testing.assert_array_equal(diameter_m, p.diameter_m[lit])
+            np.testing.assert_array_equal(got_sub, sub[lit])
+            np.testing.assert_array_equal(got_overlap, weather.overlap(range_m, sim.scanner))
+            assert 0.0 < np.mean(got_overlap == 1.0) < 1.0  # both the exact and numpy's
+
+
+def test_the_soft_target_kernel_equals_its_specification() -> None:
+    """``simulator.kernels.weather.soft_echoes`` gives :meth:`SoftTarget.echoes`'s
+    waveform peaks value for value, for one and seven sub-rays cut anywhere from before
+    the overlap to beyond the waveform's reach, and not at all."""
+    from simulator.kernels import weather as k_weather
+
+    sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.fog.visibility_m=50"])
+    assert sim.medium is not None
+    soft = sim.medium.soft[0]
+    for samples in (1, 7):
+        n = 20_000
+        cells = np.arange(n * samples)
+        sub = (1.5 * soft.reach_m * ((cells * 0.7548776662466927) % 1.0)).reshape(n, samples)
+        sub[cells.reshape(n, samples) % 13 == 0] = np.inf
+        weights = 1.0 + (np.arange(samples) % 3)
+        want = soft.echoes(sub, weights)
+        got = k_weather.soft_echoes(soft, sub, weights)
+        assert np.mean(want[0] != soft.peak_range_m) > 0.3  # cut beams move the peak
+        for a, b in zip(want, got, strict=True):
+            np.testing.assert_array_equal(b, a)
+
+
+def test_weather_scans_of_one_surface_a_ray_are_identical_for_any_chunk_and_backend(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two walls in snow, rain and fog, seven sub-rays (the kernels' one-surface
+    path, the particles drawn where they are used): bit for bit across chunk sizes, the
+    numpy specification and blocks of the weather's pulses."""
+    sim = _two_walls_in_weather(ws, 7, "dual", revolutions=0.2)
+    ref = sim.run()
+    path = ws.root / "survey.yaml"
+    small = Simulation.from_file(path, ["chunk_pulses=397"]).run()
+    spec_sim = Simulation.from_file(path, ["chunk_pulses=1000"])
+    spec_sim.backend = NumpyBackend()
+    spec = spec_sim.run()
+    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 301)
+    blocks = Simulation.from_file(path).run()
+    monkeypatch.undo()
+    assert np.sum(ref["object_id"] >= sim.medium.first_object) > 200
+    for other in (small, spec, blocks):
+        assert other.fields.keys() == ref.fields.keys()
+        for name in ref.fields:
+            if other is spec and name == "range_true_m":  # (as the farm's test says)
+                np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=4)
+                continue
+            np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
+
+
 def test_clear_air_is_the_scan_without_a_weather_section() -> None:
     """An empty weather section changes nothing (no medium, the same scan), while a
     light rain on the same survey does change it (drop points, labelled outlier)."""
