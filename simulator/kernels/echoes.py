@@ -52,12 +52,13 @@ def _form_echoes(  # type: ignore[no-untyped-def]
         obj_e = np.zeros(width)
         obj_w = np.zeros(width)
         obj_wr = np.zeros(width)
+        keys = np.zeros(width)  # the ranges of the sorted slots
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             _echoes_of_pulse(
                 p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc,
                 cos_eff, separation, count, e_energy, e_norm, e_range, e_relief,
                 e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit,
-                objs, obj_e, obj_w, obj_wr,
+                objs, obj_e, obj_w, obj_wr, keys,
             )  # fmt: skip
 
 
@@ -65,19 +66,20 @@ def _form_echoes(  # type: ignore[no-untyped-def]
 def _echoes_of_pulse(  # type: ignore[no-untyped-def]
     p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
     separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
-    e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr,
+    e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr, keys,
 ):  # fmt: skip
-    """One pulse of :func:`_form_echoes` (``order`` to ``obj_wr`` are scratch)."""
+    """One pulse of :func:`_form_echoes` (``order`` to ``keys`` are scratch)."""
     base = p * width
     n = 0
     for k in range(width):  # insertion sort of the slots that hit, by range (stable)
         h = hit_of_slot[base + k]
         if h >= 0:
+            r = rng[h]
             j = n
-            while j > 0 and rng[hit[j - 1]] > rng[h]:
-                order[j], hit[j] = order[j - 1], hit[j - 1]
+            while j > 0 and keys[j - 1] > r:  # (the ranges at hand: no load through hit)
+                order[j], hit[j], keys[j] = order[j - 1], hit[j - 1], keys[j - 1]
                 j -= 1
-            order[j], hit[j] = k, h
+            order[j], hit[j], keys[j] = k, h, r
             n += 1
     echo = -1
     start = 0
@@ -85,7 +87,7 @@ def _echoes_of_pulse(  # type: ignore[no-untyped-def]
     for q in range(n + 1):
         close = q == n
         if not close:
-            r = rng[hit[q]]
+            r = keys[q]
             close = q > 0 and r - prev > separation
         if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
             _finish_echo(
@@ -518,11 +520,11 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
     for block in prange(blocks):
         p0, p1 = block * pulses // blocks, (block + 1) * pulses // blocks
         # scratch: one pulse's surfaces (slot l: layer l) and its echoes
-        f8 = np.zeros((19, width))
+        f8 = np.zeros((20, width))
         w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
         s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
         e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
-        e_ce, obj_e, obj_w, obj_wr = f8[15], f8[16], f8[17], f8[18]
+        e_ce, obj_e, obj_w, obj_wr, keys = f8[15], f8[16], f8[17], f8[18], f8[19]
         i8 = np.zeros((6, width), dtype=np.int64)
         hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
         count = np.zeros(1, dtype=np.int64)
@@ -595,7 +597,7 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
             _echoes_of_pulse(
                 0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
                 separation, count, e_energy, e_norm, e_range, e_relief, e_sp, e_between,
-                e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr,
+                e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
             )  # fmt: skip
             n_out = _select_of_pulse(
                 0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
