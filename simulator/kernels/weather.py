@@ -580,28 +580,21 @@ def _interp_guided(x, xp, fp, guide, x0, inv_width):  # type: ignore[no-untyped-
 
 @njit(parallel=True, cache=True, nogil=True)
 def _lit_draws(  # type: ignore[no-untyped-def]
-    stream, ids, cdf, mean, cumulative, table_r, c_guide, c_x0, c_inv, finite_r,
+    stream, ids, first, mean, cumulative, table_r, c_guide, c_x0, c_inv, finite_r,
     finite_size, f_guide, f_x0, f_inv, samples, sub_cumulative, cum_last, ray_range,
-    range_max, table, write, starts, lit, q_range, q_smallest, q_u_size, q_sub, q_overlap,
+    range_max, table, lit, q_range, q_smallest, q_u_size, q_sub, q_overlap,
 ):  # fmt: skip
     """:meth:`simulator.weather.Population.draw` fused with the lighting of
-    :func:`_particle_light`: each pulse's particles drawn (count, range, place), and of
-    those lit (in front of their sub-ray's surface and the maximum range) the count
-    (``lit``) and, when ``write``, from ``starts[i]`` on: range, smallest size there,
-    the uniform of the size, the sub-ray and the overlap (-1: numpy's to compute)."""
+    :func:`_particle_light`: each pulse's ``first[i + 1] - first[i]`` particles drawn
+    (range, place), and of those lit (in front of their sub-ray's surface and the
+    maximum range) the count (``lit``) and from ``first[i]`` on: range, smallest size
+    there, the uniform of the size, the sub-ray and the overlap (-1: numpy's to
+    compute)."""
     for i in prange(ids.shape[0]):
         key = mix64(stream + ids[i])
-        u = uniform(key)
-        lo, hi = 0, cdf.shape[0]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if cdf[mid] < u:
-                lo = mid + 1
-            else:
-                hi = mid
-        at = starts[i] if write else 0
+        at = first[i]
         n = 0
-        for j in range(lo):
+        for j in range(first[i + 1] - at):
             h = mix64(key + U(j + 1) * GAMMA)
             r = _interp_guided(
                 uniform(mix64(h + U(1))) * mean, cumulative, table_r, c_guide, c_x0, c_inv
@@ -613,13 +606,12 @@ def _lit_draws(  # type: ignore[no-untyped-def]
             k = min(k, samples - 1)
             if not (r < ray_range[i * samples + k] and r < range_max):
                 continue
-            if write:
-                q = at + n
-                q_range[q] = r
-                q_smallest[q] = _interp_guided(r, finite_r, finite_size, f_guide, f_x0, f_inv)
-                q_u_size[q] = uniform(mix64(h + U(2)))
-                q_sub[q] = k
-                q_overlap[q] = _overlap_of(r, table)
+            q = at + n
+            q_range[q] = r
+            q_smallest[q] = _interp_guided(r, finite_r, finite_size, f_guide, f_x0, f_inv)
+            q_u_size[q] = uniform(mix64(h + U(2)))
+            q_sub[q] = k
+            q_overlap[q] = _overlap_of(r, table)
             n += 1
         lit[i] = n
 
@@ -639,27 +631,31 @@ def _lit_particles(
     their ranges, diameters (:meth:`simulator.weather.Population.draw`'s logarithm and
     power by numpy), sub-rays and overlaps."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
+    count = np.empty(len(ids), dtype=np.int64)
+    _particle_counts(population.stream, ids, population.poisson_cdf, count)
+    first = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(count, out=first[1:])
     finite = np.isfinite(population.min_size_mm)
     finite_r = np.ascontiguousarray(population.range_m[finite])
     finite_size = np.ascontiguousarray(population.min_size_mm[finite])
     sub_cumulative = np.cumsum(beam.weights)
-    args = (
-        population.stream, ids, population.poisson_cdf, population.mean_per_pulse,
-        population.cumulative, population.range_m, *_guide(population.cumulative),
-        finite_r, finite_size, *_guide(finite_r), beam.samples,
-        sub_cumulative.astype(np.float64), float(sub_cumulative[-1]), ray_range,
-        model.range_max_m, _overlap_table(scanner),
-    )  # fmt: skip
+    total = int(first[-1])
     lit = np.empty(len(ids), dtype=np.int64)
-    none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
-    _lit_draws(*args, False, none_i, lit, none_f, none_f, none_f, none_i, none_f)
-    starts = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lit, out=starts[1:])
-    total = int(starts[-1])
     q_range, smallest, u_size, q_overlap = (np.empty(total) for _ in range(4))
     q_sub = np.empty(total, dtype=np.int64)
-    _lit_draws(*args, True, starts, lit, q_range, smallest, u_size, q_sub, q_overlap)
-    size = smallest - np.log(u_size) / population.lambda_per_mm
+    _lit_draws(
+        population.stream, ids, first, population.mean_per_pulse, population.cumulative,
+        population.range_m, *_guide(population.cumulative), finite_r, finite_size,
+        *_guide(finite_r), beam.samples, sub_cumulative.astype(np.float64),
+        float(sub_cumulative[-1]), ray_range, model.range_max_m, _overlap_table(scanner),
+        lit, q_range, smallest, u_size, q_sub, q_overlap,
+    )  # fmt: skip
+    # The lit ones of each pulse, from first[i] on, one after the other.
+    starts = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lit, out=starts[1:])
+    rows = np.repeat(first[:-1] - starts[:-1], lit) + np.arange(int(starts[-1]))
+    q_range, q_sub, q_overlap = q_range[rows], q_sub[rows], q_overlap[rows]
+    size = smallest[rows] - np.log(u_size[rows]) / population.lambda_per_mm
     diameter_m = population.diameter_k * size**population.diameter_p * 1e-3
     partial = np.flatnonzero(q_overlap < 0.0)
     if len(partial):
