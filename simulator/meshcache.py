@@ -22,6 +22,7 @@ kept: a dataset builds thousands of them, each once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -128,9 +129,10 @@ def load_parts(key: str) -> list[list[CachedPart]] | None:
             transforms = z["transforms"]
             v_end, f_end = np.cumsum(z["vertex_count"]), np.cumsum(z["face_count"])
             per_object = z["parts_per_object"]
-        os.utime(path)  # recently used
     except Exception:  # an unreadable or partly written entry is a miss
         return None
+    with contextlib.suppress(OSError):  # a cache shared read-only: still a hit
+        os.utime(path)  # recently used
     out: list[list[CachedPart]] = []
     k = 0
     for count in per_object.tolist():
