@@ -97,6 +97,10 @@ def _check(result, ground: dict, wall: dict, reference_range_m: float) -> None: 
     # dropout is one or two rings whose detected shares carry the micro-slope's cells (a
     # cell's tilt is shared by the few pulses that meet it), +-0.02 in share, +-2 % in range
     assert ref == pytest.approx(reference_range_m, rel=0.025)
+    # and its stated error (a block bootstrap over azimuth sectors) covers the truth:
+    # measured 0.1, 1.6 and 0.6 standard errors (5.7, 1.24 and 1.73 m)
+    se = by["ground"].detection_fit.values["reference_range_m"][1]
+    assert abs(ref - reference_range_m) <= 2 * se, (ref, se)
 
 
 @pytest.mark.parametrize("case", list(CASES))

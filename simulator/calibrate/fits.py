@@ -290,6 +290,11 @@ class RingCounts:
     detected: NDArray[np.float64]
     range_m: NDArray[np.float64]
     cos: NDArray[np.float64]
+    #: Per azimuth bin (J, B): the bins where the ring's pulses met the plane, the points
+    #: on it there, and the pulses a bin holds (the block bootstrap's data).
+    meets: NDArray[np.bool_] | None = None
+    on: NDArray[np.float64] | None = None
+    per_bin: float = 0.0
 
 
 def ring_counts(
@@ -330,7 +335,8 @@ def ring_counts(
     cos = np.array([np.median(np.abs(n_dot_d[j][meets[j]])) if meets[j].any() else np.nan
                     for j in rings])  # fmt: skip
     keep = meets.any(axis=1)
-    return RingCounts(rings[keep], pulses[keep], detected[keep], t_med[keep], cos[keep])
+    return RingCounts(rings[keep], pulses[keep], detected[keep], t_med[keep], cos[keep],
+                      meets[keep], np.where(meets, on, 0.0)[keep], per_bin)  # fmt: skip
 
 
 def _tilted_levels(
@@ -380,6 +386,41 @@ def _shares(levels: NDArray[np.float64], s_th: NDArray[np.float64]) -> NDArray[n
 
 #: Thresholds tried, as reference ranges from 5 to 2000 m (0.25 % apart).
 THRESHOLD_GRID = 2401
+#: The threshold's block bootstrap: azimuth sectors resampled, and its replicas.
+THRESHOLD_SECTORS = 24
+THRESHOLD_REPLICAS = 48
+
+
+def _bootstrap_threshold(
+    counts: RingCounts, model: NDArray[np.float64], ref_m: NDArray[np.float64]
+) -> float:
+    """The threshold's standard error (m) from a block bootstrap over azimuth sectors.
+
+    The detected shares are recounted on sectors drawn with replacement (the draws from
+    hashes, no random state) and each replica's threshold is the best of ``model`` (J, S),
+    the shares at the fitted divergence for each reference range ``ref_m`` (S,). Pulses
+    that meet one micro-slope cell share its tilt, so the shares scatter more than a
+    binomial's: the chi-square's error understates it. 0 without the per-bin counts."""
+    from ..physics import hash_uniform, mix64
+
+    if counts.meets is None or counts.on is None or counts.per_bin <= 0:
+        return 0.0
+    n_bins = counts.meets.shape[1]
+    sector = np.arange(n_bins) * THRESHOLD_SECTORS // n_bins
+    draws = (hash_uniform(mix64(np.arange(THRESHOLD_REPLICAS * THRESHOLD_SECTORS)))
+             * THRESHOLD_SECTORS).astype(np.int64).reshape(THRESHOLD_REPLICAS, -1)  # fmt: skip
+    p = np.clip(model, 0.02, 0.98)
+    var = p * (1.0 - p)
+    picks = []
+    for row in draws:
+        weight = np.bincount(row, minlength=THRESHOLD_SECTORS)[sector].astype(np.float64)
+        pulses = (counts.meets * weight).sum(axis=1) * counts.per_bin
+        share = (counts.on * weight).sum(axis=1) / np.maximum(pulses, 1.0)
+        chi2 = np.sum(pulses[:, None] * (model - share[:, None]) ** 2 / var, axis=0)
+        picks.append(float(ref_m[int(np.argmin(chi2))]))
+    return float(np.std(picks, ddof=1))
+
+
 #: A divergence other than the scanner's is taken only when it lowers the dropout's
 #: chi-square by this much (3 sigma for one parameter).
 CHI2_BETTER = 9.0
@@ -412,10 +453,12 @@ def fit_detection(
     betas = divergence_rad * factors
     middle = len(factors) // 2
     chi2 = np.empty((len(betas), len(ref)))
+    models = []
     for bi, beta in enumerate(betas):
         levels = _tilted_levels(counts, beta_rad=beta, rho=rho, k=k, slope_rad=slope_rad,
                                 pulse_length_m=pulse_length_m)  # fmt: skip
         model = _shares(levels, s_grid)  # (J, S)
+        models.append(model)
         # chi-square of the detected shares: binomial, each ring's variance p (1 - p) / n
         p = np.clip(model, 0.02, 0.98)
         chi2[bi] = np.sum(counts.pulses[:, None] * (model - share[:, None]) ** 2
@@ -449,10 +492,12 @@ def fit_detection(
         )
         return fit
     si = (lo_i + hi_i) // 2
-    # one standard error: where the (misfit-scaled) chi-square rises by 1
+    # one standard error: where the (misfit-scaled) chi-square rises by 1, or the block
+    # bootstrap's spread if wider (neighbouring pulses share a micro-slope cell)
     inside = np.flatnonzero(row <= row[si] + birge)
     step = float(np.log(ref[1] / ref[0]))
-    se = max(0.5 * float(ref[inside.max()] - ref[inside.min()]), float(ref[si]) * step)
+    se = max(0.5 * float(ref[inside.max()] - ref[inside.min()]), float(ref[si]) * step,
+             _bootstrap_threshold(counts, models[bi], ref))  # fmt: skip
     fit.values["reference_range_m"] = (float(ref[si]), se)
     if fit_beta:
         beta_mrad = 1e3 * float(betas[bi])
