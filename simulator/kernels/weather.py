@@ -531,10 +531,10 @@ def _overlap_table(scanner: ScannerConfig) -> NDArray[np.float64]:
 
 
 #: Buckets of the guide tables that start the particle tables' searches near their end.
-_GUIDE_BUCKETS = 8192
+_GUIDE_BUCKETS = 32768
 
 
-def _guide(xp: NDArray[np.float64]) -> tuple[NDArray[np.int64], float, float]:
+def _guide(xp: NDArray[np.float64]) -> tuple[NDArray[np.int32], float, float]:
     """A guide to the increasing table ``xp`` for :func:`_interp_guided`: the last entry
     at or below each of :data:`_GUIDE_BUCKETS` + 1 equal steps from its first value to
     its last, the first value and the inverse step."""
@@ -542,7 +542,25 @@ def _guide(xp: NDArray[np.float64]) -> tuple[NDArray[np.int64], float, float]:
     width = (x1 - x0) / _GUIDE_BUCKETS if x1 > x0 else 1.0
     edges = x0 + width * np.arange(_GUIDE_BUCKETS + 1)
     guide = np.clip(np.searchsorted(xp, edges, side="right") - 1, 0, len(xp) - 1)
-    return guide.astype(np.int64), x0, 1.0 / width
+    return guide.astype(np.int32), x0, 1.0 / width
+
+
+#: The guides of the populations drawn last (by id, the population kept to check it).
+_GUIDES: dict[int, tuple[Population, tuple[Any, ...], tuple[Any, ...]]] = {}
+
+
+def _guides_of(population: Population) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """:func:`_guide` of a population's cumulative count and of its ranges where a size is
+    drawn, made once a population."""
+    held = _GUIDES.get(id(population))
+    if held is not None and held[0] is population:
+        return held[1], held[2]
+    if len(_GUIDES) > 16:
+        _GUIDES.clear()
+    finite = np.isfinite(population.min_size_mm)
+    guides = _guide(population.cumulative), _guide(population.range_m[finite])
+    _GUIDES[id(population)] = (population, *guides)
+    return guides
 
 
 @njit(inline="always", cache=True)
@@ -557,8 +575,8 @@ def _interp_guided(x, xp, fp, guide, x0, inv_width):  # type: ignore[no-untyped-
         return fp[n - 1]
     g = guide.shape[0] - 1
     b = np.int64(min(max((x - x0) * inv_width, 0.0), float(g - 1)))
-    lo = guide[max(b - 2, 0)]
-    hi = min(guide[min(b + 3, g)] + 1, n - 1)
+    lo = np.int64(guide[max(b - 1, 0)])
+    hi = min(np.int64(guide[min(b + 2, g)]) + 1, n - 1)
     if not (xp[lo] <= x and x < xp[hi]):  # (never seen; the whole table then)
         lo, hi = 0, n - 1
     while hi - lo > 1:
@@ -639,15 +657,16 @@ def _lit_particles(
     finite_r = np.ascontiguousarray(population.range_m[finite])
     finite_size = np.ascontiguousarray(population.min_size_mm[finite])
     sub_cumulative = np.cumsum(beam.weights)
+    c_guide, f_guide = _guides_of(population)
     total = int(first[-1])
     lit = np.empty(len(ids), dtype=np.int64)
     q_range, smallest, u_size, q_overlap = (np.empty(total) for _ in range(4))
     q_sub = np.empty(total, dtype=np.int64)
     _lit_draws(
         population.stream, ids, first, population.mean_per_pulse, population.cumulative,
-        population.range_m, *_guide(population.cumulative), finite_r, finite_size,
-        *_guide(finite_r), beam.samples, sub_cumulative.astype(np.float64),
-        float(sub_cumulative[-1]), ray_range, model.range_max_m, _overlap_table(scanner),
+        population.range_m, *c_guide, finite_r, finite_size, *f_guide, beam.samples,
+        sub_cumulative.astype(np.float64), float(sub_cumulative[-1]), ray_range,
+        model.range_max_m, _overlap_table(scanner),
         lit, q_range, smallest, u_size, q_sub, q_overlap,
     )  # fmt: skip
     # The lit ones of each pulse, from first[i] on, one after the other.
