@@ -54,6 +54,9 @@ BOOTSTRAP_REPLICAS = 24
 #: Most damped Newton steps of the fit (the BHHH Hessian can take a couple of hundred
 #: steps when an intensity noise sits at its floor).
 NEWTON_STEPS = 400
+#: The fit has converged when a step lowers the negative log-likelihood by less than this
+#: per point.
+NEWTON_TOL = 1e-7
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
@@ -233,7 +236,7 @@ def _newton(
     theta = np.clip(theta, lower, upper)
     nll, grad, hess = model(theta, w, outer=True)
     damping = 1e-3
-    tol = 1e-9 * max(float(w.sum()), 1.0)
+    tol = NEWTON_TOL * max(float(w.sum()), 1.0)
     for _ in range(maxiter):
         assert hess is not None
         held = ~free | ((theta <= lower) & (grad > 0)) | ((theta >= upper) & (grad < 0))
