@@ -268,6 +268,11 @@ def _particle_light(  # type: ignore[no-untyped-def]
                     q_sub[i] = -1
 
 
+#: More than the largest hashed normal, ``sqrt(-2 ln(2^-54))`` = 8.65: the bound of the
+#: sensor's jitter in units of its deviation.
+_MOST_NORMAL = 9.0
+
+
 @njit(inline="always", cache=True)
 def _choose(  # type: ignore[no-untyped-def]
     p, n, energy, range_true, relief, spread_plane, between, key, noise_m, resolution,
@@ -277,13 +282,36 @@ def _choose(  # type: ignore[no-untyped-def]
     """:func:`simulator.kernels.echoes._select_of_pulse` of a pulse's ``n`` echoes in
     slots ``0 ...``, each with the hash key of its jitter given (``key``): measured,
     detected and chosen by the return mode into row ``p`` of the outputs. Returns how
-    many."""
+    many.
+
+    Strongest (mode 0) reports one echo, whatever the order of the others: an echo's
+    measured range is then made only where its jitter could take it out of the range
+    window (the jitter is at most ``_MOST_NORMAL`` times ``noise_m``, the quantisation
+    half a step), and for the one reported."""
     m = 0
+    margin = _MOST_NORMAL * noise_m + resolution
+    strongest = -1
     for k in range(n):
         spread[k] = math.sqrt(spread_plane[k] * spread_plane[k] + 4.0 * between[k])
-        peak[k] = peak_factor(pulse_m, spread[k])
+        # (a spread of 0 has a peak factor of exactly 1: 1 / hypot(1, 0))
+        peak[k] = 1.0 if spread[k] == 0.0 else peak_factor(pulse_m, spread[k])
         received[k] = received_peak(energy[k], peak[k], range_true[k], ext)
         if received[k] < threshold:  # (its measured range is never read)
+            continue
+        if mode == 0:
+            mid = range_true[k] + relief[k]
+            slack = margin + 1e-9 * abs(mid)
+            if mid - slack < rmin or mid + slack > rmax:
+                jitter = noise_m * hash_normal(key[k])
+                r = measured_range(range_true[k], relief[k], jitter, resolution)
+                if r < rmin or r > rmax:
+                    continue
+                rm[k] = r
+            else:
+                rm[k] = math.nan  # in the window whatever its jitter: made if reported
+            if strongest < 0 or received[k] > received[strongest]:
+                strongest = k
+            m += 1
             continue
         r = measured_range(range_true[k], relief[k], noise_m * hash_normal(key[k]), resolution)
         rm[k] = r
@@ -296,6 +324,18 @@ def _choose(  # type: ignore[no-untyped-def]
             m += 1
     if m == 0:
         return 0
+    if mode == 0:  # the strongest, the first of equals
+        k = strongest
+        if math.isnan(rm[k]):
+            rm[k] = measured_range(range_true[k], relief[k], noise_m * hash_normal(key[k]),
+                                   resolution)  # fmt: skip
+        out_slot[p, 0] = k
+        out_range[p, 0] = rm[k]
+        out_spread[p, 0] = spread[k]
+        out_peak[p, 0] = peak[k]
+        out_number[p, 0] = 1
+        out_total[p, 0] = 1
+        return 1
     for k in range(n):
         detected[k] = False
     for t in range(m):
@@ -463,7 +503,8 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 for k in range(count):
                     if abs(e_range[k] - s_range) <= separation:
                         sp = math.sqrt(e_sp[k] * e_sp[k] + 4.0 * e_between[k])
-                        mine = received_peak(e_energy[k], peak_factor(pulse_m, sp), e_range[k], ext)
+                        f = 1.0 if sp == 0.0 else peak_factor(pulse_m, sp)
+                        mine = received_peak(e_energy[k], f, e_range[k], ext)
                         if mine < theirs:
                             e_energy[k] = 0.0
                         else:
