@@ -4,7 +4,9 @@ run ``lidar-sim`` in this process."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import tempfile
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -180,6 +182,176 @@ def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
 
 
+# ---------------------------------------------------------------- parallel runs (xdist)
+#
+# The suite runs on pytest-xdist's workers (``-n auto --dist loadgroup`` in pyproject.toml;
+# ``-n 0`` runs it in this one process). Three rules keep that sound:
+#
+# - numba's cache is filled once, by the controller, before the workers start: on a clean
+#   clone two workers would otherwise compile the same kernels at the same time (each
+#   paying the ~60 s of CPU, and each rewriting the other's cache index);
+# - the tests that share a module- or class-scoped fixture of their module run on one
+#   worker, in one process (:func:`pytest_collection_modifyitems`), so the fixture is
+#   built once, as in a serial run;
+# - a test that must share a process with others, or must not run beside them, says so
+#   with ``@pytest.mark.xdist_group("name")`` (``test_docs.py``: one page's blocks).
+#
+# The groups are scheduled here (:func:`group_scheduling`), not by xdist's ``loadgroup``:
+# that one marks a group by appending it to the test's node id, which pytest 9 no longer
+# lets a plugin change (every test became a group of its own). The workers write each
+# test's group to a file the controller's scheduler reads.
+
+#: Surveys whose scans compile the kernels the suite calls most (the spinning path and LAS
+#: packing; see-through surfaces; a moving sensor, moving objects and the cull; sub-rays,
+#: dual returns and adaptive footprints; the weather's media, alone and through foliage),
+#: each a few thousand pulses. A kernel's variant left out compiles in the worker that
+#: first calls it.
+WARM_UP: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("scenes/farm/survey.yaml", ("revolutions=1",)),
+    ("scenes/street/drive.yaml", ("revolutions=0.2", "output.diagnostics=true")),
+    ("scenes/tree/survey.yaml", ("revolutions=0.1",)),
+    ("scenes/tree/survey.yaml", ("revolutions=0.1", "weather.fog.visibility_m=50",
+                                 "scanner_overrides.beam_samples=7")),
+    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
+                                 "scanner_overrides.return_mode=dual")),
+    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
+                                 "scanner_overrides.beam_sampling=adaptive")),
+    ("scenes/farm/survey.yaml", ("revolutions=0.02", "weather.fog.visibility_m=50",
+                                 "weather.rain.rate_mm_h=10", "weather.snow.rate_mm_h=2")),
+    ("scenes/farm/drive.yaml", ("duration_s=0.01", "output.diagnostics=true")),
+)  # fmt: skip
+
+
+def warm_kernels() -> Path | None:
+    """Fill numba's cache with the kernels of :data:`WARM_UP`'s scans (written to LAS and
+    npz), unless a stamp says this was done for the kernels' present sources. Returns the
+    stamp written, or None when nothing was to do (or numba is absent)."""
+    import hashlib
+
+    from simulator import kernels
+
+    if not kernels.AVAILABLE:
+        return None
+    digest = hashlib.sha1(f"{kernels.source_digest()} {WARM_UP!r}".encode()).hexdigest()
+    stamp = kernels.SOURCE_STAMP.with_name("tests-warm-up.sha1")
+    elsewhere = bool(os.environ.get("NUMBA_CACHE_DIR"))  # numba's cache is not beside us
+    try:
+        if not elsewhere and stamp.read_text() == digest:
+            return None
+    except OSError:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        for survey, overrides in WARM_UP:
+            sim = simulator.Simulation.from_file(REPO / survey, list(overrides))
+            sim.write([Path(tmp) / "warm.las", Path(tmp) / "warm.npz"])
+    try:
+        stamp.write_text(digest)
+    except OSError:
+        return None
+    return stamp
+
+
+def _controller_of_workers(config: pytest.Config) -> bool:
+    """This process hands the tests to xdist workers (it runs none itself)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "tx", None))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before xdist starts its workers (its own hook runs last): fill numba's cache, for a
+    run of the whole suite (``pytest`` without paths, as ``make test`` runs it; a run of
+    some files compiles what they call, in the workers)."""
+    config = session.config
+    if _controller_of_workers(config) and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        try:
+            warm_kernels()
+        except Exception as exc:  # the tests that scan report it, each on its own
+            print(f"numba warm-up failed ({type(exc).__name__}: {exc}); the tests go on")
+
+
+_SHARED_SCOPES = ("class", "module", "package", "session")
+
+
+def _shares_a_fixture_of_its_module(item: pytest.Item) -> bool:
+    """The test uses a class-, module-, package- or session-scoped fixture defined in its
+    own module."""
+    module = getattr(item, "module", None)
+    info = getattr(item, "_fixtureinfo", None)
+    if module is None or info is None:
+        return False
+    return any(
+        defs[-1].scope in _SHARED_SCOPES
+        and getattr(defs[-1].func, "__module__", None) == module.__name__
+        for defs in info.name2fixturedefs.values()
+        if defs
+    )
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The test's xdist group: its ``xdist_group`` marks' names, else its module's name
+    when it shares a fixture of its module (:func:`_shares_a_fixture_of_its_module`)."""
+    names = {
+        str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for mark in item.iter_markers("xdist_group")
+    }
+    if names:
+        return "_".join(sorted(names))
+    if _shares_a_fixture_of_its_module(item):
+        return item.module.__name__  # type: ignore[attr-defined]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # every test, before any is deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a worker: write each grouped test's group for the controller's scheduler."""
+    folder = getattr(config, "workerinput", {}).get("lidar_sim_groups")
+    if folder is None:
+        return
+    groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
+    path = Path(folder) / f"{config.workerinput['workerid']}.json"
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(groups), encoding="utf-8")
+    part.replace(path)  # whole, or not there
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """The folder the workers write the tests' groups to (:func:`pytest_collection_modifyitems`)."""
+    config = node.config
+    if not hasattr(config, "_lidar_sim_groups"):
+        config._lidar_sim_groups = tempfile.mkdtemp(prefix="xdist-groups-")
+    node.workerinput["lidar_sim_groups"] = config._lidar_sim_groups
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: the scheduling of :func:`group_scheduling`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return group_scheduling()(config, log)
+
+
+def group_scheduling() -> type:
+    """xdist's scope scheduling (a class) with each test's group for its scope."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """xdist's scope scheduling with a test's group (as the workers wrote them) for its
+        scope: a group's tests go to one worker, in order; every other test on its own.
+        The largest groups are handed out first."""
+
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                folder = getattr(self.config, "_lidar_sim_groups", None)
+                self._groups = {}
+                for path in sorted(Path(folder).glob("*.json")) if folder else ():
+                    self._groups.update(json.loads(path.read_text(encoding="utf-8")))
+            return self._groups.get(nodeid, nodeid)
+
+    return GroupScheduling
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Leave without the interpreter's teardown once pytest has reported.
 
@@ -200,4 +372,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    folder = getattr(session.config, "_lidar_sim_groups", None)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
     session.config._exit_status = exitstatus  # type: ignore[attr-defined]

@@ -14,26 +14,35 @@ built guide):
   repository does not ship, a synopsis with placeholders, a benchmark that takes minutes).
 
 Every block carries one of the two (``test_every_block_is_marked``). The runnable blocks of a
-page run in order, two pages at a time, in one temporary copy of the repository per page (its
-``configs/``, ``scenes/``, ``docs/`` and ``benchmarks/``; the package is the installed one), so
-a block may use what an earlier block of its page wrote. A shell block runs under
+page run in order in one temporary copy of the repository per page (its ``configs/``,
+``scenes/``, ``docs/`` and ``benchmarks/``; the package is the installed one), so a block may
+use what an earlier block of its page wrote; a page's blocks are one xdist group (one worker,
+one process), the pages spread over the workers. A shell block runs under
 ``bash -e -o pipefail`` with the environment's ``lidar-sim`` and ``python`` first on the path,
-a Python block as a script; a non-zero exit fails the block's test with its output.
+a Python block as a script; a non-zero exit fails the block's test with its output. A shell
+block made of plain ``lidar-sim`` calls alone (no variables, pipes, redirections or globs
+that match a file) runs each call in the test's process (:func:`conftest.lidar_sim`, the
+CLI's ``main`` as the entry point calls it, with the block's ARGS appended), saving the
+child's start; ``render`` and ``view`` (the offscreen renderer and the window never live in
+the test process) and any other block keep the child process.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from .conftest import lidar_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -42,6 +51,9 @@ LANGUAGES = ("sh", "bash", "python")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
 MARKER = re.compile(r"^\s*<!--\s*(?P<kind>run|skip|fails)(?::\s*(?P<arg>.*?))?\s*-->\s*$")
 BLOCK_TIMEOUT_S = 180
+#: Commands whose process is part of what is shown: the offscreen renderer and the viewer's
+#: window never live in the test process.
+CHILD_ONLY = frozenset({"render", "view"})
 
 
 @dataclass(frozen=True)
@@ -162,18 +174,22 @@ def _tool_dir(folder: Path, args: str) -> Path:
 def run_block(
     block: Block, folder: Path, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one block (or ``code`` in its place) in ``folder``."""
+    """Run one block (or ``code`` in its place) in ``folder``: in this process when it is
+    plain ``lidar-sim`` calls (:func:`plain_calls`), else in a child."""
+    extra = block.arg if block.marker == "run" else ""
+    calls = plain_calls(code or block.code, folder) if block.language != "python" else None
+    if calls is not None:
+        return run_in_process(calls, folder, extra)
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join(
         [
-            str(_tool_dir(folder, block.arg if block.marker == "run" else "")),
+            str(_tool_dir(folder, extra)),
             str(Path(sys.executable).parent),
             env["PATH"],
         ]
     )
     env["MPLBACKEND"] = "Agg"
-    # Two pages run at a time on a machine of two cores: a thread each (the output is the
-    # same for any number of threads).
+    # A worker a core: a thread each (the output is the same for any number of threads).
     env.setdefault("NUMBA_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     if block.language == "python":
@@ -191,6 +207,47 @@ def run_block(
         timeout=BLOCK_TIMEOUT_S,
         stdin=subprocess.DEVNULL,
     )
+
+
+def plain_calls(code: str, folder: Path) -> list[list[str]] | None:
+    """The ``lidar-sim`` calls of a shell block (each its arguments) when every command of
+    the block is one, with nothing the shell would change (a variable, a substitution, a
+    pipe, a redirection, a glob that matches a file, ``~``); else None."""
+    calls = []
+    for line in code.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        try:
+            words = list(lexer)
+        except ValueError:  # an unclosed quote: the shell's to report
+            return None
+        if not words:
+            continue
+        if words[0] != "lidar-sim" or len(words) < 2 or words[1] in CHILD_ONLY:
+            return None
+        for word in words:
+            if set(word) & set("|&;<>()$`") or word.startswith("~"):
+                return None
+            if set(word) & set("*?[") and glob.glob(word, root_dir=folder):
+                return None
+        calls.append(words[1:])
+    return calls or None
+
+
+def run_in_process(
+    calls: list[list[str]], folder: Path, extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``lidar-sim`` calls run in this process in ``folder``, as ``bash -e`` runs them: in
+    order, to the first that exits non-zero; the outputs of all those run."""
+    code, out, err = 0, [], []
+    for call in calls:
+        ran = lidar_sim(*call, *shlex.split(extra), cwd=folder)
+        code = ran.returncode
+        out.append(ran.stdout)
+        err.append(ran.stderr)
+        if code != 0:
+            break
+    return subprocess.CompletedProcess(calls, code, "".join(out), "".join(err))
 
 
 def run_page(blocks: list[Block], folder: Path) -> dict[str, str | None]:
@@ -247,11 +304,11 @@ def _check_failures(block: Block, folder: Path) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def outcomes(
+def page_outcomes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str | None]:
-    """Every selected block's outcome. The pages are independent, so two run at a time (each
-    page's blocks in order); a selected block's page runs up to it."""
+) -> Callable[[Path], dict[str, str | None]]:
+    """A page's blocks' outcomes, the page run on first asking (once a process): its
+    blocks in order, up to its last selected one."""
     selected = {
         item.callspec.params["block"].id
         for item in request.session.items
@@ -260,22 +317,28 @@ def outcomes(
     pages: dict[Path, list[Block]] = {}
     for block in RUNNABLE:
         pages.setdefault(block.page, []).append(block)
-    work = []
-    for page, blocks in pages.items():
-        last = max((i for i, b in enumerate(blocks) if b.id in selected), default=None)
-        if last is not None:
-            work.append((blocks[: last + 1], tmp_path_factory.mktemp(page.stem)))
-    work.sort(key=lambda w: -len(w[0]))  # the longest pages first
-    results: dict[str, str | None] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for outcome in pool.map(lambda w: run_page(*w), work):
-            results.update(outcome)
-    return results
+    done: dict[Path, dict[str, str | None]] = {}
+
+    def outcome(page: Path) -> dict[str, str | None]:
+        if page not in done:
+            blocks = pages[page]
+            last = max(i for i, b in enumerate(blocks) if b.id in selected)
+            done[page] = run_page(blocks[: last + 1], tmp_path_factory.mktemp(page.stem))
+        return done[page]
+
+    return outcome
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
-def test_block_runs(block: Block, outcomes: dict[str, str | None]) -> None:
+#: Each block with its page's xdist group: a page's blocks run on one worker, in order.
+BY_PAGE = [
+    pytest.param(b, marks=pytest.mark.xdist_group(f"docs:{b.page.relative_to(ROOT)}"), id=b.id)
+    for b in RUNNABLE
+]
+
+
+@pytest.mark.parametrize("block", BY_PAGE)
+def test_block_runs(block: Block, page_outcomes: Callable[[Path], dict[str, str | None]]) -> None:
     """The block exits 0 (after the page's earlier runnable blocks, which it may rely on)."""
-    problem = outcomes[block.id]
+    problem = page_outcomes(block.page)[block.id]
     if problem is not None:
         pytest.fail(f"{block.id} ({block.language}) {problem}", pytrace=False)
