@@ -115,7 +115,7 @@ def _ransac(
     Returns
     -------
     normal : (3,) float64
-        Unit normal (its sign arbitrary).
+        Unit normal (its sign arbitrary); zeros when every hypothesis is degenerate.
     offset_m : float
         The plane is ``normal . x + offset_m = 0``.
     """
@@ -147,6 +147,8 @@ def _ransac(
     best = np.argsort(-coarse, kind="stable")[:RANSAC_RESCORED]
     fine = score(xyz, best)
     h = int(best[int(np.argmax(fine))])
+    if not good[h]:  # every hypothesis degenerate (collinear points): no plane
+        return np.zeros(3), 0.0
     n, d = normals[h], float(offsets[h])
     for _ in range(RANSAC_REFITS):
         inliers = np.abs(xyz @ n + d) <= distance_m
@@ -264,6 +266,8 @@ def find_planes(
     set_aside = 0
     while len(found) < max_planes and len(left) >= min_points:
         n, d = _ransac(xyz[left], left, distance_m, seed * 1_000_003 + len(found))
+        if not n.any():
+            break
         inliers = np.abs(xyz[left] @ n + d) <= distance_m
         if inliers.sum() < min_points:
             break
