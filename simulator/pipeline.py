@@ -29,6 +29,7 @@ from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced
 from .config.scene import TRANSMITTANCE_LAWS
 from .constants import PASS_THROUGH_M
 from .echoes import (
+    DIAGNOSTIC_FIELDS,
     Behind,
     Returns,
     layers_behind,
@@ -527,7 +528,9 @@ class Simulation:
                 None if particles is None else [p.of_span(start, stop) for p in particles],
                 b_behind,
             )  # fmt: skip
-            parts.append(replace(part, pulse=part.pulse + start))
+            # (the diagnostics, when not recorded, are not joined: merge_returns drops them)
+            unused = {} if self.diagnostics else dict.fromkeys(DIAGNOSTIC_FIELDS)
+            parts.append(replace(part, pulse=part.pulse + start, **unused))
         return Returns.concatenate(parts)
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
