@@ -551,10 +551,17 @@ def _soft_broad(
     """:func:`simulator.weather._soft_echoes` without layers behind: each pulse's echo
     energy, true range and jitter key."""
     range_m, received = soft_echoes(soft, sub_range, beam.weights.astype(np.float64))
-    if model.extinction_relief is None:
-        back = np.exp(2.0 * model.extinction_per_m * range_m)
-    else:
-        back = 1.0 / model.two_way_transmission(range_m)
+
+    def undone(r: NDArray[np.float64]) -> NDArray[np.float64]:
+        if model.extinction_relief is None:
+            return np.exp(2.0 * model.extinction_per_m * r)
+        return 1.0 / model.two_way_transmission(r)
+
+    # The extinction undone where the peak moved; elsewhere it is the uncut peak's (an
+    # elementwise function of the range: the same value).
+    back = np.full(len(range_m), undone(np.array([soft.peak_range_m]))[0])
+    moved = np.flatnonzero(range_m != soft.peak_range_m)
+    back[moved] = undone(range_m[moved])
     with np.errstate(over="ignore"):
         key = physics.mix64(soft.stream + pulse_id)
     return received * range_m**2 * back, range_m, key
