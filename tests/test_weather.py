@@ -925,8 +925,15 @@ def test_the_soft_target_kernel_equals_its_specification() -> None:
     """``simulator.kernels.weather.soft_echoes`` gives :meth:`SoftTarget.echoes`'s
     waveform peaks value for value, for one and seven sub-rays cut anywhere from before
     the overlap to beyond the waveform's reach, and not at all."""
+    import inspect
+
     from simulator.kernels import weather as k_weather
 
+    # The method's parameters after its target (``self``, the kernel's ``soft``).
+    spec_parameters = list(inspect.signature(SoftTarget.echoes).parameters.values())[1:]
+    assert list(inspect.signature(k_weather.soft_echoes).parameters.values())[1:] == (
+        spec_parameters
+    )
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.fog.visibility_m=50"])
     assert sim.medium is not None
     soft = sim.medium.soft[0]
