@@ -498,10 +498,12 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
             for t in range(softs):
                 s_range = soft_range[t, p]
                 s_energy = soft_energy[t, p]
-                theirs = received_peak(s_energy, 1.0, s_range, ext)
+                theirs = -1.0  # (made when an echo is near)
                 wins = False
                 for k in range(count):
                     if abs(e_range[k] - s_range) <= separation:
+                        if theirs < 0.0:
+                            theirs = received_peak(s_energy, 1.0, s_range, ext)
                         sp = math.sqrt(e_sp[k] * e_sp[k] + 4.0 * e_between[k])
                         f = 1.0 if sp == 0.0 else peak_factor(pulse_m, sp)
                         mine = received_peak(e_energy[k], f, e_range[k], ext)
