@@ -222,10 +222,11 @@ WARM_UP: tuple[tuple[str, tuple[str, ...]], ...] = (
 )  # fmt: skip
 
 
-def warm_kernels() -> Path | None:
+def warm_kernels(say: Any = print) -> Path | None:
     """Fill numba's cache with the kernels of :data:`WARM_UP`'s scans (written to LAS and
-    npz), unless a stamp says this was done for the kernels' present sources. Returns the
-    stamp written, or None when nothing was to do (or numba is absent)."""
+    npz), unless a stamp says this was done for the kernels' present sources (``say`` is
+    told when it is not). Returns the stamp written, or None when nothing was to do (or
+    numba is absent)."""
     import hashlib
 
     from simulator import kernels
@@ -240,6 +241,7 @@ def warm_kernels() -> Path | None:
             return None
     except OSError:
         pass
+    say("numba: compiling the kernels once before the workers start (a clean cache)")
     with tempfile.TemporaryDirectory() as tmp:
         for survey, overrides in WARM_UP:
             sim = simulator.Simulation.from_file(REPO / survey, list(overrides))
@@ -262,10 +264,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     some files compiles what they call, in the workers)."""
     config = session.config
     if _controller_of_workers(config) and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter is not None else print
         try:
-            warm_kernels()
+            warm_kernels(say)
         except Exception as exc:  # the tests that scan report it, each on its own
-            print(f"numba warm-up failed ({type(exc).__name__}: {exc}); the tests go on")
+            say(f"numba warm-up failed ({type(exc).__name__}: {exc}); the tests go on")
 
 
 _SHARED_SCOPES = ("class", "module", "package", "session")
