@@ -161,7 +161,13 @@ def _surface_mesh(
 
 def _meshes(calibration: Calibration, xyz: NDArray[np.float64]) -> list[tuple[str, Any, Any]]:
     origin = np.asarray(calibration.origin_m, dtype=np.float64)
-    return [(s.surface.name, *_surface_mesh(s.surface, xyz, origin)) for s in calibration.surfaces]
+    return [(s.surface.name, *_surface_mesh(s.surface, xyz, origin))
+            for s in _with_material(calibration)]  # fmt: skip
+
+
+def _with_material(calibration: Calibration) -> list[Any]:
+    """The surfaces the library has (a fitted reflectance): the twin's surfaces."""
+    return [s for s in calibration.surfaces if s.has_material]
 
 
 def _first_surface(
@@ -366,7 +372,7 @@ def run_twin(
         cloud["return_number"] <= 1 if "return_number" in cloud.names else np.ones(len(xyz), bool)
     )
     member = np.full(len(xyz), -1, dtype=np.int64)
-    for k, s in enumerate(calibration.surfaces):
+    for k, s in enumerate(_with_material(calibration)):
         member[s.surface.index] = k
     real_any = np.zeros((channels, columns), dtype=bool)
     real_on = np.full((channels, columns), -1, dtype=np.int64)

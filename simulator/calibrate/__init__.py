@@ -77,13 +77,22 @@ class SurfaceFit:
         return (self.intensity_fit.verdicts + self.range_fit.verdicts + self.slope_fit.verdicts
                 + self.detection_fit.verdicts)  # fmt: skip
 
+    @property
+    def has_material(self) -> bool:
+        """Whether the reflectance was fitted (and kept): a surface without one is left out
+        of the library, never written with a default."""
+        return "reflectance" in self.intensity_fit.values
+
     def material(self, label: str, source: str) -> dict[str, object]:
-        """The fitted material (the library's keys)."""
+        """The fitted material (the library's keys); the surface needs a fitted
+        reflectance (:attr:`has_material`)."""
 
         def v(fit: Fit, key: str, default: float) -> float:
             return fit.values[key][0] if key in fit.values else default
 
-        rho = v(self.intensity_fit, "reflectance", 0.3)
+        if not self.has_material:
+            raise ValueError(f"{self.surface.name}: no fitted reflectance, no material")
+        rho = self.intensity_fit.value("reflectance")
         retro = rho > MAX_DIFFUSE_REFLECTANCE
         out: dict[str, object] = {
             "reflectance": round(float(rho), 4),
@@ -128,12 +137,22 @@ class Calibration:
         return min(best, key=lambda v: v[1] if math.isfinite(v[1]) else math.inf)
 
     def library(self) -> dict[str, dict[str, object]]:
-        """The material library: one material a surface."""
+        """The material library: one material a surface whose reflectance was fitted (the
+        others are named in :attr:`left_out`)."""
         out = {}
         for s in self.surfaces:
+            if not s.has_material:
+                continue
             label = s.surface.name if s.surface.name in SEMANTIC_KITTI else _label_of(s.surface)
             out[s.surface.name] = s.material(label, self.source)
         return out
+
+    @property
+    def left_out(self) -> list[str]:
+        """Notes naming the surfaces left out of the library (no fitted reflectance)."""
+        return [f"{s.surface.name} ({len(s.cos)} points) left out of the library: its "
+                "reflectance was not fitted (see its notes)"
+                for s in self.surfaces if not s.has_material]  # fmt: skip
 
     def write(self, path: str | Path) -> list[Path]:
         """Write the library (``path``) and the scanner overrides beside it
@@ -472,4 +491,5 @@ def calibrate(
         fit = SurfaceFit(s, cos, i, residual, fi, fr, fs, fd)
         physical(fit)
         result.surfaces.append(fit)
+    result.notes += result.left_out
     return result

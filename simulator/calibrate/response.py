@@ -40,6 +40,9 @@ RING_LINK_POINTS = 40
 MAX_SURFACE_POINTS = 6000
 #: The span of ``log cos`` (5th to 95th percentile) below which k is not constrained.
 MIN_LOG_COS_SPAN = 0.25
+#: The least spread (standard deviation) of ``log cos`` within a ring's points on a
+#: surface, pooled over its rings, for the surface to tie the rings' gains together.
+MIN_RING_LOG_COS_STD = 0.05
 #: The span of ``log D`` (perpendicular distance) a surface needs to tell a range
 #: response from the Minnaert exponent.
 MIN_LOG_DISTANCE_SPAN = 0.3
@@ -455,8 +458,8 @@ def fit_response(
         return empty
     s = s_all[sel]
     present = np.bincount(s, minlength=n_surfaces) > 0
-    # which rings' gains the data constrain: a ring linked to two or more surfaces, in the
-    # largest connected group of rings and surfaces
+    # which rings' gains the data constrain: a ring linked to a surface seen at several
+    # incidences within its rings, in the largest connected group of rings and surfaces
     gain_index = np.full(len(sel), -1, dtype=np.int64)
     gain_rings = np.zeros(0, dtype=np.int64)
     if ring is not None and n_rings > 1:
@@ -465,8 +468,24 @@ def fit_response(
         counts = np.zeros((n_rings, n_surfaces))
         np.add.at(counts, (rr[inside], s[inside]), 1.0)
         links = counts >= RING_LINK_POINTS
-        linked = links.sum(axis=1) >= 2
-        comp = _components(links & linked[:, None])
+        # a surface ties its rings' gains together only when its k is told from its
+        # incidence spread within rings (a ring meeting a plane at one incidence, the
+        # ground, lets that ring's gain trade against the plane's reflectance and k)
+        x_sel = np.log(c[sel])
+        pair = np.where(inside, rr, 0) * n_surfaces + s
+        n_pair = np.bincount(pair, minlength=n_rings * n_surfaces).astype(np.float64)
+        mean_pair = np.bincount(pair, x_sel, n_rings * n_surfaces) / np.maximum(n_pair, 1.0)
+        dev = (x_sel - mean_pair[pair]) ** 2
+        within = np.sqrt(np.bincount(s, dev, n_surfaces)
+                         / np.maximum(np.bincount(s, minlength=n_surfaces), 1))  # fmt: skip
+        spanning = within >= MIN_RING_LOG_COS_STD
+        for j in np.flatnonzero(present & ~spanning & links.any(axis=0)):
+            fits[j].verdicts.append(
+                f"seen at one incidence per ring (log cos spreads by {within[j]:.3f} within "
+                f"a ring, < {MIN_RING_LOG_COS_STD}): no ring's gain is fitted from it; its "
+                "reflectance and k come from the rings whose gains other surfaces fix"
+            )
+        comp = _components(links & spanning[None, :])
         if (comp >= 0).any():
             biggest = np.bincount(comp[comp >= 0], weights=counts.sum(axis=1)[comp >= 0])
             gain_rings = np.flatnonzero(comp == int(np.argmax(biggest)))
@@ -478,13 +497,15 @@ def fit_response(
             left = np.setdiff1d(seen, gain_rings)
             if len(left):
                 verdicts.append(
-                    f"gains of rings {_ranges(left)} not fitted (1 written): each meets one "
-                    "surface only (or none linked to the others), so its gain cannot be told "
-                    "from that surface's reflectance"
+                    f"gains of rings {_ranges(left)} not fitted (1 written): none meets a "
+                    "surface seen at several incidences within the ring (or none linked to the "
+                    "others); on a plane a ring meets at one incidence, the ground, a ring's "
+                    "gain trades against the plane's reflectance and k"
                 )
         else:
             gain_rings = np.zeros(0, dtype=np.int64)
-            verdicts.append("per-ring gains not fitted: no two rings share two surfaces")
+            verdicts.append("per-ring gains not fitted: no two rings share a surface seen at "
+                            "several incidences within each")  # fmt: skip
     # the range response: only when a surface spans perpendicular distances
     dist = np.log(r_m[sel] * c[sel])
     spans = [np.ptp(np.percentile(dist[s == j], [5, 95])) for j in range(n_surfaces) if present[j]]
@@ -526,6 +547,19 @@ def fit_response(
         return x, good and bool(np.all(np.isfinite(x))), message
 
     theta, good, message = solve(theta0, w, NEWTON_STEPS)
+    # a surface whose level ran to its lower bound has left its readings to the outliers
+    # (a flat likelihood there holds it): started again from its least-squares level
+    stuck = np.flatnonzero(present & (theta[:n_surfaces] <= lower[:n_surfaces] + 1e-6))
+    if good and len(stuck):
+        for j in stuck:
+            theta[j::n_surfaces][:4] = theta0[j::n_surfaces][:4]
+        theta, good, message = solve(theta, w, NEWTON_STEPS)
+        still = present & (theta[:n_surfaces] <= lower[:n_surfaces] + 1e-6)
+        for j in np.flatnonzero(still):
+            fits[j].verdicts.append(
+                "the intensity fit sent its level to the lower bound "
+                "(every reading an outlier): reflectance not fitted"
+            )
     if not good:
         empty.verdicts.append(f"the intensity fit did not converge ({message})")
         return empty
