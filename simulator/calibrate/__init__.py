@@ -175,8 +175,8 @@ class Calibration:
         overrides: dict[str, object] = {}
         if noise is not None:
             overrides["range_noise_m"] = round(noise[0], 5)
-        # the threshold (and beam) of the first surface that fixed one
-        fitted = [s.detection_fit.values for s in self.surfaces]
+        # the threshold (and beam) of the first surface in the library that fixed one
+        fitted = [s.detection_fit.values for s in self.surfaces if s.has_material]
         d = next((v for v in fitted if "reference_range_m" in v), {})
         if d:
             overrides["detection"] = {
