@@ -57,3 +57,22 @@ def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
     share_a = np.array(saved["rings"]["share_a"], dtype=float)
     assert np.nanmax(share_a) <= 1.0 and len(share_a) == 32
     assert (yard / "twin" / "index.html").is_file() and (yard / "twin" / "rings.png").is_file()
+
+
+def test_a_surface_whose_reflectance_was_not_fitted_is_left_out(yard: Path) -> None:
+    """A surface whose reflectance the fit could not fix is left out of the library and of
+    the twin with a note naming it, never written with a default reflectance; the threshold
+    written is a kept surface's."""
+    scan = yard / "real.npz"
+    fitted = calibrate(scan, "rs-helios-5515", replicas=0)
+    wall = next(s for s in fitted.surfaces if s.surface.name == "wall_1")
+    wall.intensity_fit.values.pop("reflectance")  # as physical() drops an unconstrained one
+    fitted.notes += fitted.left_out
+    files = fitted.write(yard / "dropped.yaml")
+    library = yaml.safe_load(files[0].read_text())
+    assert "wall_1" not in library and {"ground", "wall_2"} <= set(library)
+    assert "# note: wall_1 (" in files[0].read_text()
+    assert "left out of the library" in files[0].read_text()
+    overrides = yaml.safe_load(files[1].read_text()) or {}
+    result = run_twin(fitted, read(scan), yard / "twin_dropped", "rs-helios-5515", overrides)
+    assert set(result.surfaces) == set(library)
