@@ -183,6 +183,7 @@ class _Model:
         prob = np.where(upper, ndtr(-zl) - ndtr(-zh), ndtr(zh) - ndtr(zl))
         prob = np.maximum(prob, 0.0)
         like = (1.0 - OUTLIER_SHARE) * prob + OUTLIER_SHARE * d.u
+        self.inlier = (1.0 - OUTLIER_SHARE) * prob > OUTLIER_SHARE * d.u  # (n,) bool
         nll = -float(np.sum(w * np.log(like)))
         pl, ph = _phi(zl), _phi(zh)
         zph = np.where(np.isfinite(zh), zh, 0.0) * ph
@@ -547,19 +548,27 @@ def fit_response(
         return x, good and bool(np.all(np.isfinite(x))), message
 
     theta, good, message = solve(theta0, w, NEWTON_STEPS)
-    # a surface whose level ran to its lower bound has left its readings to the outliers
-    # (a flat likelihood there holds it): started again from its least-squares level
-    stuck = np.flatnonzero(present & (theta[:n_surfaces] <= lower[:n_surfaces] + 1e-6))
-    if good and len(stuck):
+
+    def held(t: NDArray) -> NDArray[np.bool_]:
+        """(S,) whether most of a surface's readings are left to the outliers: its law ran
+        where the likelihood is flat (a level at its bound, or a noise so narrow that it
+        covers one reading's interval), which holds it there."""
+        model(t, w)
+        share = np.bincount(s, model.inlier, n_surfaces) / np.maximum(
+            np.bincount(s, minlength=n_surfaces), 1
+        )
+        return present & (share < 0.5)
+
+    stuck = np.flatnonzero(held(theta)) if good else np.zeros(0, dtype=np.int64)
+    if len(stuck):  # started again from the least-squares level with a wide noise
         for j in stuck:
             theta[j::n_surfaces][:4] = theta0[j::n_surfaces][:4]
+            theta[2 * n_surfaces + j] = np.log(0.5)
         theta, good, message = solve(theta, w, NEWTON_STEPS)
-        still = present & (theta[:n_surfaces] <= lower[:n_surfaces] + 1e-6)
-        for j in np.flatnonzero(still):
-            fits[j].verdicts.append(
-                "the intensity fit sent its level to the lower bound "
-                "(every reading an outlier): reflectance not fitted"
-            )
+        for j in np.flatnonzero(held(theta)) if good else []:
+            fits[j].verdicts.append("the intensity fit leaves most readings to the outliers: "
+                                    "reflectance and k not fitted")  # fmt: skip
+            present[j] = False
     if not good:
         empty.verdicts.append(f"the intensity fit did not converge ({message})")
         return empty
