@@ -15,6 +15,11 @@ each is interval-censored, a zero is ``v < q / 2`` (censored, not dropped), a re
 the top is ``v >= max - q / 2``. A small uniform share (1 %) of outliers keeps clutter
 from pulling the fit.
 
+A ring's gain is fitted only when the ring meets a surface it sees at several incidences
+(a wall): a plane a ring meets at one incidence (the ground) lets ``g_r`` trade against that
+plane's ``rho`` and ``k`` (its readings fix ``log g_r + log rho + k log c_r`` only), so a ring that
+meets only such planes keeps a gain of 1 and they take their law from the other rings.
+
 Uncertainties are from a block bootstrap over azimuth sectors (the micro-slope and the
 relief are fixed to places, so neighbouring points are not independent): the fit is
 repeated on resampled sectors and the spread of the replicas is the standard error.
