@@ -195,35 +195,17 @@ def _select_echoes(  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _select_of_pulse(  # type: ignore[no-untyped-def]
-    p, n, base, energy, range_true, relief, spread_plane, between, key0, noise_m,
-    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
-    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
+def _report_echoes(  # type: ignore[no-untyped-def]
+    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
+    out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
-    """One pulse of :func:`_select_echoes`: its ``n`` echoes are in slots ``base ...``,
-    ``key0`` is the hash key of its first echo's jitter, and its returns go to row ``p``
-    of the outputs (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are
-    scratch). Returns how many."""
-    rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
-    m = 0
-    for k in range(n):
-        s = base + k
-        spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
-        peak[k] = peak_factor(pulse_m, spread[k])
-        received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
-        key = key0 if k == 0 else mix64(key0 + U(k))
-        r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
-        rm[k] = r
-        if received[k] >= threshold and r >= rmin and r <= rmax:
-            j = m  # insertion by range, stable: equal ranges keep echo order
-            while j > 0 and rm[order[j - 1]] > r:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = k
-            m += 1
-    if m == 0:
-        return 0
-    # Strongest and second strongest, in echo order on ties (a stable sort).
+    """The reported returns of pulse ``p`` (the return mode's choice, as
+    :func:`simulator.echoes.select_returns`) among its ``n`` echoes, ``m`` of them
+    detected (``order``: their indices by measured range; ``received``, ``rm``, ``spread``
+    and ``peak``: each echo's), into row ``p`` of the outputs, slot ``base + k`` for echo
+    ``k``: numbered in range order. The strongest and second strongest are taken in echo
+    order on ties (a stable sort). ``detected`` is (n or more,) bool scratch. Returns how
+    many."""
     for k in range(n):
         detected[k] = False
     for t in range(m):
@@ -260,6 +242,41 @@ def _select_of_pulse(  # type: ignore[no-untyped-def]
         out_number[p, t] = t + 1
         out_total[p, t] = out
     return out
+
+
+@njit(inline="always", cache=True)
+def _select_of_pulse(  # type: ignore[no-untyped-def]
+    p, n, base, energy, range_true, relief, spread_plane, between, key0, noise_m,
+    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
+    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
+):  # fmt: skip
+    """One pulse of :func:`_select_echoes`: its ``n`` echoes are in slots ``base ...``,
+    ``key0`` is the hash key of its first echo's jitter, and its returns go to row ``p``
+    of the outputs (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are
+    scratch). Returns how many."""
+    rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
+    m = 0
+    for k in range(n):
+        s = base + k
+        spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
+        peak[k] = peak_factor(pulse_m, spread[k])
+        received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
+        key = key0 if k == 0 else mix64(key0 + U(k))
+        r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
+        rm[k] = r
+        if received[k] >= threshold and r >= rmin and r <= rmax:
+            j = m  # insertion by range, stable: equal ranges keep echo order
+            while j > 0 and rm[order[j - 1]] > r:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = k
+            m += 1
+    if m == 0:
+        return 0
+    return _report_echoes(
+        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
+        out_slot, out_number, out_total, out_range, out_spread, out_peak,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

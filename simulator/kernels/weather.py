@@ -29,7 +29,7 @@ from .common import (
     uniform,
 )
 from .common import reported_intensity as intensity_of
-from .echoes import _finish_echo, surface_returns
+from .echoes import _finish_echo, _report_echoes, surface_returns
 
 __all__ = ["draw_particles", "medium_returns", "soft_echoes"]
 
@@ -82,6 +82,22 @@ def _particle_counts(stream, ids, cdf, count):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
+def _segment_value(x, xp, fp, lo):  # type: ignore[no-untyped-def]
+    """``np.interp``'s value at ``x`` on the segment from ``xp[lo]`` (``xp[lo] <= x <
+    xp[lo + 1]``), in numpy's arithmetic: the segment's slope times the distance from its
+    start, plus its start's value (from its end where that is NaN)."""
+    if xp[lo] == x:
+        return fp[lo]
+    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
+    value = slope * (x - xp[lo]) + fp[lo]
+    if math.isnan(value):
+        value = slope * (x - xp[lo + 1]) + fp[lo + 1]
+        if math.isnan(value) and fp[lo] == fp[lo + 1]:
+            value = fp[lo]
+    return value
+
+
+@njit(inline="always", cache=True)
 def _interp(x, xp, fp):  # type: ignore[no-untyped-def]
     """``np.interp(x, xp, fp)`` of one value, in numpy's arithmetic (the segment's slope
     times the distance from its start, plus its start's value; the ends held)."""
@@ -97,15 +113,7 @@ def _interp(x, xp, fp):  # type: ignore[no-untyped-def]
             lo = mid
         else:
             hi = mid
-    if xp[lo] == x:
-        return fp[lo]
-    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
-    value = slope * (x - xp[lo]) + fp[lo]
-    if math.isnan(value):
-        value = slope * (x - xp[lo + 1]) + fp[lo + 1]
-        if math.isnan(value) and fp[lo] == fp[lo + 1]:
-            value = fp[lo]
-    return value
+    return _segment_value(x, xp, fp, lo)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -336,42 +344,10 @@ def _choose(  # type: ignore[no-untyped-def]
         out_number[p, 0] = 1
         out_total[p, 0] = 1
         return 1
-    for k in range(n):
-        detected[k] = False
-    for t in range(m):
-        detected[order[t]] = True
-    first = second = -1
-    for k in range(n):
-        if not detected[k]:
-            continue
-        if first < 0 or received[k] > received[first]:
-            first, second = k, first
-        elif second < 0 or received[k] > received[second]:
-            second = k
-    last = order[m - 1]
-    out = 0
-    for t in range(m):
-        k = order[t]
-        if mode == 0:
-            keep = k == first
-        elif mode == 1:
-            keep = t == 0
-        elif mode == 2:
-            keep = t == m - 1
-        elif mode == 3:  # strongest, and the last, or the second if it is the last
-            keep = k == first or (k == second if first == last else t == m - 1)
-        else:
-            keep = t < max_returns
-        if keep:
-            out_slot[p, out] = k
-            out_range[p, out] = rm[k]
-            out_spread[p, out] = spread[k]
-            out_peak[p, out] = peak[k]
-            out += 1
-    for t in range(out):
-        out_number[p, t] = t + 1
-        out_total[p, t] = out
-    return out
+    return _report_echoes(
+        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
+        out_slot, out_number, out_total, out_range, out_spread, out_peak,
+    )  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -635,15 +611,7 @@ def _interp_guided(x, xp, fp, guide, x0, inv_width):  # type: ignore[no-untyped-
             lo = mid
         else:
             hi = mid
-    if xp[lo] == x:
-        return fp[lo]
-    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
-    value = slope * (x - xp[lo]) + fp[lo]
-    if math.isnan(value):
-        value = slope * (x - xp[lo + 1]) + fp[lo + 1]
-        if math.isnan(value) and fp[lo] == fp[lo + 1]:
-            value = fp[lo]
-    return value
+    return _segment_value(x, xp, fp, lo)
 
 
 @njit(parallel=True, cache=True, nogil=True)
