@@ -192,6 +192,13 @@ class Backend(Protocol):
         :func:`simulator.weather.draw_particles`)."""
         ...
 
+    def count_particles(
+        self, population: _weather.Population, pulse_id: NDArray[np.uint64]
+    ) -> NDArray[np.int64]:
+        """How many particles :meth:`draw_particles` draws in each pulse's beam (see
+        :func:`simulator.weather.count_particles`)."""
+        ...
+
     def set_threads(self, threads: int) -> None:
         """Compute on ``threads`` threads (0: every core)."""
         ...
@@ -213,6 +220,7 @@ class NumpyBackend:
     #: Not (yet) a step of the Backend protocol: the pipeline's weather path.
     medium_returns = staticmethod(_weather.medium_returns)
     draw_particles = staticmethod(_weather.draw_particles)
+    count_particles = staticmethod(_weather.count_particles)
     single_surface = staticmethod(_footprint.single_surface)
     interleave = staticmethod(_footprint.interleave)
     record = staticmethod(_record.record)
@@ -250,6 +258,7 @@ class NumbaBackend:
         self.see_through_returns = k_echoes.see_through_returns
         self.medium_returns = k_weather.medium_returns
         self.draw_particles = k_weather.draw_particles
+        self.count_particles = k_weather.count_particles
         self.single_surface = k_footprint.single_surface
         self.interleave = k_footprint.interleave
         self.pack_las = k_record.pack_las

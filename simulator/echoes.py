@@ -413,18 +413,32 @@ def merge_returns(
         Keep the diagnostic fields (both sources must carry them).
     """
     names = [f.name for f in fields(Returns) if diagnostics or f.name not in DIAGNOSTIC_FIELDS]
-    a = {k: getattr(single, k)[kept] for k in names}
-    b = {k: getattr(footprint, k) for k in names}
-    a["pulse"] = a["pulse"].astype(np.int64)
-    b["pulse"] = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
+    rows = np.flatnonzero(kept)  # (an index array: a gather a field by it beats a mask)
+    a_pulse = single.pulse[rows].astype(np.int64)
+    b_pulse = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
+    if len(rows) == 0 or len(b_pulse) == 0:  # one source only (fog touches every pulse)
+        out = {"pulse": b_pulse if len(rows) == 0 else a_pulse}
+        for k in names:
+            if k == "pulse":
+                continue
+            dtype = np.result_type(getattr(single, k), getattr(footprint, k))
+            values = getattr(footprint, k) if len(rows) == 0 else getattr(single, k)[rows]
+            out[k] = values.astype(dtype, copy=False)
+        return Returns(**out)
     # Both are in pulse order and share no pulse: each row's place in the merge is its
-    # place in its own source plus the rows of the other before its pulse.
-    at_a = np.arange(len(a["pulse"])) + np.searchsorted(b["pulse"], a["pulse"])
-    at_b = np.arange(len(b["pulse"])) + np.searchsorted(a["pulse"], b["pulse"])
+    # place in its own source plus the rows of the other before its pulse (counted by
+    # pulse: the running count of the other's rows at each pulse).
+    size = 1 + max(int(a_pulse[-1]) if len(a_pulse) else 0, int(b_pulse[-1]) if len(b_pulse) else 0)
+    count_a, count_b = np.bincount(a_pulse, minlength=size), np.bincount(b_pulse, minlength=size)
+    before_a, before_b = np.cumsum(count_a) - count_a, np.cumsum(count_b) - count_b
+    at_a = np.arange(len(a_pulse)) + before_b[a_pulse]
+    at_b = np.arange(len(b_pulse)) + before_a[b_pulse]
     out = {}
     for k in names:
-        merged = np.empty(len(at_a) + len(at_b), dtype=np.result_type(a[k], b[k]))
-        merged[at_a], merged[at_b] = a[k], b[k]
+        va = a_pulse if k == "pulse" else getattr(single, k)[rows]
+        vb = b_pulse if k == "pulse" else getattr(footprint, k)
+        merged = np.empty(len(at_a) + len(at_b), dtype=np.result_type(va, vb))
+        merged[at_a], merged[at_b] = va, vb
         out[k] = merged
     return Returns(**out)
 

@@ -360,14 +360,15 @@ class HitResults:
         """The results of the hits among the cast rays ``rays`` (increasing), with
         ``idx`` counting positions in ``rays``."""
         pos, mask = positions_in(np.asarray(rays, dtype=np.int64), self.idx)
+        rows = np.flatnonzero(mask)  # (an index array: nine gathers by it beat nine masks)
         n = len(self.idx)
         out = {
-            f.name: (v[mask] if len(v) == n else v)
+            f.name: (v[rows] if len(v) == n else v)
             for f in fields(self)
             if f.name != "behind"
             for v in [getattr(self, f.name)]
         }
-        out["idx"] = pos[mask]
+        out["idx"] = pos[rows]
         return HitResults(**out, behind=tuple(b.take_rays(rays) for b in self.behind))
 
 

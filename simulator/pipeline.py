@@ -472,7 +472,9 @@ class Simulation:
         ids = chunk.pulse_ids
         touched = self._several_surfaces(chunk)
         if self.medium is not None:  # (counted here, drawn where they are used)
-            touched |= self.medium.touched(ids, self.model.threshold)
+            touched |= self.medium.touched(
+                ids, self.model.threshold, count=self.backend.count_particles
+            )
         pulses = np.flatnonzero(touched)
         recomputed = self._surface_returns(chunk, results, ids, None, pulses)
         kept = ~touched[returns.pulse]

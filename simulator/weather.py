@@ -112,6 +112,7 @@ __all__ = [
     "Population",
     "SoftTarget",
     "beam_area_m2",
+    "count_particles",
     "draw_particles",
     "haze_wavelength_factor",
     "medium_entries",
@@ -595,6 +596,13 @@ def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Part
     return population.draw(pulse_id)
 
 
+def count_particles(population: Population, pulse_id: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """:meth:`Population.count` (the specification the backends' kernel mirrors): how
+    many particles :func:`draw_particles` draws in each beam of pulses ``pulse_id``, (P,)
+    int64."""
+    return population.count(pulse_id)
+
+
 def _log_factorial(n: NDArray[np.int64]) -> NDArray[np.float64]:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, int(n.max()) + 1)))])[n]
 
@@ -622,7 +630,8 @@ class Particles:
 
     def of_pulses(self, pulses: NDArray[np.intp]) -> Particles:
         """The particles of some pulses (increasing indices), ``pulse`` counting in them."""
-        pos, keep = positions_in(pulses, self.pulse)
+        pos, found = positions_in(pulses, self.pulse)
+        keep = np.flatnonzero(found)
         return Particles(pos[keep], self.range_m[keep], self.diameter_m[keep], self.place[keep])
 
     def of_span(self, start: int, stop: int) -> Particles:
@@ -751,18 +760,20 @@ class Medium:
         pulse_id: NDArray[np.uint64],
         threshold: float,
         particles: list[Particles] | None = None,
+        count: Callable[[Population, NDArray[np.uint64]], NDArray[np.int64]] | None = None,
     ) -> NDArray[np.bool_]:
         """(P,) bool: pulses the weather may change beyond the extinction: every pulse
         when a soft target's peak can be detected, else those with a particle (of
-        ``particles``, drawn for ``pulse_id``; without them, counted:
-        :meth:`Population.count`)."""
+        ``particles``, drawn for ``pulse_id``; without them, counted by ``count``, default
+        :func:`count_particles`; a backend's kernel gives the same)."""
         n = len(pulse_id)
         if any(s.peak_received >= threshold for s in self.soft):
             return np.ones(n, dtype=bool)
         out = np.zeros(n, dtype=bool)
         if particles is None:
+            count = count_particles if count is None else count
             for population in self.populations:
-                out |= population.count(pulse_id) > 0
+                out |= count(population, pulse_id) > 0
             return out
         for drawn in particles:
             out[drawn.pulse] = True

@@ -32,7 +32,7 @@ SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
 #: bookkeeping): each has a numpy specification and a numba kernel.
 STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
          "single_surface", "interleave", "record", "pack_las", "rays_into_boxes",
-         "medium_returns", "draw_particles")  # fmt: skip
+         "medium_returns", "draw_particles", "count_particles")  # fmt: skip
 
 
 def _parameters(function) -> list:  # type: ignore[no-untyped-def]
@@ -70,6 +70,7 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         (raycast.rays_into_boxes, k_cull.rays_into_boxes),
         (weather.medium_returns, k_weather.medium_returns),
         (weather.draw_particles, k_weather.draw_particles),
+        (weather.count_particles, k_weather.count_particles),
     ]
     for spec, kernel in pairs:
         assert spec.__name__ == kernel.__name__

@@ -330,3 +330,73 @@ def test_las_carries_return_numbers(
     np.testing.assert_array_equal(las.return_number, cloud["return_number"])
     np.testing.assert_array_equal(las.number_of_returns, cloud["num_returns"])
     assert (las.number_of_returns == 2).sum() > 0
+
+
+# ----------------------------------------------------------------- merging and positions
+
+
+def _returns(rng: np.random.Generator, pulses: np.ndarray, diagnostics: bool) -> object:
+    """Random returns of ``pulses`` (1 to 3 a pulse, in pulse order)."""
+    from simulator.echoes import Returns
+
+    pulse = np.repeat(pulses, rng.integers(1, 4, len(pulses))).astype(np.int64)
+    k = len(pulse)
+    from simulator.echoes import DIAGNOSTIC_FIELDS
+
+    extra = {name: rng.random(k) for name in DIAGNOSTIC_FIELDS} if diagnostics else {}
+    return Returns(pulse=pulse, range_m=rng.random(k), intensity=rng.random(k) * 255,
+                   object_index=rng.integers(-1, 9, k).astype(np.int32),
+                   return_number=rng.integers(1, 3, k).astype(np.uint8),
+                   num_returns=rng.integers(1, 3, k).astype(np.uint8), **extra)  # fmt: skip
+
+
+@pytest.mark.parametrize("touched_share", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("diagnostics", [False, True])
+def test_merged_returns_are_the_kept_and_the_recomputed_in_pulse_order(
+    touched_share: float, diagnostics: bool
+) -> None:
+    """``merge_returns`` of a chunk's single-ray returns (those of untouched pulses kept)
+    and the returns recomputed for the touched pulses equals a stable sort of the two by
+    pulse, field for field and dtype for dtype: with none, some and every pulse touched
+    (the paths with one source only)."""
+    from simulator.echoes import DIAGNOSTIC_FIELDS, merge_returns
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    touched = rng.random(n) < touched_share
+    single = _returns(rng, np.arange(n), diagnostics)
+    pulses = np.flatnonzero(touched)
+    recomputed = _returns(rng, np.arange(len(pulses)), diagnostics)
+    kept = ~touched[single.pulse]
+    merged = merge_returns(single, kept, recomputed, pulses, diagnostics=diagnostics)
+    names = ["pulse", "range_m", "intensity", "object_index", "return_number", "num_returns"]
+    names += list(DIAGNOSTIC_FIELDS) if diagnostics else []
+    a = {k: getattr(single, k)[kept] for k in names}
+    b = {k: getattr(recomputed, k) for k in names}
+    b["pulse"] = pulses[recomputed.pulse]
+    order = np.argsort(np.concatenate([a["pulse"], b["pulse"]]), kind="stable")
+    assert 0 < len(merged) == len(order)
+    for k in names:
+        want = np.concatenate([a[k], b[k]]).astype(np.result_type(a[k], b[k]))[order]
+        got = getattr(merged, k)
+        assert got.dtype == (np.int64 if k == "pulse" else want.dtype), k
+        np.testing.assert_array_equal(got, want, k)
+    assert (merged.cos_incidence is None) is not diagnostics
+
+
+@pytest.mark.parametrize("spread", [1, 10, 10**6])
+def test_positions_in_finds_each_value_by_its_rank_or_by_search(spread: int) -> None:
+    """``chunk.positions_in``: where each value stands among increasing keys, and whether
+    it is there, the same from its rank table (small indices) as from binary searches
+    (keys spread far apart), values in any order and with repeats."""
+    from simulator.chunk import positions_in
+
+    rng = np.random.default_rng(3)
+    keys = np.unique(rng.integers(0, 2000, 700)) * spread
+    values = rng.integers(0, 2000, 3000) * spread
+    pos, found = positions_in(keys, values)
+    want = np.isin(values, keys)
+    np.testing.assert_array_equal(found, want)
+    np.testing.assert_array_equal(keys[pos[found]], values[found])
+    empty_pos, empty_found = positions_in(keys[:0], values)
+    assert not empty_found.any() and len(empty_pos) == len(values)

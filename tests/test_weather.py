@@ -810,7 +810,8 @@ def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str, fo
 def test_the_particle_draw_kernel_equals_its_specification() -> None:
     """``simulator.kernels.weather.draw_particles`` has the specification's name and
     signature and draws the same particles, value for value: drops and flakes of the
-    Helios at 10 and 2 mm/h, 60,000 pulses of ids from 0 and from 2^40."""
+    Helios at 10 and 2 mm/h, 60,000 pulses of ids from 0 and from 2^40; its
+    ``count_particles`` counts each pulse's as both draw them."""
     import inspect
 
     from simulator import weather
@@ -828,6 +829,11 @@ def test_the_particle_draw_kernel_equals_its_specification() -> None:
         assert len(want.pulse) > 10_000
         for name in ("pulse", "range_m", "diameter_m", "place"):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
+        # The count alone, as the pipeline finds the pulses the weather touches.
+        count = k_weather.count_particles(population, ids)
+        assert count.dtype == np.int64
+        np.testing.assert_array_equal(count, weather.count_particles(population, ids))
+        np.testing.assert_array_equal(count, np.bincount(want.pulse, minlength=len(ids)))
 
 
 def _two_walls_in_weather(ws: Workspace, samples: int, mode: str, **more: object) -> Simulation:

@@ -31,7 +31,7 @@ from .common import (
 from .common import reported_intensity as intensity_of
 from .echoes import _finish_echo, _report_echoes, surface_returns
 
-__all__ = ["draw_particles", "medium_returns", "soft_echoes"]
+__all__ = ["count_particles", "draw_particles", "medium_returns", "soft_echoes"]
 
 
 def medium_returns(
@@ -133,6 +133,14 @@ def _particle_draws(  # type: ignore[no-untyped-def]
             smallest[q] = _interp(r, finite_r, finite_size)
             u_size[q] = uniform(mix64(h + U(2)))
             u_place[q] = uniform(mix64(h + U(3)))
+
+
+def count_particles(population: Population, pulse_id: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """:func:`simulator.weather.count_particles`, value for value, in a parallel kernel."""
+    ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
+    count = np.empty(len(ids), dtype=np.int64)
+    _particle_counts(population.stream, ids, population.poisson_cdf, count)
+    return count
 
 
 def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
@@ -652,6 +660,23 @@ def _lit_draws(  # type: ignore[no-untyped-def]
         lit[i] = n
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _compact_lit(  # type: ignore[no-untyped-def]
+    first, starts, range_m, smallest, u_size, overlap_share, sub, o_range, o_smallest,
+    o_u_size, o_overlap, o_sub,
+):  # fmt: skip
+    """Each pulse's lit particles, which :func:`_lit_draws` wrote from ``first[i]`` on,
+    copied to ``starts[i]`` on: one table of them all, in pulse order."""
+    for i in prange(starts.shape[0] - 1):
+        a, b = first[i], starts[i]
+        for j in range(starts[i + 1] - b):
+            o_range[b + j] = range_m[a + j]
+            o_smallest[b + j] = smallest[a + j]
+            o_u_size[b + j] = u_size[a + j]
+            o_overlap[b + j] = overlap_share[a + j]
+            o_sub[b + j] = sub[a + j]
+
+
 def _lit_particles(
     population: Population,
     pulse_id: NDArray[np.uint64],
@@ -690,9 +715,13 @@ def _lit_particles(
     # The lit ones of each pulse, from first[i] on, one after the other.
     starts = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(lit, out=starts[1:])
-    rows = np.repeat(first[:-1] - starts[:-1], lit) + np.arange(int(starts[-1]))
-    q_range, q_sub, q_overlap = q_range[rows], q_sub[rows], q_overlap[rows]
-    size = smallest[rows] - np.log(u_size[rows]) / population.lambda_per_mm
+    n_lit = int(starts[-1])
+    drawn = (q_range, smallest, u_size, q_overlap)
+    q_range, smallest, u_size, q_overlap = (np.empty(n_lit) for _ in range(4))
+    lit_sub = np.empty(n_lit, dtype=np.int64)
+    _compact_lit(first, starts, *drawn, q_sub, q_range, smallest, u_size, q_overlap, lit_sub)
+    q_sub = lit_sub
+    size = smallest - np.log(u_size) / population.lambda_per_mm
     diameter_m = population.diameter_k * size**population.diameter_p * 1e-3
     partial = np.flatnonzero(q_overlap < 0.0)
     if len(partial):
@@ -761,6 +790,8 @@ def _one_layer_returns(
     widest = samples + (int(per_pulse.max()) if n_pulses else 0)
 
     def joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+        if len(arrays) == 1:  # (one population: its arrays as they are, not copied)
+            return np.ascontiguousarray(arrays[0], dtype=dtype)
         return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
     pops = medium.populations
