@@ -195,6 +195,19 @@ def _select_echoes(  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
+def _insert_by_range(order, m, rm, k):  # type: ignore[no-untyped-def]
+    """Echo ``k`` inserted among the ``m`` in ``order`` (sorted by measured range
+    ``rm``), after those of equal range (a stable insertion): returns ``m + 1``."""
+    j = m
+    r = rm[k]
+    while j > 0 and rm[order[j - 1]] > r:
+        order[j] = order[j - 1]
+        j -= 1
+    order[j] = k
+    return m + 1
+
+
+@njit(inline="always", cache=True)
 def _report_echoes(  # type: ignore[no-untyped-def]
     p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
     out_slot, out_number, out_total, out_range, out_spread, out_peak,
@@ -265,12 +278,7 @@ def _select_of_pulse(  # type: ignore[no-untyped-def]
         r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
         rm[k] = r
         if received[k] >= threshold and r >= rmin and r <= rmax:
-            j = m  # insertion by range, stable: equal ranges keep echo order
-            while j > 0 and rm[order[j - 1]] > r:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = k
-            m += 1
+            m = _insert_by_range(order, m, rm, k)
     if m == 0:
         return 0
     return _report_echoes(

@@ -29,7 +29,7 @@ from .common import (
     uniform,
 )
 from .common import reported_intensity as intensity_of
-from .echoes import _finish_echo, _report_echoes, surface_returns
+from .echoes import _finish_echo, _insert_by_range, _report_echoes, surface_returns
 
 __all__ = ["count_particles", "draw_particles", "medium_returns", "soft_echoes"]
 
@@ -332,12 +332,7 @@ def _choose(  # type: ignore[no-untyped-def]
         r = measured_range(range_true[k], relief[k], noise_m * hash_normal(key[k]), resolution)
         rm[k] = r
         if r >= rmin and r <= rmax:
-            j = m  # insertion by range, stable: equal ranges keep echo order
-            while j > 0 and rm[order[j - 1]] > r:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = k
-            m += 1
+            m = _insert_by_range(order, m, rm, k)
     if m == 0:
         return 0
     if mode == 0:  # the strongest, the first of equals
