@@ -425,21 +425,14 @@ def merge_returns(
             values = getattr(footprint, k) if len(rows) == 0 else getattr(single, k)[rows]
             out[k] = values.astype(dtype, copy=False)
         return Returns(**out)
-    # Both are in pulse order and share no pulse: each row's place in the merge is its
-    # place in its own source plus the rows of the other before its pulse (counted by
-    # pulse: the running count of the other's rows at each pulse).
-    size = 1 + max(int(a_pulse[-1]) if len(a_pulse) else 0, int(b_pulse[-1]) if len(b_pulse) else 0)
-    count_a, count_b = np.bincount(a_pulse, minlength=size), np.bincount(b_pulse, minlength=size)
-    before_a, before_b = np.cumsum(count_a) - count_a, np.cumsum(count_b) - count_b
-    at_a = np.arange(len(a_pulse)) + before_b[a_pulse]
-    at_b = np.arange(len(b_pulse)) + before_a[b_pulse]
-    out = {}
+    # Both are in pulse order and share no pulse: a stable sort of the two by pulse (a
+    # merge of two sorted runs) keeps each pulse's returns in their own order.
+    both = np.concatenate([a_pulse, b_pulse])
+    order = np.argsort(both, kind="stable")
+    out = {"pulse": both[order]}
     for k in names:
-        va = a_pulse if k == "pulse" else getattr(single, k)[rows]
-        vb = b_pulse if k == "pulse" else getattr(footprint, k)
-        merged = np.empty(len(at_a) + len(at_b), dtype=np.result_type(va, vb))
-        merged[at_a], merged[at_b] = va, vb
-        out[k] = merged
+        if k != "pulse":
+            out[k] = np.concatenate([getattr(single, k)[rows], getattr(footprint, k)])[order]
     return Returns(**out)
 
 
