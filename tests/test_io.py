@@ -85,6 +85,51 @@ def test_npz_layouts_write_the_same_archive(
         np.testing.assert_array_equal(back[name], expected, err_msg=name)
 
 
+@pytest.mark.parametrize("layout", ["in place", "spooled"])
+def test_npz_bytes_are_the_same_whenever_they_are_written(
+    cloud: PointCloud, tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same cloud written at two different times (the clock moved by a day) gives the
+    same bytes, in place and spooled: every member is stamped 1980-01-01 00:00:00, or
+    with ``SOURCE_DATE_EPOCH`` when it is set (UTC). The boxes file's writer too."""
+    import time
+    import zipfile
+
+    from simulator.io import npz, open_writer
+
+    def written(name: str, clock_s: float) -> bytes:
+        monkeypatch.setattr(time, "time", lambda: clock_s)
+        monkeypatch.setattr(time, "localtime", lambda *a: time.gmtime(clock_s))
+        meta = {} if layout == "spooled" else {"max_points": len(cloud)}
+        writer = open_writer(tmp_path / name, cloud.spec, meta)
+        writer.write(cloud)
+        writer.close()
+        return (tmp_path / name).read_bytes()
+
+    first, second = written("a.npz", 1.7e9), written("b.npz", 1.7e9 + 86_400)
+    assert first == second
+    with zipfile.ZipFile(tmp_path / "a.npz") as zf:
+        assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764806403")  # 2025-12-04 00:00:03 UTC
+    written("c.npz", 1.7e9)
+    with zipfile.ZipFile(tmp_path / "c.npz") as zf:
+        assert {i.date_time for i in zf.infolist()} == {(2025, 12, 4, 0, 0, 2)}  # 2 s steps
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    arrays = {"a": np.arange(5.0), "b": np.ones((2, 3), np.int32)}
+    boxes = []
+    for clock_s in (1.7e9, 1.8e9):
+        monkeypatch.setattr(time, "time", lambda c=clock_s: c)
+        monkeypatch.setattr(time, "localtime", lambda *a, c=clock_s: time.gmtime(c))
+        out = tmp_path / f"boxes-{clock_s:.0f}.npz"
+        npz.savez(out, **arrays)
+        boxes.append(out.read_bytes())
+    assert boxes[0] == boxes[1]
+    with np.load(tmp_path / "boxes-1700000000.npz") as back:
+        for name, value in arrays.items():
+            np.testing.assert_array_equal(back[name], value)
+            assert back[name].dtype == value.dtype
+
+
 def test_npz_in_place_refuses_more_points_than_it_was_made_for(
     cloud: PointCloud, tmp_path: Path
 ) -> None:

@@ -59,7 +59,7 @@ from ..rangeimage import CHANNELS, range_image
 from . import kitti_object, nuscenes
 from .atomic import write_atomic
 from .labels import pack_labels, unpack_labels
-from .npz import NpzWriter
+from .npz import NpzWriter, savez
 from .poses import read_kitti_poses, write_identity_calib, write_kitti_poses, write_times
 
 __all__ = [
@@ -243,7 +243,7 @@ class DatasetLayout:
             writer.close()
         if self.name in ("semantickitti", "npz"):
             buf = io.BytesIO()
-            np.savez(buf, **(boxes or Boxes()).arrays())
+            savez(buf, **(boxes or Boxes()).arrays())
             write_atomic(paths[-2 if self.range_images else -1], buf.getvalue())
         if self.range_images:
             images = range_image(cloud, width=RANGE_IMAGE_WIDTH)

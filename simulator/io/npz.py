@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 from .spool import SpooledWriter, bytes_view
 
-__all__ = ["NpzWriter", "crc32_combine", "read_npz"]
+__all__ = ["ZIP_EPOCH", "NpzWriter", "archive_time", "crc32_combine", "read_npz", "savez"]
 
 _BLOCK = 16 * 2**20
 _ZIP64 = 0xFFFFFFFF
@@ -88,14 +89,41 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return b"\x93NUMPY\x02\x00" + struct.pack("<I", len(body)) + body
 
 
-def _dos_time(when: float) -> tuple[int, int]:
-    t = time.localtime(when)
-    clock = (t.tm_hour << 11) | (t.tm_min << 5) | (t.tm_sec // 2)
-    return clock, ((t.tm_year - 1980) << 9) | (t.tm_mon << 5) | t.tm_mday
+#: The zip's own earliest time, 1980-01-01 00:00:00: what every member is stamped with
+#: unless ``SOURCE_DATE_EPOCH`` says otherwise.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def archive_time() -> tuple[int, int, int, int, int, int]:
+    """The time every member of an archive this package writes is stamped with: the
+    reproducible-builds ``SOURCE_DATE_EPOCH`` (seconds since 1970, UTC) when it is set,
+    else :data:`ZIP_EPOCH`, so that the same cloud makes the same bytes whenever it is
+    written (a write time would make every archive differ)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch.isdigit():
+        return ZIP_EPOCH
+    t = time.gmtime(int(epoch))
+    return max(ZIP_EPOCH, (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec))
+
+
+def _dos_time(when: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
+    year, month, day, hour, minute, second = when
+    clock = (hour << 11) | (minute << 5) | (second // 2)
+    return clock, ((year - 1980) << 9) | (month << 5) | day
+
+
+def savez(file: str | Path | io.BufferedIOBase, **arrays: NDArray) -> None:
+    """``np.savez`` (uncompressed, no pickles) with every member stamped with
+    :func:`archive_time`: the same arrays give the same bytes."""
+    with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            member = zipfile.ZipInfo(f"{name}.npy", date_time=archive_time())
+            with zf.open(member, "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)
 
 
 def _local_header(member: bytes, crc: int, size: int) -> bytes:
-    clock, date = _dos_time(time.time())
+    clock, date = _dos_time(archive_time())
     fixed = (0x04034B50, _VERSION, 0, 0, clock, date, crc, _ZIP64, _ZIP64, len(member), 20)
     return struct.pack("<IHHHHHIIIHH", *fixed) + member + struct.pack("<HHQQ", 1, 16, size, size)
 
@@ -103,7 +131,7 @@ def _local_header(member: bytes, crc: int, size: int) -> bytes:
 def _central_directory(entries: list[tuple[bytes, int, int, int]], start: int) -> bytes:
     """Central directory and zip64 end records of members (name, crc, size, offset)
     stored from ``start`` on."""
-    clock, date = _dos_time(time.time())
+    clock, date = _dos_time(archive_time())
     out = io.BytesIO()
     for member, crc, size, offset in entries:
         fixed = (_VERSION, _VERSION, 0, 0, clock, date, crc, _ZIP64, _ZIP64, len(member), 28)
@@ -307,7 +335,8 @@ class NpzWriter(SpooledWriter):
                         "fortran_order": False,
                         "shape": (spool.count, *shape),
                     }
-                    with zf.open(f"{name}.npy", "w", force_zip64=True) as out:
+                    member = zipfile.ZipInfo(f"{name}.npy", date_time=archive_time())
+                    with zf.open(member, "w", force_zip64=True) as out:
                         np.lib.format.write_array_header_2_0(out, header)
                         with open(spool.path(name), "rb") as raw:
                             while block := raw.read(_BLOCK):
