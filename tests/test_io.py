@@ -91,7 +91,8 @@ def test_npz_bytes_are_the_same_whenever_they_are_written(
 ) -> None:
     """The same cloud written at two different times (the clock moved by a day) gives the
     same bytes, in place and spooled: every member is stamped 1980-01-01 00:00:00, or
-    with ``SOURCE_DATE_EPOCH`` when it is set (UTC). The boxes file's writer too."""
+    with ``SOURCE_DATE_EPOCH`` when it is set (UTC), which also gives a LAS header its
+    creation day. The boxes file's writer too."""
     import time
     import zipfile
 
@@ -114,6 +115,10 @@ def test_npz_bytes_are_the_same_whenever_they_are_written(
     written("c.npz", 1.7e9)
     with zipfile.ZipFile(tmp_path / "c.npz") as zf:
         assert {i.date_time for i in zf.infolist()} == {(2025, 12, 4, 0, 0, 2)}  # 2 s steps
+    writer = open_writer(tmp_path / "c.las", cloud.spec, {})  # a LAS header's creation day
+    writer.write(cloud)
+    writer.close()
+    assert laspy.read(tmp_path / "c.las").header.creation_date.isoformat() == "2025-12-04"
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
     arrays = {"a": np.arange(5.0), "b": np.ones((2, 3), np.int32)}
     boxes = []

@@ -16,6 +16,7 @@ minimum.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 from ..backend import Backend, select_backend
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
+from .stamp import source_date_epoch
 
 __all__ = ["LasWriter"]
 
@@ -37,6 +39,9 @@ def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     header.add_extra_dims([laspy.ExtraBytesParams(name=k, type=t) for k, t in _EXTRA.items()])
     header.offsets = offset_m
     header.scales = np.full(3, _SCALE_M)
+    epoch = source_date_epoch()
+    if epoch is not None:  # the creation day of a reproducible build (else today)
+        header.creation_date = datetime.fromtimestamp(epoch, tz=timezone.utc).date()
     return header
 
 

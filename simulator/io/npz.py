@@ -23,7 +23,6 @@ import errno
 import io
 import os
 import struct
-import time
 import zipfile
 import zlib
 from pathlib import Path
@@ -35,8 +34,9 @@ from numpy.typing import NDArray
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 from .spool import SpooledWriter, bytes_view
+from .stamp import archive_time
 
-__all__ = ["ZIP_EPOCH", "NpzWriter", "archive_time", "crc32_combine", "read_npz", "savez"]
+__all__ = ["NpzWriter", "crc32_combine", "read_npz", "savez"]
 
 _BLOCK = 16 * 2**20
 _ZIP64 = 0xFFFFFFFF
@@ -87,23 +87,6 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     if len(body) != _NPY_HEADER - 12:
         raise ValueError(f"npy header too long for {dtype} {shape}")
     return b"\x93NUMPY\x02\x00" + struct.pack("<I", len(body)) + body
-
-
-#: The zip's own earliest time, 1980-01-01 00:00:00: what every member is stamped with
-#: unless ``SOURCE_DATE_EPOCH`` says otherwise.
-ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-def archive_time() -> tuple[int, int, int, int, int, int]:
-    """The time every member of an archive this package writes is stamped with: the
-    reproducible-builds ``SOURCE_DATE_EPOCH`` (seconds since 1970, UTC) when it is set,
-    else :data:`ZIP_EPOCH`, so that the same cloud makes the same bytes whenever it is
-    written (a write time would make every archive differ)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not epoch.isdigit():
-        return ZIP_EPOCH
-    t = time.gmtime(int(epoch))
-    return max(ZIP_EPOCH, (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec))
 
 
 def _dos_time(when: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
