@@ -118,7 +118,9 @@ def test_npz_bytes_are_the_same_whenever_they_are_written(
     writer = open_writer(tmp_path / "c.las", cloud.spec, {})  # a LAS header's creation day
     writer.write(cloud)
     writer.close()
-    assert laspy.read(tmp_path / "c.las").header.creation_date.isoformat() == "2025-12-04"
+    header = laspy.read(tmp_path / "c.las").header
+    assert header.creation_date.isoformat() == "2025-12-04"
+    assert header.generating_software == f"lidar-sim {simulator.__version__}"
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
     arrays = {"a": np.arange(5.0), "b": np.ones((2, 3), np.int32)}
     boxes = []

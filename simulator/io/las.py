@@ -17,6 +17,7 @@ minimum.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,24 @@ _SCALE_M = 1e-4
 _EXTRA = {"ring": np.uint16, "label": np.uint16, "instance": np.uint16, "range": np.float32}
 
 
+def _generator() -> str:
+    """The header's generating software (32 characters at most): this package and its
+    version, not the library that writes the bytes."""
+    try:
+        return f"lidar-sim {metadata.version('lidar-sim')}"[:32]
+    except metadata.PackageNotFoundError:  # (a source tree that is not installed)
+        return "lidar-sim"
+
+
+_GENERATOR = _generator()
+
+
 def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     header = laspy.LasHeader(point_format=6, version="1.4")
     header.add_extra_dims([laspy.ExtraBytesParams(name=k, type=t) for k, t in _EXTRA.items()])
     header.offsets = offset_m
     header.scales = np.full(3, _SCALE_M)
+    header.generating_software = _GENERATOR
     epoch = source_date_epoch()
     if epoch is not None:  # the creation day of a reproducible build (else today)
         header.creation_date = datetime.fromtimestamp(epoch, tz=timezone.utc).date()
