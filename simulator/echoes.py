@@ -416,15 +416,18 @@ def merge_returns(
     rows = np.flatnonzero(kept)  # (an index array: a gather a field by it beats a mask)
     a_pulse = single.pulse[rows].astype(np.int64)
     b_pulse = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
-    if len(rows) == 0 or len(b_pulse) == 0:  # one source only (fog touches every pulse)
-        out = {"pulse": b_pulse if len(rows) == 0 else a_pulse}
-        for k in names:
-            if k == "pulse":
-                continue
-            dtype = np.result_type(getattr(single, k), getattr(footprint, k))
-            values = getattr(footprint, k) if len(rows) == 0 else getattr(single, k)[rows]
-            out[k] = values.astype(dtype, copy=False)
-        return Returns(**out)
+    # Both are in pulse order and share no pulse: a stable sort of the two by pulse (a
+    # merge of two sorted runs) keeps each pulse's returns in their own order; with one
+    # source only (fog touches every pulse) they are in order already.
+    both = np.concatenate([a_pulse, b_pulse])
+    one_source = len(rows) == 0 or len(b_pulse) == 0
+    order = None if one_source else np.argsort(both, kind="stable")
+    out = {"pulse": both if order is None else both[order]}
+    for k in names:
+        if k != "pulse":
+            joined = np.concatenate([getattr(single, k)[rows], getattr(footprint, k)])
+            out[k] = joined if order is None else joined[order]
+    return Returns(**out)
     # Both are in pulse order and share no pulse: a stable sort of the two by pulse (a
     # merge of two sorted runs) keeps each pulse's returns in their own order.
     both = np.concatenate([a_pulse, b_pulse])

@@ -652,6 +652,14 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
         block_count[block] = at - p0 * max_returns
 
 
+def _joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    """The arrays one after the other as one contiguous array of ``dtype`` for a kernel
+    to read (one array: itself, not copied)."""
+    if len(arrays) == 1:
+        return np.ascontiguousarray(arrays[0], dtype=dtype)
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+
 def see_through_returns(
     results: HitResults,
     hits: Hits,
@@ -680,9 +688,6 @@ def see_through_returns(
     row_start[1:] = np.cumsum([len(b.rays) for b in behind])
     hit_start = np.cumsum([0] + [len(b.results.idx) for b in behind])
 
-    def joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
-        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
-
     l_hit = np.full(row_start[-1], -1, dtype=np.int64)
     for k, b in enumerate(behind):
         l_hit[row_start[k] + b.results.idx] = hit_start[k] + np.arange(len(b.results.idx))
@@ -691,11 +696,11 @@ def see_through_returns(
         results.idx, results.keep, results.range_m, results.intensity, results.relief_m,
         results.backscatter, results.spread_m, results.peak_factor, results.cos_incidence,
         results.cos_effective, hits.range_m, hits.object_index, row_start,
-        joined([b.rays for b in behind], np.int64),
-        joined([b.two_way for b in behind], np.float64),
-        joined([b.hits.range_m for b in behind], np.float32),
-        joined([b.hits.object_index for b in behind], np.int32), l_hit,
-        *(joined([getattr(r, name) for r in res], np.float64)
+        _joined([b.rays for b in behind], np.int64),
+        _joined([b.two_way for b in behind], np.float64),
+        _joined([b.hits.range_m for b in behind], np.float32),
+        _joined([b.hits.object_index for b in behind], np.int32), l_hit,
+        *(_joined([getattr(r, name) for r in res], np.float64)
           for name in ("relief_m", "backscatter", "spread_m", "cos_incidence", "cos_effective")),
         float(beam.weights[0]), model.separation_m, np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,

@@ -29,7 +29,7 @@ from .common import (
     uniform,
 )
 from .common import reported_intensity as intensity_of
-from .echoes import _finish_echo, _insert_by_range, _report_echoes, surface_returns
+from .echoes import _finish_echo, _insert_by_range, _joined, _report_echoes, surface_returns
 
 __all__ = ["count_particles", "draw_particles", "medium_returns", "soft_echoes"]
 
@@ -148,8 +148,7 @@ def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Part
     look-ups in two parallel kernels, the size's logarithm and power with numpy as the
     specification takes them."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
-    count = np.empty(len(ids), dtype=np.int64)
-    _particle_counts(population.stream, ids, population.poisson_cdf, count)
+    count = count_particles(population, ids)
     first = np.cumsum(count) - count
     total = int(count.sum())
     range_m, smallest, u_size, u_place = (np.empty(total) for _ in range(4))
@@ -687,8 +686,7 @@ def _lit_particles(
     their ranges, diameters (:meth:`simulator.weather.Population.draw`'s logarithm and
     power by numpy), sub-rays and overlaps."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
-    count = np.empty(len(ids), dtype=np.int64)
-    _particle_counts(population.stream, ids, population.poisson_cdf, count)
+    count = count_particles(population, ids)
     first = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(count, out=first[1:])
     finite = np.isfinite(population.min_size_mm)
@@ -784,11 +782,6 @@ def _one_layer_returns(
         per_pulse += np.diff(starts[q])
     widest = samples + (int(per_pulse.max()) if n_pulses else 0)
 
-    def joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
-        if len(arrays) == 1:  # (one population: its arrays as they are, not copied)
-            return np.ascontiguousarray(arrays[0], dtype=dtype)
-        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
-
     pops = medium.populations
     sub_range = ray_range.reshape(n_pulses, samples)
     softs = [_soft_broad(s, sub_range, beam, pulse_id, model) for s in medium.soft]
@@ -815,8 +808,8 @@ def _one_layer_returns(
         np.array([p.efficiency for p in pops], dtype=np.float64),
         np.array([p.reflectance for p in pops], dtype=np.float64),
         np.array([p.object_index for p in pops], dtype=np.int64),
-        joined(subs, np.int64), joined(ranges, np.float64), joined(diameters, np.float64),
-        joined(overlaps, np.float64), area, soft_energy, soft_range, soft_key,
+        _joined(subs, np.int64), _joined(ranges, np.float64), _joined(diameters, np.float64),
+        _joined(overlaps, np.float64), area, soft_energy, soft_range, soft_key,
         np.array([s.object_index for s in medium.soft], dtype=np.int64), widest,
         model.separation_m, np.ascontiguousarray(pulse_id, dtype=np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
