@@ -387,8 +387,8 @@ DIAGNOSTIC_FIELDS = (
 
 
 def merge_returns(
-    single: Returns,
-    kept: NDArray[np.bool_],
+    single: Returns | None,
+    kept: NDArray[np.bool_] | None,
     footprint: Returns,
     pulses: NDArray[np.intp],
     *,
@@ -401,9 +401,9 @@ def merge_returns(
 
     Parameters
     ----------
-    single : Returns
-        Returns of the chunk cast one ray a pulse.
-    kept : (len(single),) bool
+    single : Returns or None
+        Returns of the chunk cast one ray a pulse (None: none stands).
+    kept : (len(single),) bool or None
         Which of them stand.
     footprint : Returns
         Returns of the footprints of ``pulses``.
@@ -413,12 +413,14 @@ def merge_returns(
         Keep the diagnostic fields (both sources must carry them).
     """
     names = [f.name for f in fields(Returns) if diagnostics or f.name not in DIAGNOSTIC_FIELDS]
+    b_pulse = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
+    if single is None or kept is None:  # (fog touches every pulse)
+        return Returns(**{k: b_pulse if k == "pulse" else getattr(footprint, k) for k in names})
     rows = np.flatnonzero(kept)  # (an index array: a gather a field by it beats a mask)
     a_pulse = single.pulse[rows].astype(np.int64)
-    b_pulse = np.asarray(pulses, dtype=np.int64)[footprint.pulse]
     # Both are in pulse order and share no pulse: a stable sort of the two by pulse (a
     # merge of two sorted runs) keeps each pulse's returns in their own order; with one
-    # source only (fog touches every pulse) they are in order already.
+    # source only they are in order already.
     both = np.concatenate([a_pulse, b_pulse])
     one_source = len(rows) == 0 or len(b_pulse) == 0
     order = None if one_source else np.argsort(both, kind="stable")
@@ -427,15 +429,6 @@ def merge_returns(
         if k != "pulse":
             joined = np.concatenate([getattr(single, k)[rows], getattr(footprint, k)])
             out[k] = joined if order is None else joined[order]
-    return Returns(**out)
-    # Both are in pulse order and share no pulse: a stable sort of the two by pulse (a
-    # merge of two sorted runs) keeps each pulse's returns in their own order.
-    both = np.concatenate([a_pulse, b_pulse])
-    order = np.argsort(both, kind="stable")
-    out = {"pulse": both[order]}
-    for k in names:
-        if k != "pulse":
-            out[k] = np.concatenate([getattr(single, k)[rows], getattr(footprint, k)])[order]
     return Returns(**out)
 
 

@@ -55,7 +55,7 @@ from .record import add_diagnostics
 from .scanner import ScanPattern, pattern_for
 from .scene import Scene, load_scene
 from .trajectory import Trajectory, trajectory_from_survey
-from .weather import MEDIUM_BLOCK_PULSES, Medium, weather_extinction_per_m
+from .weather import MEDIUM_BLOCK_PULSES, SOFT_BLOCK_PULSES, Medium, weather_extinction_per_m
 
 __all__ = [
     "Frame",
@@ -438,17 +438,22 @@ class Simulation:
                     results, chunk.hits, chunk.pulse_ids, self.beam, self.model, self.streams,
                     behind, diagnostics=self.diagnostics,
                 )  # fmt: skip
-            returns = single_returns(results, chunk.hits, diagnostics=self.diagnostics)
+
+            def first() -> Returns:
+                return single_returns(results, chunk.hits, diagnostics=self.diagnostics)
+
             if self.adaptive:
-                return self.adaptive_returns(chunk, returns)
+                return self.adaptive_returns(chunk, first())
         else:
-            ids = chunk.pulse_ids
-            returns = self.backend.echo_returns(
-                results, chunk.hits, ids, self.beam, self.model, self.streams
-            )
+
+            def first() -> Returns:
+                return self.backend.echo_returns(
+                    results, chunk.hits, chunk.pulse_ids, self.beam, self.model, self.streams
+                )
+
         if self.medium is None and not chunk.behind:
-            return returns
-        return self.layered_returns(chunk, results, returns)
+            return first()
+        return self.layered_returns(chunk, results, first)
 
     def _several_surfaces(self, chunk: CastChunk) -> NDArray[np.bool_]:
         """(P,) bool: pulses with a ray that passed a see-through surface."""
@@ -462,13 +467,16 @@ class Simulation:
         assert self.medium is not None
         return self.medium.draw(ids, self.backend.draw_particles)
 
-    def layered_returns(self, chunk: CastChunk, results: HitResults, returns: Returns) -> Returns:
+    def layered_returns(
+        self, chunk: CastChunk, results: HitResults, first: Callable[[], Returns]
+    ) -> Returns:
         """The chunk's returns where a pulse's light meets more than its first surfaces:
         the pulses the weather touches (a particle in the beam, or a detectable soft
         target; :mod:`simulator.weather`) and those that pass a see-through surface,
         recomputed with every surface and the medium's echoes
-        (:func:`simulator.echoes.surface_returns`). The others keep ``returns``, whose
-        model already carries the weather's extinction."""
+        (:func:`simulator.echoes.surface_returns`). The others keep the returns of their
+        first surfaces, ``first()`` (called only if some pulse keeps them: fog touches
+        every pulse), whose model already carries the weather's extinction."""
         ids = chunk.pulse_ids
         touched = self._several_surfaces(chunk)
         if self.medium is not None:  # (counted here, drawn where they are used)
@@ -477,6 +485,9 @@ class Simulation:
             )
         pulses = np.flatnonzero(touched)
         recomputed = self._surface_returns(chunk, results, ids, None, pulses)
+        if len(pulses) == len(touched):
+            return merge_returns(None, None, recomputed, pulses, diagnostics=self.diagnostics)
+        returns = first()
         kept = ~touched[returns.pulse]
         return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
 
@@ -511,12 +522,13 @@ class Simulation:
                 particles = [p.of_pulses(pulses) for p in particles]
         # The weather's pulses in blocks (each pulse's returns are its own): the
         # particles' entries and echoes of a whole chunk would hold gigabytes in snow.
-        if len(ids) <= MEDIUM_BLOCK_PULSES:
+        size = MEDIUM_BLOCK_PULSES if self.medium.populations else SOFT_BLOCK_PULSES
+        if len(ids) <= size:
             return self.backend.medium_returns(results, hits, ids, beam, model, streams,
                                                self.medium, particles, behind)  # fmt: skip
         parts = []
-        for start in range(0, len(ids), MEDIUM_BLOCK_PULSES):
-            stop = min(start + MEDIUM_BLOCK_PULSES, len(ids))
+        for start in range(0, len(ids), size):
+            stop = min(start + size, len(ids))
             if behind:
                 block = np.arange(start, stop)
                 b_results, b_hits, b_behind = of_pulses(results, hits, behind, block,

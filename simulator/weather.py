@@ -107,6 +107,7 @@ __all__ = [
     "MEDIUM_BLOCK_PULSES",
     "MEDIUM_KINDS",
     "MEDIUM_LABELS",
+    "SOFT_BLOCK_PULSES",
     "Medium",
     "Particles",
     "Population",
@@ -139,6 +140,9 @@ _PARTICLE_TABLE = 4096
 #: are its own), so that a snowfall's particles and echoes hold tens of megabytes, not
 #: gigabytes.
 MEDIUM_BLOCK_PULSES = 16384
+#: The same for a medium without particles (fog, dust alone): a pulse's entries are then
+#: its surfaces and the soft targets' peaks, a few values, so a default chunk is one block.
+SOFT_BLOCK_PULSES = 1 << 18
 #: Samples of the hard targets' extinction relief (uniform in range, to the maximum).
 _RELIEF_TABLE = 2048
 #: Gauss-Laguerre nodes of the drawn particles' extinction (exact for the drops' D^2).

@@ -390,7 +390,7 @@ def test_fog_behind_a_window_is_identical_for_any_chunk_size(
     spec = Simulation.from_file(path)
     spec.backend = NumpyBackend()
     others.append(spec.run())
-    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 401)
+    monkeypatch.setattr(simulator.pipeline, "SOFT_BLOCK_PULSES", 401)  # (fog: no particles)
     others.append(Simulation.from_file(path).run())
     for other in others:
         for name in ("pulse_id", "range_m", "intensity", "label", "return_number"):

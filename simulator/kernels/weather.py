@@ -11,7 +11,6 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-from .. import physics
 from ..beam import BeamPattern
 from ..chunk import Hits
 from ..config import ScannerConfig
@@ -356,7 +355,7 @@ def _choose(  # type: ignore[no-untyped-def]
 def _medium_pulses(  # type: ignore[no-untyped-def]
     samples, weights, hit_of_ray, ray_range, h_range, h_relief, h_b, h_spread, h_obj, h_ci,
     h_ce, share_of_sub, starts, pop_efficiency, pop_reflectance, pop_object, q_sub,
-    q_range, q_diameter, q_overlap, area, soft_energy, soft_range, soft_key, soft_object,
+    q_range, q_diameter, q_overlap, area, soft_energy, soft_range, soft_stream, soft_object,
     widest, separation, pulse_id, noise_seed, noise_m, resolution, pulse_m, threshold, ext,
     rmin, rmax, mode, max_returns, iscale, imax, istep, response, block_count, o_pulse,
     o_number, o_total, o_range, o_intensity, o_obj, o_range_true, o_cos_inc, o_cos_eff,
@@ -493,7 +492,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 e_energy[k] = 0.0 if wins else s_energy
                 e_range[k], e_relief[k], e_sp[k], e_between[k] = s_range, 0.0, 0.0, 0.0
                 e_obj[k], e_dom[k], e_ci[k], e_ce[k] = soft_object[t], e_energy[k], 1.0, 1.0
-                e_key[k] = soft_key[t, p]
+                e_key[k] = mix64(soft_stream[t] + pulse_id[p])
             n_out = _choose(
                 0, count + softs, e_energy, e_range, e_relief, e_sp, e_between, e_key, noise_m,
                 resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
@@ -525,11 +524,11 @@ def _soft_broad(
     soft: SoftTarget,
     sub_range: NDArray[np.float64],
     beam: BeamPattern,
-    pulse_id: NDArray[np.uint64],
     model: ReturnModel,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.uint64]]:
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """:func:`simulator.weather._soft_echoes` without layers behind: each pulse's echo
-    energy, true range and jitter key."""
+    energy and true range (the kernel hashes its jitter key,
+    ``mix64(soft.stream + pulse_id)``)."""
     range_m, received = soft_echoes(soft, sub_range, beam.weights.astype(np.float64))
 
     def undone(r: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -542,9 +541,7 @@ def _soft_broad(
     back = np.full(len(range_m), undone(np.array([soft.peak_range_m]))[0])
     moved = np.flatnonzero(range_m != soft.peak_range_m)
     back[moved] = undone(range_m[moved])
-    with np.errstate(over="ignore"):
-        key = physics.mix64(soft.stream + pulse_id)
-    return received * range_m**2 * back, range_m, key
+    return received * range_m**2 * back, range_m
 
 
 def _overlap_table(scanner: ScannerConfig) -> NDArray[np.float64]:
@@ -784,10 +781,10 @@ def _one_layer_returns(
 
     pops = medium.populations
     sub_range = ray_range.reshape(n_pulses, samples)
-    softs = [_soft_broad(s, sub_range, beam, pulse_id, model) for s in medium.soft]
+    softs = [_soft_broad(s, sub_range, beam, model) for s in medium.soft]
     soft_energy = np.array([s[0] for s in softs]).reshape(len(softs), n_pulses)
     soft_range = np.array([s[1] for s in softs]).reshape(len(softs), n_pulses)
-    soft_key = np.array([s[2] for s in softs], dtype=np.uint64).reshape(len(softs), n_pulses)
+    soft_stream = np.array([s.stream for s in medium.soft], dtype=np.uint64)
     div = scanner.divergence_mrad
     area = np.array([np.pi / 4.0, scanner.beam_exit_diameter_mm * 1e-3, div.horizontal,
                      div.vertical])  # fmt: skip
@@ -809,7 +806,7 @@ def _one_layer_returns(
         np.array([p.reflectance for p in pops], dtype=np.float64),
         np.array([p.object_index for p in pops], dtype=np.int64),
         _joined(subs, np.int64), _joined(ranges, np.float64), _joined(diameters, np.float64),
-        _joined(overlaps, np.float64), area, soft_energy, soft_range, soft_key,
+        _joined(overlaps, np.float64), area, soft_energy, soft_range, soft_stream,
         np.array([s.object_index for s in medium.soft], dtype=np.int64), widest,
         model.separation_m, np.ascontiguousarray(pulse_id, dtype=np.uint64),
         np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
@@ -819,12 +816,14 @@ def _one_layer_returns(
         o_pulse, o_number, o_total, o_range, o_intensity, o_obj, *diag,
     )  # fmt: skip
     # Each block's returns, one table: block b's from slot src[b] on.
+    # (every slot filled, as in fog with one return a pulse: the table as it is)
+    total = int(block_count.sum())
     src = np.arange(blocks, dtype=np.int64) * n_pulses // blocks * width
     start = np.cumsum(block_count) - block_count
-    rows = np.repeat(src - start, block_count) + np.arange(int(block_count.sum()))
+    rows = None if total == size else np.repeat(src - start, block_count) + np.arange(total)
 
     def packed(values: NDArray[Any]) -> NDArray[Any]:
-        return values[rows]
+        return values if rows is None else values[rows]
 
     names = ("range_true_m", "cos_incidence", "cos_effective", "spread_m", "peak_factor",
              "energy_fraction")  # fmt: skip
