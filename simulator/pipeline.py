@@ -592,31 +592,27 @@ class Simulation:
         direction, the sub-ray normalised once more: 99 % of them): its hit is the
         beam's."""
         rest = np.setdiff1d(np.arange(self.beam.samples), probe)
-        others = self.footprint_rays(fans, rest)
-        times = others.cast_time_s
         centre = np.flatnonzero(rest == centre_sub_ray(self.beam))
         if len(centre) == 0:
-            return [(rest, others.cast, self._cast(others.cast, times))]
-        c, n = int(centre[0]), len(rest)
-        fan = others.cast.reshape(-1, n, 6)
-        centre_rays = np.ascontiguousarray(fan[:, c])
+            others = self.footprint_rays(fans, rest)
+            return [(rest, others.cast, self._cast(others.cast, others.cast_time_s))]
+        # The central sub-ray and the others made apart (each sub-ray is made from its
+        # beam alone), so that neither needs copying out of one fan.
+        c = int(centre[0])
+        cols = np.delete(rest, c)
+        centre_rays = self.footprint_rays(fans, rest[c : c + 1]).cast
         again = np.flatnonzero(
             np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
         )
         if len(again):
-            met = self._cast(
-                centre_rays[again], None if times is None else times.reshape(-1, n)[again, c]
-            )
+            times = fans.cast_time_s
+            met = self._cast(centre_rays[again], None if times is None else times[again])
             beam_hits.range_m[again], beam_hits.object_index[again] = met.range_m, met.object_index
             beam_hits.normal[again] = met.normal
-        cols = np.delete(np.arange(n), c)
-        rays = np.ascontiguousarray(fan[:, cols]).reshape(-1, 6)
-        times = (
-            None if times is None else np.ascontiguousarray(times.reshape(-1, n)[:, cols]).ravel()
-        )
+        others = self.footprint_rays(fans, cols)
         return [
             (rest[c : c + 1], centre_rays, beam_hits),
-            (rest[cols], rays, self._cast(rays, times)),
+            (cols, others.cast, self._cast(others.cast, others.cast_time_s)),
         ]
 
     def adaptive_returns(self, chunk: CastChunk, single: Returns) -> Returns:
