@@ -3,9 +3,10 @@
 ``python benchmarks/checksums.py [--only NAME ...]`` scans a fixed set of surveys (the farm
 with four presets, the tree with footprints and multiple returns, one revolution of the
 street drive with moving objects, the HDL-64E in 50 m fog, a VLP-16 in rain, adaptive
-footprints of 7 sub-rays on the farm and of 19 on half a revolution of the street) and
-prints, per survey, the point count and a 16-hex-digit BLAKE2 digest of every field of the
-point record (names, dtypes and bytes, in name order). Run it before and after a change and compare.
+footprints of 7 sub-rays on the farm and of 19 on half a revolution of the street, with
+the diagnostic fields) and prints, per survey, the point count and a 16-hex-digit BLAKE2
+digest of every field of the point record (names, dtypes and bytes, in name order). Run it
+before and after a change and compare.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ CASES: dict[str, tuple[str, list[str]]] = {
     ),
     "farm-adaptive-7": (
         "scenes/farm/survey.yaml",
-        ["scanner_overrides.beam_samples=7", "scanner_overrides.beam_sampling=adaptive"],
+        [
+            "scanner_overrides.beam_samples=7",
+            "scanner_overrides.beam_sampling=adaptive",
+            "output.diagnostics=true",
+        ],
     ),
     "street-adaptive-19": (
         "scenes/street/drive.yaml",
@@ -45,6 +50,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
             "revolutions=0.5",
             "scanner_overrides.beam_samples=19",
             "scanner_overrides.beam_sampling=adaptive",
+            "output.diagnostics=true",
         ],
     ),
 }

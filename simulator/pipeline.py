@@ -600,7 +600,10 @@ class Simulation:
         # beam alone), so that neither needs copying out of one fan.
         c = int(centre[0])
         cols = np.delete(rest, c)
-        centre_rays = self.footprint_rays(fans, rest[c : c + 1]).cast
+        # (A pattern of the central sub-ray alone would be the beams as they are, the
+        # single-ray scan's rays; a fan's central sub-ray is the beam normalised once
+        # more, so it is made twice a beam and taken once.)
+        centre_rays = np.ascontiguousarray(self.footprint_rays(fans, rest[[c, c]]).cast[::2])
         again = np.flatnonzero(
             np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
         )

@@ -151,7 +151,8 @@ def count_cast_in_full(sim: simulator.Simulation) -> tuple[PointCloud, int]:
     original = sim.footprint_rays
 
     def counting(rays: Any, which: Any = None) -> Any:
-        if which is not None and len(which) == sim.beam.samples - probes:
+        # (the unprobed sub-rays but the central one, made apart: one call a fan)
+        if which is not None and len(which) == sim.beam.samples - probes - 1:
             full[0] += len(rays.beams)
         return original(rays, which)
 
