@@ -144,15 +144,23 @@ def count_cast_in_full(sim: simulator.Simulation) -> tuple[PointCloud, int]:
     """Scan ``sim`` counting the pulses adaptive sampling casts in full (those whose
     footprint's remaining sub-rays, beyond its probes, are cast): the cloud and the count.
     Full sampling, or adaptive sampling that casts nothing more, counts 0."""
-    from simulator.footprint import neighbour_stride, probe_indices
+    from simulator.footprint import centre_sub_ray, neighbour_stride, probe_indices
 
-    probes = len(probe_indices(sim.beam, neighbour_stride(sim.pattern, sim.beam) == 0))
+    probe = probe_indices(sim.beam, neighbour_stride(sim.pattern, sim.beam) == 0)
+    centre = centre_sub_ray(sim.beam)
     full = [0]
     original = sim.footprint_rays
 
     def counting(rays: Any, which: Any = None) -> Any:
-        # (the unprobed sub-rays but the central one, made apart: one call a fan)
-        if which is not None and len(which) == sim.beam.samples - probes - 1:
+        # (the unprobed sub-rays: without the central one, which is made apart, or all
+        # of them where the pattern has none; one call a fan)
+        rest = sim.beam.samples - len(probe)
+        if (
+            which is not None
+            and len(which) in (rest - 1, rest)
+            and centre not in which
+            and not np.isin(which, probe).any()
+        ):
             full[0] += len(rays.beams)
         return original(rays, which)
 
