@@ -180,8 +180,9 @@ class Backend(Protocol):
         medium: _weather.Medium,
         particles: list[_weather.Particles] | None = None,
         behind: Sequence[Behind] = (),
+        pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
-        """The returns of pulses through the weather (see
+        """The returns of pulses (all, or ``pulses`` among them) through the weather (see
         :func:`simulator.weather.medium_returns`)."""
         ...
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -515,32 +515,36 @@ class Simulation:
             return self.backend.echo_returns(results, chunk.hits, ids, beam, model, streams,
                                              behind, pulses)  # fmt: skip
         hits = chunk.hits
-        if pulses is not None and len(pulses) < len(ids):  # (all of them: as they are)
-            results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
-            ids = ids[pulses]
-            if particles is not None:
-                particles = [p.of_pulses(pulses) for p in particles]
+        # (all of the chunk's pulses: as they are)
+        sel = None if pulses is None or len(pulses) == len(ids) else np.asarray(pulses)
+        if sel is not None and particles is not None:
+            particles = [p.of_pulses(sel) for p in particles]
+        if sel is not None and behind:  # (with layers behind, gathered once here)
+            results, hits, behind = of_pulses(results, hits, behind, sel, beam.samples)
+            ids, sel = ids[sel], None
         # The weather's pulses in blocks (each pulse's returns are its own): the
         # particles' entries and echoes of a whole chunk would hold gigabytes in snow.
+        # Without layers behind the backend reads each block's per-hit model where it
+        # lies (``pulses``); with them a block's is gathered.
         size = MEDIUM_BLOCK_PULSES if self.medium.populations else SOFT_BLOCK_PULSES
-        if len(ids) <= size:
+        n = len(ids) if sel is None else len(sel)
+        if n <= size:
             return self.backend.medium_returns(results, hits, ids, beam, model, streams,
-                                               self.medium, particles, behind)  # fmt: skip
+                                               self.medium, particles, behind, sel)  # fmt: skip
         parts = []
-        for start in range(0, len(ids), size):
-            stop = min(start + size, len(ids))
+        for start in range(0, n, size):
+            stop = min(start + size, n)
+            block = np.arange(start, stop) if sel is None else sel[start:stop]
             if behind:
-                block = np.arange(start, stop)
                 b_results, b_hits, b_behind = of_pulses(results, hits, behind, block,
                                                         beam.samples)  # fmt: skip
-            else:  # views of the span's rays
-                b_results, b_hits = _ray_span(results, hits, start * beam.samples,
-                                              stop * beam.samples)  # fmt: skip
-                b_behind = []
+                b_ids, b_pulses = ids[block], None
+            else:
+                b_results, b_hits, b_behind, b_ids, b_pulses = results, hits, [], ids, block
             part = self.backend.medium_returns(
-                b_results, b_hits, ids[start:stop], beam, model, streams, self.medium,
+                b_results, b_hits, b_ids, beam, model, streams, self.medium,
                 None if particles is None else [p.of_span(start, stop) for p in particles],
-                b_behind,
+                b_behind, b_pulses,
             )  # fmt: skip
             # (the diagnostics, when not recorded, are not joined: merge_returns drops them)
             unused = {} if self.diagnostics else dict.fromkeys(DIAGNOSTIC_FIELDS)
@@ -818,23 +822,6 @@ class Simulation:
             raise
         summary.seconds = time.perf_counter() - started
         return summary
-
-
-def _ray_span(results: HitResults, hits: Hits, lo: int, hi: int) -> tuple[HitResults, Hits]:
-    """The per-hit model and hits of the cast rays ``lo..hi`` as views, ``idx`` counting
-    from ``lo``: :func:`simulator.echoes.of_pulses` of a span of pulses without surfaces
-    behind see-through ones."""
-    a, b = np.searchsorted(results.idx, [lo, hi])
-    n = len(results.idx)
-    cut = {
-        f.name: (v[a:b] if len(v) == n else v)
-        for f in fields(HitResults)
-        if f.name != "behind"
-        for v in [getattr(results, f.name)]
-    }
-    cut["idx"] = results.idx[a:b] - lo
-    span = Hits(hits.range_m[lo:hi], hits.object_index[lo:hi], hits.normal[lo:hi])
-    return HitResults(**cut), span
 
 
 def scan(

@@ -99,7 +99,7 @@ from .constants import (
     STREAM_SNOW,
     stream_seed,
 )
-from .echoes import Behind, Echoes, Returns, surface_returns, transmittance_at
+from .echoes import Behind, Echoes, Returns, of_pulses, surface_returns, transmittance_at
 from .hits import HitResults, ReturnModel, Streams
 from .labels import label_id
 
@@ -794,6 +794,7 @@ def medium_returns(
     medium: Medium,
     particles: list[Particles] | None = None,
     behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
     """The returns of pulses through the weather: the scene's sub-ray hits shadowed by the
     particles in front of them, the particles' own echoes, grouped with them as in
@@ -820,6 +821,9 @@ def medium_returns(
         (:meth:`Medium.draw`).
     behind : sequence of Behind
         The surfaces behind see-through ones (:func:`simulator.echoes.surface_returns`).
+    pulses : (Q,) intp, optional
+        Only these pulses (increasing indices into ``pulse_id``); ``particles`` are then
+        theirs, and the returns' ``pulse`` indexes ``pulses``.
 
     Returns
     -------
@@ -827,6 +831,9 @@ def medium_returns(
         With every diagnostic field.
     """
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
+    if pulses is not None:
+        results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
+        pulse_id = pulse_id[pulses]
     shadow, extra, broad = medium_entries(
         hits, pulse_id, beam, model, medium, particles, behind, results
     )

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from ..beam import BeamPattern
 from ..chunk import Hits
 from ..config import ScannerConfig
-from ..echoes import Behind, Returns
+from ..echoes import Behind, Returns, of_pulses
 from ..hits import HitResults, ReturnModel, Streams
 from ..weather import Medium, Particles, Population, SoftTarget, medium_entries, overlap
 from .common import (
@@ -43,16 +43,21 @@ def medium_returns(
     medium: Medium,
     particles: list[Particles] | None = None,
     behind: Sequence[Behind] = (),
+    pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
     """:func:`simulator.weather.medium_returns`, value for value. In a scene without
-    see-through surfaces, one kernel a pulse (:func:`_one_layer_returns`); otherwise the
-    particles' shadows, their entries and the soft targets' echoes as the specification
-    makes them (:func:`simulator.weather.medium_entries`), grouped, detected and selected
-    with the scene's hits by :func:`simulator.kernels.echoes.surface_returns`."""
+    see-through surfaces, one kernel a pulse (:func:`_one_layer_returns`), which reads
+    the per-hit model of ``pulses`` where it lies; otherwise the particles' shadows,
+    their entries and the soft targets' echoes as the specification makes them
+    (:func:`simulator.weather.medium_entries`), grouped, detected and selected with the
+    scene's hits by :func:`simulator.kernels.echoes.surface_returns`."""
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
     if not behind and medium.transmittance_of_object is None:
         return _one_layer_returns(results, hits, pulse_id, beam, model, streams, medium,
-                                  particles)  # fmt: skip
+                                  particles, pulses)  # fmt: skip
+    if pulses is not None:
+        results, hits, behind = of_pulses(results, hits, behind, pulses, beam.samples)
+        pulse_id = pulse_id[pulses]
     if particles is None:
         particles = medium.draw(pulse_id, draw_particles)
     shadow, extra, broad = medium_entries(
@@ -353,7 +358,7 @@ def _choose(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _medium_pulses(  # type: ignore[no-untyped-def]
-    samples, weights, hit_of_ray, ray_range, h_range, h_relief, h_b, h_spread, h_obj, h_ci,
+    samples, weights, hit_of_ray, ray_range, h_relief, h_b, h_spread, ray_obj, h_ci,
     h_ce, share_of_sub, starts, pop_efficiency, pop_reflectance, pop_object, q_sub,
     q_range, q_diameter, q_overlap, area, soft_energy, soft_range, soft_stream, soft_object,
     widest, separation, pulse_id, noise_seed, noise_m, resolution, pulse_m, threshold, ext,
@@ -433,8 +438,8 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 w = weights[k]
                 weight = max(w - w * (1.0 - passed[k] * passed[k]), 0.0)
                 if weight > 0.0:
-                    w_s[n_h], rng_s[n_h], rel_s[n_h] = weight, h_range[h], h_relief[h]
-                    b_s[n_h], sp_s[n_h], obj_s[n_h] = h_b[h], h_spread[h], h_obj[h]
+                    w_s[n_h], rng_s[n_h], rel_s[n_h] = weight, ray_range[base + k], h_relief[h]
+                    b_s[n_h], sp_s[n_h], obj_s[n_h] = h_b[h], h_spread[h], ray_obj[base + k]
                     ci_s[n_h], ce_s[n_h] = h_ci[h], h_ce[h]
                     n_h += 1
             n = n_h + n_q
@@ -719,6 +724,17 @@ def _lit_particles(
     return starts, q_range, diameter_m, q_sub, q_overlap
 
 
+@njit(cache=True, nogil=True)
+def _hit_rows(idx, rays, out):  # type: ignore[no-untyped-def]
+    """Each ray's row in the per-hit model (-1: a miss): both ``idx`` (the hit rays) and
+    ``rays`` increasing, one walk along both."""
+    j = np.searchsorted(idx, rays[0]) if rays.shape[0] else 0
+    for i in range(rays.shape[0]):
+        while j < idx.shape[0] and idx[j] < rays[i]:
+            j += 1
+        out[i] = j if j < idx.shape[0] and idx[j] == rays[i] else -1
+
+
 def _one_layer_returns(
     results: HitResults,
     hits: Hits,
@@ -728,17 +744,30 @@ def _one_layer_returns(
     streams: Streams,
     medium: Medium,
     particles: list[Particles] | None,
+    pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
     """:func:`simulator.weather.medium_returns` of a scene without see-through surfaces
     in one kernel a pulse (:func:`_medium_pulses`); what needs numpy's transcendental
     functions (the soft targets' extinction, the overlap in its partial zone, the
     particles' sizes) by numpy. Without ``particles`` only the lit ones are drawn
-    (:func:`_lit_particles`), as they are used."""
-    n_pulses, samples = len(pulse_id), beam.samples
-    ray_range = hits.range_m.astype(np.float64)
-    idx = results.idx
-    hit_of_ray = np.full(n_pulses * samples, -1, dtype=np.int64)
-    hit_of_ray[idx] = np.arange(len(idx))
+    (:func:`_lit_particles`), as they are used. With ``pulses`` the kernel reads the
+    per-hit model of their rays where it lies (no gather of its fields)."""
+    samples, idx = beam.samples, results.idx
+    if pulses is None:
+        n_pulses = len(pulse_id)
+        ray_range = hits.range_m.astype(np.float64)
+        ray_obj = hits.object_index.astype(np.int64)
+        hit_of_ray = np.full(n_pulses * samples, -1, dtype=np.int64)
+        hit_of_ray[idx] = np.arange(len(idx))
+    else:
+        n_pulses = len(pulses)
+        pulse_id = pulse_id[pulses]
+        rays = np.asarray(pulses, dtype=np.int64)[:, None] * samples + np.arange(samples)
+        rays = rays.ravel()
+        ray_range = hits.range_m[rays].astype(np.float64)
+        ray_obj = hits.object_index[rays].astype(np.int64)
+        hit_of_ray = np.empty(len(rays), dtype=np.int64)
+        _hit_rows(np.ascontiguousarray(idx, dtype=np.int64), rays, hit_of_ray)
     cumulative = np.cumsum(beam.weights)
     cum_last = float(cumulative[-1])
     share_of_sub = (beam.weights / cumulative[-1]).astype(np.float64)
@@ -798,9 +827,8 @@ def _one_layer_returns(
     o_obj = np.empty(size, dtype=np.int64)
     diag = [np.empty(size) for _ in range(6)]
     _medium_pulses(
-        samples, beam.weights.astype(np.float64), hit_of_ray, ray_range, ray_range[idx],
-        results.relief_m, results.backscatter, results.spread_m,
-        hits.object_index[idx].astype(np.int64), results.cos_incidence,
+        samples, beam.weights.astype(np.float64), hit_of_ray, ray_range,
+        results.relief_m, results.backscatter, results.spread_m, ray_obj, results.cos_incidence,
         results.cos_effective, share_of_sub, starts,
         np.array([p.efficiency for p in pops], dtype=np.float64),
         np.array([p.reflectance for p in pops], dtype=np.float64),
