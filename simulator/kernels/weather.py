@@ -549,6 +549,61 @@ def _soft_broad(
     return received * range_m**2 * back, range_m
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _overlap_cosines(r, table, cos_a, cos_b):  # type: ignore[no-untyped-def]
+    """The cosines of the two discs' half-angles in :func:`simulator.weather.overlap`
+    (``table``: :func:`_overlap_table`, geometric), in its arithmetic."""
+    s = table[5]
+    for i in prange(r.shape[0]):
+        a = table[1] + r[i] * table[2]
+        b = table[3] + r[i] * 0.5 * table[4]
+        if s > 0.0:
+            cos_a[i] = min(max((s * s + a * a - b * b) / (2.0 * s * a), -1.0), 1.0)
+            cos_b[i] = min(max((s * s + b * b - a * a) / (2.0 * s * b), -1.0), 1.0)
+        else:
+            cos_a[i] = cos_b[i] = 1.0
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _overlap_shares(r, table, angle_a, angle_b, out):  # type: ignore[no-untyped-def]
+    """:func:`simulator.weather.overlap` from the half-angles (numpy's ``arccos`` of
+    :func:`_overlap_cosines`), in its arithmetic."""
+    s = table[5]
+    for i in prange(r.shape[0]):
+        a = table[1] + r[i] * table[2]
+        b = table[3] + r[i] * 0.5 * table[4]
+        if s >= a + b:
+            share = 0.0
+        elif s <= b - a:
+            share = 1.0
+        else:
+            if s > 0.0:
+                kite = math.sqrt(max((-s + a + b) * (s + a - b) * (s - a + b) * (s + a + b), 0.0))
+                lens = a * a * angle_a[i] + b * b * angle_b[i] - 0.5 * kite
+            else:
+                m = min(a, b)
+                lens = np.pi * (m * m)
+            share = min(max(lens / (np.pi * (a * a)), 0.0), 1.0)
+        out[i] = share if r[i] >= table[6] else 0.0
+
+
+def partial_overlap(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
+    """:func:`simulator.weather.overlap`, value for value: its elementwise arithmetic in
+    two kernels, the ``arccos`` by numpy as the specification takes it (for the ranges
+    where the overlap is partial, though any range gives its value)."""
+    if scanner.overlap_m is not None:
+        return overlap(range_m, scanner)
+    r = np.ascontiguousarray(range_m, dtype=np.float64)
+    table = _overlap_table(scanner)
+    cos_a, cos_b = np.empty(len(r)), np.empty(len(r))
+    _overlap_cosines(r, table, cos_a, cos_b)
+    np.arccos(cos_a, out=cos_a)
+    np.arccos(cos_b, out=cos_b)
+    out = np.empty(len(r))
+    _overlap_shares(r, table, cos_a, cos_b, out)
+    return out
+
+
 def _overlap_table(scanner: ScannerConfig) -> NDArray[np.float64]:
     """The overlap's constants as :func:`_overlap_of` takes them."""
     if scanner.overlap_m is not None:
@@ -720,7 +775,7 @@ def _lit_particles(
     diameter_m = population.diameter_k * size**population.diameter_p * 1e-3
     partial = np.flatnonzero(q_overlap < 0.0)
     if len(partial):
-        q_overlap[partial] = overlap(q_range[partial], scanner)
+        q_overlap[partial] = partial_overlap(q_range[partial], scanner)
     return starts, q_range, diameter_m, q_sub, q_overlap
 
 
@@ -792,7 +847,7 @@ def _one_layer_returns(
         )  # fmt: skip
         partial = np.flatnonzero((q_sub >= 0) & (q_overlap < 0.0))
         if len(partial):
-            q_overlap[partial] = overlap(q_range[partial], scanner)
+            q_overlap[partial] = partial_overlap(q_range[partial], scanner)
         drawn.append((starts, q_range, np.asarray(p.diameter_m, dtype=np.float64), q_sub,
                       q_overlap))  # fmt: skip
     # Each population's particles one after the other: pulse p's of population q are
