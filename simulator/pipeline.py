@@ -595,7 +595,9 @@ class Simulation:
         sub-ray is not cast again where it is the beam bit for bit (both are the beam's
         direction, the sub-ray normalised once more: 99 % of them): its hit is the
         beam's."""
-        rest = np.setdiff1d(np.arange(self.beam.samples), probe)
+        unprobed = np.ones(self.beam.samples, dtype=bool)
+        unprobed[probe] = False
+        rest = np.flatnonzero(unprobed)
         centre = np.flatnonzero(rest == centre_sub_ray(self.beam))
         if len(centre) == 0:
             others = self.footprint_rays(fans, rest)

@@ -332,6 +332,25 @@ def _layer_slots(  # type: ignore[no-untyped-def]
     return used
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _every_ray_slots(  # type: ignore[no-untyped-def]
+    idx, weights, ray_range, ray_object, hit_of_slot, weight, range_m, object_index
+):  # fmt: skip
+    """The slots of a chunk whose every ray is a slot (one layer of surfaces, every
+    sub-ray lit): slot ``s`` is ray ``s``, of weight ``weights[s % samples]`` and hit
+    row ``j`` where ``idx[j] == s`` (-1: a miss); each hit's range (float64) and object
+    gathered from its ray."""
+    samples = weights.shape[0]
+    for s in prange(hit_of_slot.shape[0]):
+        hit_of_slot[s] = -1
+        weight[s] = weights[s % samples]
+    for j in prange(idx.shape[0]):
+        r = idx[j]
+        hit_of_slot[r] = j
+        range_m[j] = np.float64(ray_range[r])
+        object_index[j] = np.int64(ray_object[r])
+
+
 def echo_slots(
     results: HitResults,
     hits: Hits,
@@ -366,12 +385,11 @@ def echo_slots(
     if not behind and len(pulses) * samples == len(hits.range_m) and np.all(weights > 0.0):
         # Every ray of the chunk, one layer, every sub-ray lit: hit j is the slot of its
         # ray, and the per-hit inputs are the hits' own, as _layer_slots lays them out.
-        idx = results.idx
-        hit_of_slot.fill(-1)
-        hit_of_slot.reshape(-1)[idx] = np.arange(len(idx))
-        weight[...] = weights
-        range_m = hits.range_m[idx].astype(np.float64)
-        object_index = hits.object_index[idx].astype(np.int64)
+        idx = np.ascontiguousarray(results.idx, dtype=np.int64)
+        range_m, object_index = np.empty(len(idx)), np.empty(len(idx), dtype=np.int64)
+        _every_ray_slots(idx, weights, hits.range_m, hits.object_index,
+                         hit_of_slot.reshape(-1), weight.reshape(-1), range_m,
+                         object_index)  # fmt: skip
         relief_m, backscatter, spread_m, cos_inc, cos_eff = (
             np.ascontiguousarray(v, dtype=np.float64)
             for v in (results.relief_m, results.backscatter, results.spread_m,
