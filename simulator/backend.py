@@ -9,7 +9,8 @@ one name and one signature each:
 - ``echo_returns``: echoes of sub-rays and of the surfaces behind see-through ones
   formed, measured and selected (:mod:`simulator.echoes`);
 - ``see_through_returns``: the returns of a chunk cast one ray a pulse where some rays
-  passed see-through surfaces (:mod:`simulator.echoes`);
+  passed see-through surfaces (:mod:`simulator.echoes`), and ``merge_returns``: a
+  chunk's single-ray returns joined with those recomputed for some of its pulses;
 - ``single_surface``: which footprints adaptive sampling leaves to the central ray
   (:mod:`simulator.footprint`), and ``interleave``: the sub-rays it casts in parts, in
   pulse-major order;
@@ -193,6 +194,19 @@ class Backend(Protocol):
         :func:`simulator.weather.draw_particles`)."""
         ...
 
+    def merge_returns(
+        self,
+        single: Returns | None,
+        kept: NDArray[np.bool_] | None,
+        footprint: Returns,
+        pulses: NDArray[np.intp],
+        *,
+        diagnostics: bool = False,
+    ) -> Returns:
+        """One chunk's returns from the single-ray ones kept and those recomputed for
+        some pulses, in pulse order (see :func:`simulator.echoes.merge_returns`)."""
+        ...
+
     def count_particles(
         self, population: _weather.Population, pulse_id: NDArray[np.uint64]
     ) -> NDArray[np.int64]:
@@ -218,6 +232,7 @@ class NumpyBackend:
     evaluate_hits = staticmethod(_hits.evaluate_hits)
     echo_returns = staticmethod(_echoes.echo_returns)
     see_through_returns = staticmethod(_echoes.see_through_returns)
+    merge_returns = staticmethod(_echoes.merge_returns)
     #: Not (yet) a step of the Backend protocol: the pipeline's weather path.
     medium_returns = staticmethod(_weather.medium_returns)
     draw_particles = staticmethod(_weather.draw_particles)
@@ -257,6 +272,7 @@ class NumbaBackend:
         self.evaluate_hits = k_hits.evaluate_hits
         self.echo_returns = k_echoes.echo_returns
         self.see_through_returns = k_echoes.see_through_returns
+        self.merge_returns = k_echoes.merge_returns
         self.medium_returns = k_weather.medium_returns
         self.draw_particles = k_weather.draw_particles
         self.count_particles = k_weather.count_particles

@@ -33,7 +33,6 @@ from .echoes import (
     Behind,
     Returns,
     layers_behind,
-    merge_returns,
     of_pulses,
     single_returns,
     with_front_laws,
@@ -486,10 +485,12 @@ class Simulation:
         pulses = np.flatnonzero(touched)
         recomputed = self._surface_returns(chunk, results, ids, None, pulses)
         if len(pulses) == len(touched):
-            return merge_returns(None, None, recomputed, pulses, diagnostics=self.diagnostics)
+            return self.backend.merge_returns(None, None, recomputed, pulses,
+                                              diagnostics=self.diagnostics)  # fmt: skip
         returns = first()
         kept = ~touched[returns.pulse]
-        return merge_returns(returns, kept, recomputed, pulses, diagnostics=self.diagnostics)
+        return self.backend.merge_returns(returns, kept, recomputed, pulses,
+                                          diagnostics=self.diagnostics)  # fmt: skip
 
     def layers_behind(self, chunk: CastChunk, results: HitResults) -> list[Behind]:
         """The surfaces behind see-through ones, a :class:`Behind` a layer, with the
@@ -648,7 +649,8 @@ class Simulation:
         ids = chunk.pulse_ids[pulses]
         echoes = self._surface_returns(sub, results, ids, [p.of_pulses(pulses) for p in particles])
         kept = smooth[single.pulse]
-        return merge_returns(single, kept, echoes, pulses, diagnostics=self.diagnostics)
+        return self.backend.merge_returns(single, kept, echoes, pulses,
+                                          diagnostics=self.diagnostics)  # fmt: skip
 
     def output_frame(self, rays: Rays, window: Window) -> PulsePoses | None:
         """World from the output frame at the chunk's pulses (None: the world)."""

@@ -32,7 +32,7 @@ SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
 #: bookkeeping): each has a numpy specification and a numba kernel.
 STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
          "single_surface", "interleave", "record", "pack_las", "rays_into_boxes",
-         "medium_returns", "draw_particles", "count_particles")  # fmt: skip
+         "medium_returns", "draw_particles", "count_particles", "merge_returns")  # fmt: skip
 
 
 def _parameters(function) -> list:  # type: ignore[no-untyped-def]
