@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import trimesh
 from numpy.typing import NDArray
 
 from .config import SceneSpec
@@ -186,6 +185,10 @@ def _heading_box(
 
 def _upright_box(vertices: NDArray[np.float64]) -> tuple[NDArray, NDArray, NDArray]:
     """Centre, size and rotation of the smallest upright box around the points."""
+    # (imported here: its import, with scipy's, is half a second that a dataset whose
+    # objects all have headings, and a process that only reads boxes, do not pay)
+    import trimesh.bounds
+
     to_rect, extents = trimesh.bounds.oriented_bounds_2D(vertices[:, :2])
     inverse = np.linalg.inv(to_rect)
     yaw = float(np.arctan2(inverse[1, 0], inverse[0, 0]))
