@@ -17,9 +17,10 @@ from __future__ import annotations
 import fnmatch
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -235,15 +236,98 @@ def _primitive_key(spec: ObjectSpec) -> str:
     return f"{kind}:{getattr(spec, kind).model_dump_json()}"
 
 
+#: What boxes and icospheres are made from, by trimesh once a process: the unit box, and
+#: each subdivision level's icosahedron ("ico": its vertices and faces; level ``k``: the
+#: vertex pairs whose midpoints it adds, and its faces).
+_TEMPLATES: dict[str, Any] = {}
+
+
+def _box_arrays(size_m: Sequence[float]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """``trimesh.creation.box(extents=size_m)``'s vertices and faces, bit for bit (its
+    reference cube less 0.5, times the extents), without building a mesh object."""
+    if "box" not in _TEMPLATES:
+        import trimesh
+
+        unit = trimesh.creation.box(extents=[1.0, 1.0, 1.0])  # (the cube less 0.5, times 1)
+        _TEMPLATES["box"] = (np.array(unit.vertices, dtype=np.float64),
+                             np.array(unit.faces, dtype=np.int64))  # fmt: skip
+    vertices, faces = _TEMPLATES["box"]
+    vertices = vertices.copy()
+    vertices *= np.asarray(size_m, dtype=np.float64)
+    return vertices, faces.copy()
+
+
+def _icosphere_level(k: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Subdivision ``k`` (from 1) of trimesh's icosphere: the (E, 2) vertex pairs whose
+    midpoints it appends, in trimesh's order, and the faces after it."""
+    key = f"ico{k}"
+    if key not in _TEMPLATES:
+        from trimesh import grouping, remesh
+        from trimesh.geometry import faces_to_edges
+
+        faces = _icosahedron()[1] if k == 1 else _icosphere_level(k - 1)[1]
+        edges = np.sort(faces_to_edges(faces), axis=1)
+        unique, _ = grouping.unique_rows(edges)
+        dummy = np.zeros((int(faces.max()) + 1, 3))
+        _, after = remesh.subdivide(dummy, faces)  # (its faces do not depend on the vertices)
+        _TEMPLATES[key] = (edges[unique], np.asarray(after, dtype=np.int64))
+    return _TEMPLATES[key]
+
+
+def _icosahedron() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    if "ico" not in _TEMPLATES:
+        import trimesh
+
+        ico = trimesh.creation.icosahedron()
+        _TEMPLATES["ico"] = (np.array(ico.vertices, dtype=np.float64),
+                             np.array(ico.faces, dtype=np.int64))  # fmt: skip
+    return _TEMPLATES["ico"]
+
+
+def _icosphere_arrays(
+    subdivisions: int, radius_m: float
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """``trimesh.creation.icosphere(subdivisions, radius_m)``'s vertices and faces, bit for
+    bit: each level's midpoints appended, then every vertex moved to the radius, in
+    trimesh's own arithmetic; the levels' pairs and faces are made once a process."""
+    radius = float(radius_m)
+    vertices, faces = _icosahedron()
+    vertices = vertices.copy()
+    for k in range(1, subdivisions + 1):
+        pairs, faces = _icosphere_level(k)
+        vertices = np.vstack((vertices, vertices[pairs].mean(axis=1)))
+        vertices = _to_radius(vertices, radius)
+    if subdivisions <= 0:
+        vertices = _to_radius(vertices, radius)
+    return vertices, faces.copy()
+
+
+def _to_radius(vectors: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
+    """The vertices moved along their directions to ``radius``, as trimesh's icosphere
+    moves them."""
+    scalar = np.sqrt(np.dot(vectors**2, [1, 1, 1]))
+    unit = vectors / scalar.reshape((-1, 1))
+    vectors += unit * (radius - scalar).reshape((-1, 1))
+    return vectors
+
+
 def _primitive_arrays(spec: ObjectSpec) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """A primitive's (V, 3) vertices and (F, 3) faces, as :func:`primitive_mesh` makes them
-    (made once a process for each kind and parameters; each call gets its own copy)."""
+    (made once a process for each kind and parameters; each call gets its own copy).
+    Boxes and spheres are made from trimesh's templates without a mesh object each
+    (:func:`_box_arrays`, :func:`_icosphere_arrays`: a generated street has hundreds)."""
     key = _primitive_key(spec)
     made = _PRIMITIVES.get(key)
     if made is None:
         with np.errstate(all="ignore"):  # absurd sizes become inf, rejected by the caller
-            mesh = primitive_mesh(spec)
-        made = (np.array(mesh.vertices, dtype=np.float64), np.array(mesh.faces, dtype=np.int64))
+            if spec.box is not None:
+                made = _box_arrays(spec.box.size_m)
+            elif spec.sphere is not None:
+                made = _icosphere_arrays(spec.sphere.subdivisions, spec.sphere.radius_m)
+            else:
+                mesh = primitive_mesh(spec)
+                made = (np.array(mesh.vertices, dtype=np.float64),
+                        np.array(mesh.faces, dtype=np.int64))  # fmt: skip
         if len(_PRIMITIVES) >= _PRIMITIVES_KEPT:
             _PRIMITIVES.clear()
         _PRIMITIVES[key] = made
