@@ -471,15 +471,22 @@ def _with_generated(spec: SceneSpec, source: str | Path) -> SceneSpec:
 
 
 def build_scene(
-    spec: SceneSpec, base_dir: Path, library: dict[str, Material], *, source: str | Path = ""
+    spec: SceneSpec,
+    base_dir: Path,
+    library: dict[str, Material],
+    *,
+    source: str | Path = "",
+    generated: bool = False,
 ) -> Scene:
     """Build a :class:`Scene` from a validated spec (mesh paths relative to ``base_dir``).
 
     A spec with a ``generator`` gets the generated scene's materials and objects first, then
-    its own (its materials override the generated ones of the same name).
+    its own (its materials override the generated ones of the same name). ``generated``
+    says that the spec's objects are a generator's already (a dataset's sequences): as a
+    spec with a ``generator``, it is not kept in the mesh cache.
     """
-    generated = spec.generator is not None
-    if generated:
+    generated = generated or spec.generator is not None
+    if spec.generator is not None:
         spec = _with_generated(spec, source)
     # The parts trimesh made for this scene before, if it is not generated (a dataset
     # builds thousands of generated scenes, each once) and every mesh file can be cached.

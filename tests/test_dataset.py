@@ -558,3 +558,20 @@ def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> No
     assert {t.threads for t in generate._share_cores(tasks, 16)} == {1}
     shared = generate._share_cores(tasks, 2)
     assert [(t.index, t.seed) for t in shared] == [(t.index, t.seed) for t in tasks]
+
+
+def test_a_datasets_generated_scenes_are_not_kept_in_the_mesh_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sequence's generated scene is built once: the dataset writes nothing to the
+    mesh cache (a thousand sequences would write gigabytes and evict the scene files'
+    entries), while a scene file scanned after it is kept there."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LIDAR_SIM_CACHE", str(cache))
+    manifest = run_dataset(DEMO, tmp_path / "ds", workers=1)
+    assert manifest["errors"] == [] and manifest["frames"] == 6
+    assert not cache.exists() or not any(cache.rglob("*.npz"))
+    from simulator.scene import load_scene
+
+    load_scene(REPO / "scenes" / "farm" / "scene.yaml")
+    assert len(list(cache.rglob("*.npz"))) == 1

@@ -277,7 +277,9 @@ def _build(task: SequenceTask) -> _Prepared:
     base = Path(task.base_dir)
     if group.generator is not None:
         spec = SceneSpec.model_validate(GENERATORS[group.generator](task.seed % 2**63))
-        scene = build_scene(spec, base, load_materials(), source=f"{group.generator}")
+        scene = build_scene(
+            spec, base, load_materials(), source=f"{group.generator}", generated=True
+        )  # (each once: not kept in the mesh cache)
         headings = headings_from_spec(spec)  # a parked car's front
     else:
         scene = load_scene(base / str(group.scene))
