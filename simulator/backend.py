@@ -17,7 +17,10 @@ one name and one signature each:
 - ``record``: the point record of the returns (:mod:`simulator.record`);
 - ``rays_into_boxes``: which rays can meet which moving objects, the ray engine's cull
   (:mod:`simulator.raycast`);
-- ``pack_las``: LAS records of a point record.
+- ``pack_las``: LAS records of a point record;
+- ``count_particles``, ``draw_particles`` and ``medium_returns``: the weather's particles
+  counted and drawn per pulse, and the returns of the pulses it touches
+  (:mod:`simulator.weather`).
 
 :class:`NumpyBackend` runs the specification; :class:`NumbaBackend` the kernels of
 :mod:`simulator.kernels`, over every core. The kernels cover what the hot path needs; the
@@ -233,7 +236,6 @@ class NumpyBackend:
     echo_returns = staticmethod(_echoes.echo_returns)
     see_through_returns = staticmethod(_echoes.see_through_returns)
     merge_returns = staticmethod(_echoes.merge_returns)
-    #: Not (yet) a step of the Backend protocol: the pipeline's weather path.
     medium_returns = staticmethod(_weather.medium_returns)
     draw_particles = staticmethod(_weather.draw_particles)
     count_particles = staticmethod(_weather.count_particles)
