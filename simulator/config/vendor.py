@@ -6,6 +6,10 @@ Three vendor formats are read, each detected from the file's content and extensi
   ``sensor_info`` / ``beam_intrinsics`` / ``lidar_data_format`` / ``config_params`` /
   ``lidar_intrinsics`` layout. ouster-sdk parses it when installed
   (``ouster.sdk.core.SensorInfo``); a plain JSON reading of the same keys is the fallback.
+  An **Ouster OSF recording** carries the same metadata inside it: ouster-sdk (needed for
+  OSF) gives it as JSON (``SensorInfo.to_json_string``), read as above. A unit without a
+  preset of its own name (an OS0, say) takes the nearest Ouster preset's radiometry: the
+  nearest product line, then the nearest channel count (the header says which).
 * **Velodyne calibration YAML** in the format of ros-drivers/velodyne's
   ``velodyne_pointcloud`` (``lasers:`` list, ``num_lasers``, ``distance_resolution``).
 * **Hesai angle correction CSV** (``Laser id,Elevation,Azimuth`` or
@@ -93,8 +97,8 @@ def import_scanner(files: list[Path], preset: str | None = None) -> tuple[dict[s
     Parameters
     ----------
     files : list of Path
-        One Ouster metadata JSON, one Velodyne calibration YAML, or a Hesai angle
-        correction CSV with an optional firetime CSV (either order).
+        One Ouster metadata JSON or OSF recording, one Velodyne calibration YAML, or a
+        Hesai angle correction CSV with an optional firetime CSV (either order).
     preset : str, optional
         Base preset (name, or path of a scanner YAML) for the radiometry and what the
         file does not give; by default chosen from the unit (Ouster product line,
@@ -188,12 +192,41 @@ _FlowListDumper.add_representer(list, _represent_list)
 
 
 def _read_text(path: Path) -> str:
+    if path.suffix.lower() == ".osf":
+        return _osf_metadata_json(path)
     try:
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(path, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, "", f"cannot be read as UTF-8 text ({exc})") from None
+
+
+def _osf_metadata_json(path: Path) -> str:
+    """The sensor metadata inside an Ouster OSF recording (its first sensor's), as the JSON
+    text ouster-sdk writes for it."""
+    if not path.is_file():
+        raise ConfigError(path, "", "file not found")
+    try:
+        from ouster.sdk import open_source  # lazy: an optional dependency
+    except ImportError:
+        raise ConfigError(
+            path, "", "reading an Ouster OSF needs ouster-sdk: pip install 'lidar-sim[ouster]'"
+        ) from None
+    try:
+        source = open_source(str(path))
+    except Exception as exc:  # SourceURLException around the SDK's RuntimeError
+        cause = exc.get_sub_exception() if hasattr(exc, "get_sub_exception") else exc
+        raise ConfigError(
+            path, "", f"not a readable Ouster OSF recording ({' '.join(str(cause).split())})"
+        ) from None
+    try:
+        infos = list(source.sensor_info)
+        if not infos:
+            raise ConfigError(path, "", "an OSF without sensor metadata")
+        return str(infos[0].to_json_string())
+    finally:
+        source.close()
 
 
 def _csv_header(text: str) -> list[str]:
@@ -453,6 +486,30 @@ def _ouster_name(prod_line: str) -> str:
     return re.sub(r"^os-([a-z0-9]+)-", r"os\1-", prod_line.strip().lower())
 
 
+def _ouster_base(unit: str, path: Path) -> str:
+    """The preset whose radiometry an Ouster unit takes: its own name (``os1-128``), else the
+    Ouster preset on the nearest product line (OS0, OS1, OS2: the number) and then with the
+    nearest channel count (in octaves)."""
+    presets = scanner_presets()
+    if unit in presets:
+        return unit
+    pattern = re.compile(r"os(\d)-(\d+)")
+    own = pattern.fullmatch(unit)
+    ouster = [(p, pattern.fullmatch(p)) for p in presets]
+    candidates = [(p, int(m.group(1)), int(m.group(2))) for p, m in ouster if m]
+    if own is None or not candidates:
+        raise ConfigError(
+            path,
+            "prod_line",
+            f"no preset named {unit!r} to take the radiometry from; give --preset",
+        )
+    line, channels = int(own.group(1)), int(own.group(2))
+    return min(
+        candidates,
+        key=lambda c: (abs(c[1] - line), abs(math.log2(c[2]) - math.log2(channels)), c[0]),
+    )[0]
+
+
 def _import_ouster(path: Path, text: str, preset: str | None) -> tuple[dict[str, Any], str]:
     plain = _ouster_fields(path, text)
     sdk = _ouster_fields_sdk(path, text, plain)
@@ -477,13 +534,7 @@ def _import_ouster(path: Path, text: str, preset: str | None) -> tuple[dict[str,
     n_eucl_mm = math.hypot(n_x_mm, n_z_mm)
     unit = _ouster_name(f["prod_line"]) or "ouster"
     name = f"{unit}-{_slug(f['prod_sn'])}" if f["prod_sn"] else f"{unit}-{_slug(path.stem)}"
-    base_name = preset or unit
-    if preset is None and unit not in scanner_presets():
-        raise ConfigError(
-            path,
-            "prod_line",
-            f"no preset named {unit!r} to take the radiometry from; give --preset",
-        )
+    base_name = preset or _ouster_base(unit, path)
     base, base_label = _base_preset(base_name, path)
     lo, hi = f["column_window"]
     full = (lo, hi) == (0, columns - 1)
@@ -544,9 +595,20 @@ def _import_ouster(path: Path, text: str, preset: str | None) -> tuple[dict[str,
         )
     lines += window_note
     lines.append(f"Radiometry, range limits, noise, intensity: {base_label}.")
+    if preset is None and base_name != unit:
+        lines.append(
+            f"No preset named {unit}: {base_name} is the nearest Ouster preset (product line, "
+            "then channel count); give --preset to choose another."
+        )
+    osf = path.suffix.lower() == ".osf"
+    role = (
+        "Ouster OSF recording, hash of the metadata JSON inside it (geometry, spin, columns)"
+        if osf
+        else "Ouster metadata (geometry, spin, columns)"
+    )
     header = _header(
         f"{name}: Ouster {f['prod_line']} from its own sensor metadata.",
-        [(path, text, "Ouster metadata (geometry, spin, columns)")],
+        [(path, text, role)],
         lines,
     )
     return mapping, header

@@ -1,5 +1,6 @@
-"""Ouster captures: a pcap of lidar packets with the unit's metadata JSON, read through
-Ouster's own SDK (``pip install 'lidar-sim[ouster]'``).
+"""Ouster captures, read through Ouster's own SDK (``pip install 'lidar-sim[ouster]'``): a pcap
+of lidar packets with the unit's metadata JSON, or an OSF file (Ouster's own recording format,
+the metadata inside it).
 
 A frame (``LidarScan``) is the whole beam grid: one row a beam (``pixels_per_column``), one
 column a firing (``columns_per_frame``; ``measurement_id`` = column). RANGE 0 is a beam that
@@ -8,26 +9,50 @@ with a return, their ``ring`` (row) and ``column``, and ``meta["beam_grid"]`` th
 size. Columns whose packets did not arrive (``status`` without its valid bit) were never
 seen, so they are not drop-outs: they are left out of ``firings_per_ring``.
 
-Fields: ``xyz`` from the SDK's ``XYZLut`` (the sensor frame, m); ``intensity`` =
-REFLECTIVITY (Ouster's calibrated reflectivity, 0-255); ``range_m`` = RANGE / 1000, measured
-as Ouster measures it, from the lidar origin on the spin axis (the beam's exit point is
-``lidar_origin_to_beam_origin_mm`` nearer); ``time_s`` from the column timestamps (s from
-the frame's first valid column); ``near_ir`` and ``signal`` where the profile has them.
+Fields (:func:`cloud_of_scan`, the same for both formats): ``xyz`` from the SDK's ``XYZLut``
+(the sensor frame, m); ``intensity`` = REFLECTIVITY (Ouster's calibrated reflectivity,
+0-255); ``range_m`` = RANGE / 1000, measured as Ouster measures it, from the lidar origin on
+the spin axis (the beam's exit point is ``lidar_origin_to_beam_origin_mm`` nearer);
+``time_s`` from the column timestamps (s from the frame's first valid column); ``near_ir``
+and ``signal`` where the profile has them. ``meta["source"]`` is the capture's path and
+``meta["metadata"]`` where its metadata came from (the JSON, or the OSF itself).
+
+An OSF also holds a pose per column (``LidarScan.pose``, body-to-world, 4 x 4), the identity
+when the recorder did not estimate one: :func:`column_poses` gives them. The unit's calibration
+travels with both kinds of capture, so :func:`scanner_of_capture` imports its scanner
+(:func:`simulator.config.vendor.import_scanner`).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from ..errors import InputError
+from ..config.vendor import import_scanner
+from ..errors import ConfigError, InputError
 from ..pointcloud import PointCloud
 from .drivers import grid_meta
 
-__all__ = ["find_metadata", "read_pcap_frames"]
+__all__ = [
+    "check_osf",
+    "cloud_of_scan",
+    "column_poses",
+    "find_metadata",
+    "read_osf_frames",
+    "read_pcap_frames",
+    "scanner_of_capture",
+]
+
+#: The file identifier of an OSF (v2) header, a size-prefixed flatbuffer.
+_OSF_IDENTIFIER = b"OSF$"
+#: The header table's ``file_length`` field (the fourth: version, status, metadata_offset,
+#: file_length; ouster-sdk ``ouster_osf/fb/header.fbs``).
+_OSF_FILE_LENGTH_FIELD = 3
 
 
 def find_metadata(pcap: Path, meta: Path | None = None) -> Path:
@@ -58,9 +83,93 @@ def _sdk() -> Any:
         from ouster.sdk import core
     except ImportError:
         raise InputError(
-            "ouster-sdk", "reading an Ouster pcap needs it: pip install 'lidar-sim[ouster]'"
+            "ouster-sdk", "reading an Ouster capture needs it: pip install 'lidar-sim[ouster]'"
         ) from None
     return sdk, core
+
+
+def _sdk_problem(exc: Exception) -> str:
+    """One line of what the SDK said (``open_source`` wraps the cause in two lines)."""
+    cause = exc.get_sub_exception() if hasattr(exc, "get_sub_exception") else exc
+    return " ".join(str(cause).split()) or type(cause).__name__
+
+
+def cloud_of_scan(scan: Any, info: Any, xyz_lut: Any, meta: dict[str, Any]) -> PointCloud:
+    """One Ouster frame as the point record (see the module): the pixels with a return.
+
+    Parameters
+    ----------
+    scan : ouster.sdk.core.LidarScan
+        The frame, H rows (beams) x W columns (firings), with RANGE and REFLECTIVITY.
+    info : ouster.sdk.core.SensorInfo
+        Its sensor's metadata.
+    xyz_lut : ouster.sdk.core.XYZLut
+        ``XYZLut(info)``, made once per capture.
+    meta : dict
+        Facts added to the cloud's ``meta`` (where the capture came from).
+
+    Returns
+    -------
+    PointCloud
+        ``xyz`` (N, 3) float32 m, ``intensity`` (N,) float32 0-255, ``range_m`` (N,)
+        float32 m, ``ring`` and ``column`` (N,) uint16, ``time_s`` (N,) float64 s,
+        ``return_number`` (N,) uint8 (1), ``near_ir``/``signal`` where present; ``meta``
+        with ``beam_grid``, ``firings_per_ring``, ``frame_id``, ``time_origin_ns``.
+    """
+    rows, columns = info.format.pixels_per_column, info.format.columns_per_frame
+    range_mm = scan.field("RANGE")
+    valid_column = (np.asarray(scan.status) & 1).astype(bool)
+    hit = (range_mm > 0) & valid_column[None, :]
+    row, column = np.nonzero(hit)
+    stamps = np.asarray(scan.timestamp, dtype=np.int64)
+    t0 = stamps[valid_column].min() if valid_column.any() else 0
+    fields: dict[str, np.ndarray] = {
+        "xyz": xyz_lut(scan)[hit].astype(np.float32),
+        "intensity": scan.field("REFLECTIVITY")[hit].astype(np.float32),
+        "range_m": (range_mm[hit].astype(np.float64) * 1e-3).astype(np.float32),
+        "ring": row.astype(np.uint16),
+        "time_s": (stamps[column] - t0).astype(np.float64) * 1e-9,
+        "return_number": np.ones(len(row), dtype=np.uint8),
+        "column": column.astype(np.uint16),
+    }
+    for field, key in (("NEAR_IR", "near_ir"), ("SIGNAL", "signal")):
+        if field in scan.fields:
+            fields[key] = scan.field(field)[hit].astype(np.float32)
+    return PointCloud(
+        fields,
+        {
+            "scanner": f"{info.prod_line} {info.sn}".strip(),
+            "intensity_max": 255.0,
+            "frame": "sensor",
+            "frame_id": int(scan.frame_id),
+            "time_origin_ns": int(t0),
+            "range_reference": "lidar_origin",
+            **meta,
+            **grid_meta(rows, columns, int(valid_column.sum())),
+        },
+    )
+
+
+def _clouds(source: Any, path: Path, meta: dict[str, Any]) -> Iterator[PointCloud]:
+    """The lidar frames of an opened SDK source (its first sensor), closed when done."""
+    _, core = _sdk()
+    try:
+        info = source.sensor_info[0]
+        xyz_lut = core.XYZLut(info)
+        frames = iter(source)
+        while True:
+            try:
+                frame = next(frames)
+            except StopIteration:
+                return
+            except Exception as exc:  # a damaged chunk: the SDK's own error types
+                raise InputError(
+                    path, f"ouster-sdk cannot read a frame: {_sdk_problem(exc)}"
+                ) from None
+            if frame[0] is not None:
+                yield cloud_of_scan(frame[0], info, xyz_lut, meta)
+    finally:
+        source.close()
 
 
 def read_pcap_frames(pcap: Path, meta: Path | None = None) -> Iterator[PointCloud]:
@@ -73,50 +182,170 @@ def read_pcap_frames(pcap: Path, meta: Path | None = None) -> Iterator[PointClou
     meta : Path, optional
         Its metadata JSON (found beside it when not given: :func:`find_metadata`).
     """
-    sdk, core = _sdk()
+    sdk, _ = _sdk()
     meta_path = find_metadata(pcap, meta)
     try:
         source = sdk.open_source(str(pcap), meta=[str(meta_path)])
     except Exception as exc:  # the SDK raises RuntimeError/ValueError of its own
-        raise InputError(pcap, f"ouster-sdk cannot open it with {meta_path.name}: {exc}") from None
-    info = source.sensor_info[0]
-    xyz_lut = core.XYZLut(info)
-    rows, columns = info.format.pixels_per_column, info.format.columns_per_frame
-    name = f"{info.prod_line} {info.sn}".strip()
-    for frame in source:
-        scan = frame[0]
-        if scan is None:
-            continue
-        range_mm = scan.field("RANGE")
-        valid_column = (np.asarray(scan.status) & 1).astype(bool)
-        hit = (range_mm > 0) & valid_column[None, :]
-        xyz = xyz_lut(scan)[hit]
-        row, column = np.nonzero(hit)
-        stamps = np.asarray(scan.timestamp, dtype=np.int64)
-        t0 = stamps[valid_column].min() if valid_column.any() else 0
-        fields: dict[str, np.ndarray] = {
-            "xyz": xyz.astype(np.float32),
-            "intensity": scan.field("REFLECTIVITY")[hit].astype(np.float32),
-            "range_m": (range_mm[hit].astype(np.float64) * 1e-3).astype(np.float32),
-            "ring": row.astype(np.uint16),
-            "time_s": (stamps[column] - t0).astype(np.float64) * 1e-9,
-            "return_number": np.ones(len(row), dtype=np.uint8),
-            "column": column.astype(np.uint16),
-        }
-        for field, key in (("NEAR_IR", "near_ir"), ("SIGNAL", "signal")):
-            if field in scan.fields:
-                fields[key] = scan.field(field)[hit].astype(np.float32)
-        yield PointCloud(
-            fields,
-            {
-                "scanner": name,
-                "intensity_max": 255.0,
-                "frame": "sensor",
-                "frame_id": int(scan.frame_id),
-                "time_origin_ns": int(t0),
-                "range_reference": "lidar_origin",
-                "metadata": str(meta_path),
-                **grid_meta(rows, columns, int(valid_column.sum())),
-            },
+        raise InputError(
+            pcap, f"ouster-sdk cannot open it with {meta_path.name}: {_sdk_problem(exc)}"
+        ) from None
+    yield from _clouds(source, pcap, {"source": str(pcap), "metadata": str(meta_path)})
+
+
+def _osf_file_length(head: bytes) -> int | None:
+    """The ``file_length`` an OSF header declares, or None when ``head`` does not start with
+    an OSF v2 header (then the SDK judges the file).
+
+    The header is a size-prefixed flatbuffer: ``uint32`` size, ``uint32`` offset of the root
+    table, the identifier ``OSF$``; the table's first ``int32`` points back to its vtable,
+    whose ``uint16`` entries (after two of sizes) are the fields' offsets in the table.
+    """
+    if len(head) < 16 or head[8:12] != _OSF_IDENTIFIER:
+        return None
+    size, root = struct.unpack_from("<II", head, 0)
+    buf = head[4 : 4 + size]
+    if len(buf) < size or root + 4 > size:
+        return None
+    vtable = root - struct.unpack_from("<i", buf, root)[0]
+    if not 0 <= vtable <= size - 4:
+        return None
+    entry = vtable + 4 + 2 * _OSF_FILE_LENGTH_FIELD
+    if entry + 2 > min(size, vtable + struct.unpack_from("<H", buf, vtable)[0]):
+        return None
+    offset = struct.unpack_from("<H", buf, entry)[0]
+    if offset == 0 or root + offset + 8 > size:
+        return None
+    return int(struct.unpack_from("<Q", buf, root + offset)[0])
+
+
+def check_osf(path: Path) -> None:
+    """Refuse an OSF that is cut short, before ouster-sdk reads it (the SDK reads what it
+    can of such a file, prints warnings and yields no frame).
+
+    Raises
+    ------
+    InputError
+        If the file is empty, or shorter than the length its header declares.
+    """
+    size = path.stat().st_size
+    if size == 0:
+        raise InputError(path, "empty file; expected an Ouster OSF recording")
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    declared = _osf_file_length(head)
+    if declared is not None and size < declared:
+        raise InputError(
+            path,
+            f"truncated: {size:,} bytes of the {declared:,} its OSF header declares "
+            "(a copy cut short, or a recording that did not finish)",
         )
-    source.close()
+
+
+def _open_osf(path: Path) -> Any:
+    """``ouster.sdk.open_source`` of a checked OSF (:func:`check_osf`)."""
+    sdk, _ = _sdk()
+    check_osf(path)
+    try:
+        return sdk.open_source(str(path))
+    except Exception as exc:  # SourceURLException around the SDK's RuntimeError
+        raise InputError(
+            path, f"not a readable Ouster OSF recording ({_sdk_problem(exc)})"
+        ) from None
+
+
+def read_osf_frames(osf: Path) -> Iterator[PointCloud]:
+    """The frames of an Ouster OSF recording, in order, as point records (see the module);
+    the sensor metadata is the one inside the file (its first sensor's, if several).
+
+    Raises
+    ------
+    InputError
+        If the file is truncated or not an OSF (:func:`check_osf`), or holds no lidar frame.
+    """
+    source = _open_osf(osf)
+    count = 0
+    for cloud in _clouds(source, osf, {"source": str(osf), "metadata": str(osf)}):
+        count += 1
+        yield cloud
+    if count == 0:
+        raise InputError(osf, "holds no lidar frame")
+
+
+def column_poses(path: str | Path) -> list[NDArray[np.float64]] | None:
+    """The per-column poses an OSF recording holds, frame by frame.
+
+    Parameters
+    ----------
+    path : str or Path
+        A capture.
+
+    Returns
+    -------
+    list of (W, 4, 4) ndarray of float64, or None
+        Each frame's body-to-world pose of each of its W columns (translations in m), in
+        frame order; None when every pose is the identity (the recorder estimated none), and
+        for any capture other than an OSF (a pcap carries no poses).
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".osf":
+        return None
+    source = _open_osf(path)
+    poses: list[NDArray[np.float64]] = []
+    try:
+        for frame in source:
+            scan = frame[0]
+            if scan is None:
+                continue
+            # ouster-sdk 1.0 names it body_to_world; 0.x had only ``pose``.
+            pose = scan.body_to_world if hasattr(scan, "body_to_world") else scan.pose
+            poses.append(np.array(pose, dtype=np.float64).reshape(-1, 4, 4))
+    except Exception as exc:  # a damaged chunk: the SDK's own error types
+        raise InputError(path, f"ouster-sdk cannot read a frame: {_sdk_problem(exc)}") from None
+    finally:
+        source.close()
+    if all(np.array_equal(p, np.broadcast_to(np.eye(4), p.shape)) for p in poses):
+        return None
+    return poses
+
+
+def scanner_of_capture(
+    path: str | Path, meta: Path | None = None, preset: str | None = None
+) -> dict[str, Any] | None:
+    """The scanner of the unit that recorded a capture, from the calibration it carries.
+
+    Parameters
+    ----------
+    path : str or Path
+        A capture: an Ouster pcap (its metadata JSON beside it, or ``meta``) or OSF.
+    meta : Path, optional
+        A pcap's metadata JSON (found beside it when not given: :func:`find_metadata`).
+    preset : str, optional
+        The base preset of the radiometry (see :func:`~simulator.config.vendor.import_scanner`).
+
+    Returns
+    -------
+    dict or None
+        The scanner mapping ``lidar-sim scanners import`` writes; None for a capture that
+        carries no unit calibration (any other format).
+
+    Raises
+    ------
+    InputError
+        If a pcap has no metadata beside it, or its metadata or the OSF cannot be imported.
+    """
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext == ".pcap":
+        calibration = find_metadata(path, meta)
+    elif ext == ".osf":
+        check_osf(path)
+        calibration = path
+    else:
+        return None
+    try:
+        mapping, _ = import_scanner([calibration], preset)
+    except ConfigError as exc:
+        where = f"{exc.key}: " if exc.key else ""
+        raise InputError(exc.source, f"cannot import its scanner: {where}{exc.problem}") from None
+    return mapping

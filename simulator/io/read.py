@@ -19,12 +19,14 @@ PointCloud2: ``column`` and ``meta["beam_grid"]``). What each format gives:
   from the SemanticKITTI ``.label`` file beside it.
 - ``.pcap`` (Ouster) with its metadata JSON (:mod:`simulator.io.ouster`), ``frame`` picks
   the frame.
+- ``.osf`` (Ouster's own recording format, its metadata inside it; :mod:`simulator.io.ouster`):
+  the same fields as a pcap's frames, ``frame`` picks the frame.
 - a ROS 2 bag folder (:mod:`simulator.io.rosbag`): the ``PointCloud2`` messages of
   ``topic``, ``frame`` picks the message.
 
-Bad input (a file that is none of these, a pcap without metadata, a topic or frame that is
-not there, a field of the wrong type) raises :class:`~simulator.errors.InputError`, one
-line naming the file and what was expected.
+Bad input (a file that is none of these, a pcap without metadata, a truncated OSF, a topic or
+frame that is not there, a field of the wrong type) raises
+:class:`~simulator.errors.InputError`, one line naming the file and what was expected.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ __all__ = ["READ_FORMATS", "ReadOptions", "read", "read_frames"]
 
 #: What :func:`read` takes, for messages.
 READ_FORMATS = (
-    ".npz .pcd .ply .las .laz .bin (KITTI) .pcd.bin (nuScenes) .pcap (Ouster) or a ROS 2 bag folder"
+    ".npz .pcd .ply .las .laz .bin (KITTI) .pcd.bin (nuScenes) .pcap or .osf (Ouster) "
+    "or a ROS 2 bag folder"
 )
 
 _PCD_TYPES = {
@@ -71,7 +74,7 @@ class ReadOptions:
     Attributes
     ----------
     frame : int
-        Which frame of a pcap or a bag topic (0: the first).
+        Which frame of a pcap, an OSF or a bag topic (0: the first).
     topic : str, optional
         The bag's PointCloud2 topic (needed when it has several).
     meta : Path, optional
@@ -269,6 +272,11 @@ def read_frames(path: str | Path, options: ReadOptions | None = None) -> Iterato
 
         yield from read_pcap_frames(path, options.meta)
         return
+    if ext == ".osf":
+        from .ouster import read_osf_frames
+
+        yield from read_osf_frames(path)
+        return
     readers = {
         ".npz": read_npz,
         ".pcd": _read_pcd,
@@ -299,7 +307,7 @@ def read(path: str | Path, options: ReadOptions | None = None) -> PointCloud:
     path : str or Path
         The file, or a ROS 2 bag folder.
     options : ReadOptions, optional
-        Which frame (pcap, bag), the bag's topic, the pcap's metadata.
+        Which frame (pcap, OSF, bag), the bag's topic, the pcap's metadata.
 
     Returns
     -------
