@@ -3,13 +3,18 @@
 :func:`compare_clouds` gives the figures (a JSON-ready dict of fixed keys): geometric
 agreement (chamfer distance, F-score from nearest neighbours found with Open3D), the
 return share per ring, the distance between the intensity and range distributions and,
-when both clouds share one beam grid, the per-beam agreement LiDAR-NeRF reports (ray-drop
-accuracy, range error, intensity RMSE). :func:`write_compare_page` draws A and B overlaid
-or side by side into PNG files with an ``index.html`` that shows them under a table of the
-figures; :func:`format_compare` is the short terminal summary.
+when both clouds share one beam grid, the per-beam agreement (``same_beams``: ray drop,
+depth and intensity errors). The ``nvs`` block gives the measures of the neural LiDAR
+novel-view-synthesis papers computed as LiDAR4D's evaluation code computes them
+(:func:`nvs_figures`; its definitions differ from ours, see there).
+:func:`write_compare_page` draws A and B overlaid or side by side into PNG files with an
+``index.html`` that shows them under a table of the figures; :func:`format_compare` is the
+short terminal summary.
 
 Fields a cloud lacks (a real capture may hold only ``xyz``) make the figures that need
-them ``None`` and the plots say "not in A" (or B).
+them ``None`` and the plots say "not in A" (or B). Points with a non-finite coordinate,
+range or intensity, or a coordinate or range beyond :data:`RANGE_LIMIT_M`, are left out of
+every figure (as if they had not returned) and counted in ``nvs["points_left_out"]``.
 """
 
 from __future__ import annotations
@@ -31,12 +36,15 @@ from .pointcloud import PointCloud
 __all__ = [
     "AZIMUTH_COLUMNS",
     "INTENSITY_BINS",
+    "LIDAR4D_COMMIT",
     "RANGE_BIN_M",
+    "RANGE_LIMIT_M",
     "compare_clouds",
     "firings_per_ring",
     "format_compare",
     "grouped_median",
     "match_rings",
+    "nvs_figures",
     "write_compare_page",
 ]
 
@@ -48,6 +56,27 @@ RANGE_BIN_M = 0.25
 AZIMUTH_COLUMNS = 1024
 #: Intensity scale of a cloud whose ``meta`` has no ``intensity_max``.
 DEFAULT_INTENSITY_MAX = 255.0
+#: A coordinate or range beyond this, in metres, is no measurement (a sentinel such as
+#: 1e30): the point is left out. It is far above any LiDAR's reach and any world frame's
+#: coordinates (UTM northings reach 1e7 m), and its square stays finite in float64.
+RANGE_LIMIT_M = 1e8
+
+# The ``nvs`` block: LiDAR4D's evaluation code, ispc-lab/LiDAR4D utils/metrics.py.
+#: The LiDAR4D commit whose ``utils/metrics.py`` :func:`nvs_figures` follows (the file is
+#: unchanged from it to 4d6abbd9, the newest commit read).
+LIDAR4D_COMMIT = "0ba91dcaa1510546828402e5a8c8d0f7ffac1e2a"
+#: ``compute_depth_errors``: depths are clipped to ``[min_depth, max_depth]``, in metres.
+NVS_MIN_DEPTH_M = 1e-6
+NVS_MAX_DEPTH_M = 80.0
+#: ``compute_intensity_errors``: intensities (0-1) are clipped to ``[1e-6, 1]``.
+NVS_MIN_INTENSITY = 1e-6
+#: ``PointsMeter``: a point counts as matched when its *squared* distance is below this,
+#: in m² (0.224 m).
+NVS_F_SCORE_THRESHOLD_M2 = 0.05
+#: ``RaydropMeter``: a pixel counts as returned where the predicted mask exceeds this.
+NVS_RAY_DROP_RATIO = 0.5
+#: ``structural_similarity``'s default window (a side), which images must reach.
+SSIM_WINDOW = 7
 
 
 # --------------------------------------------------------------------------- rings
@@ -167,6 +196,39 @@ def _finite(x: NDArray) -> NDArray:
 
 def _intensity_max(cloud: PointCloud) -> float:
     return float(cloud.meta.get("intensity_max", DEFAULT_INTENSITY_MAX))
+
+
+def _usable(cloud: PointCloud) -> NDArray[np.bool_]:
+    """(N,) bool: points whose coordinates, range (``range_m``, else the norm of ``xyz``)
+    and intensity (where present) are finite, the norm and range within
+    :data:`RANGE_LIMIT_M` and the range not negative."""
+    xyz = np.asarray(cloud["xyz"], dtype=np.float64)
+    ok = np.isfinite(xyz).all(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm = np.sqrt(np.square(np.where(ok[:, None], xyz, 0.0)).sum(axis=1))
+    ok &= norm <= RANGE_LIMIT_M
+    if "range_m" in cloud:
+        r = np.asarray(cloud["range_m"], dtype=np.float64)
+        ok &= np.isfinite(r) & (r >= 0.0) & (r <= RANGE_LIMIT_M)
+    if "intensity" in cloud:
+        ok &= np.isfinite(np.asarray(cloud["intensity"], dtype=np.float64))
+    return ok
+
+
+def _scales(a: PointCloud, b: PointCloud) -> dict[str, Any]:
+    """The one intensity full scale of the per-beam figures (A's ``intensity_max``),
+    both clouds' ``meta["intensity_max"]`` (default 255) and whether they differ."""
+    top = [_intensity_max(a), _intensity_max(b)]
+    return {
+        "intensity_full_scale": top[0],
+        "intensity_max_declared": top,
+        "intensity_scales_differ": top[0] != top[1],
+    }
+
+
+def _ratio(num: int, den: int) -> float | None:
+    """``num / den``, None when ``den`` is 0 (0/0 is no figure)."""
+    return num / den if den else None
 
 
 def _nn_distance_m(query: NDArray, points: NDArray) -> NDArray[np.float64]:
@@ -290,6 +352,9 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         capture, B the simulation). Other fields are optional: ``ring``, ``intensity``,
         ``range_m`` (else the norm of ``xyz``), ``return_number`` (first returns are
         those equal to 1; all points when absent), ``column`` and ``meta["beam_grid"]``.
+        Points with a non-finite coordinate, range or intensity, or a coordinate or range
+        beyond :data:`RANGE_LIMIT_M`, are left out of every figure (as if they had not
+        returned); ``nvs["points_left_out"]`` counts them.
     f_score_threshold_m : float
         Distance in metres within which a point counts as matched for the F-score.
 
@@ -298,13 +363,13 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
     dict
         Exactly these keys (``None`` where a needed field is absent):
 
-        ``points``: ``[n_a, n_b]``.
+        ``points``: ``[n_a, n_b]``, the points each cloud holds (left-out ones included).
         ``chamfer_m``: symmetric chamfer distance in metres, the mean over A of the
         distance to the nearest point of B and the mean over B of the distance to A,
         averaged.
         ``f_score``: ``2PR / (P + R)`` with precision P the share of B within
         ``f_score_threshold_m`` (inclusive) of A and recall R the share of A within it of
-        B (0 when both are 0). Points with non-finite coordinates are left out of both.
+        B (0 when both are 0).
         ``f_score_threshold_m``: the threshold, metres.
         ``rings``: ``share_a``, ``share_b`` (first returns of each ring 0..max ring of
         either, divided by the ring's firings, see :func:`firings_per_ring`),
@@ -321,25 +386,43 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         equal ``meta["beam_grid"]`` ``{"rows", "columns"}``; then, over the pixels
         (ring, column) of that grid, from first returns (the nearest one where several
         fall on a pixel): ``ray_drop_accuracy`` (share of pixels where A and B agree on
-        returned or not), ``range_median_abs_m`` (median ``|r_a - r_b|`` over pixels
-        returned in both, metres) and ``intensity_rmse``, the RMSE of the intensities
-        divided by each cloud's ``meta["intensity_max"]`` (default 255), i.e. on the
-        0-1 scale LiDAR-NeRF reports; extras ``pixels`` and ``returned_both``.
+        returned or not); ``ray_drop_precision``, ``ray_drop_recall`` and
+        ``ray_drop_f1`` of the *drop* class (no first return), A the truth (precision:
+        share of B's drops that A dropped; recall: share of A's drops that B dropped;
+        F1 ``2 TP / (2 TP + FP + FN)``; None for 0/0); ``range_median_abs_m`` and
+        ``depth_medae_m`` (the same figure: median ``|r_a - r_b|`` over pixels returned
+        in both, metres) and ``depth_rmse_m`` (their RMS); ``intensity_rmse`` and
+        ``intensity_medae``, RMS and median of ``|i_a - i_b|`` over those pixels divided
+        by ``intensity_full_scale``, A's ``meta["intensity_max"]`` (default 255), the one
+        scale of both clouds (``intensity_max_declared`` ``[a, b]``;
+        ``intensity_scales_differ`` when they differ); extras ``pixels`` and
+        ``returned_both``.
+        ``nvs``: the neural LiDAR simulation papers' measures as LiDAR4D computes them
+        (:func:`nvs_figures`), and ``points_left_out`` ``[n_a, n_b]``.
 
     Raises
     ------
     SimulatorError
-        If either cloud is empty (the message names which) or has no ``xyz``.
+        If either cloud is empty (the message names which), has no ``xyz``, or has no
+        point left once the unusable ones are left out.
     """
     _check(a, b)
-    # Organised clouds mark missing beams with NaN coordinates: those are not points.
+    n_points = [len(a), len(b)]
+    left_out = []
+    used = []
+    for side, cloud in (("A", a), ("B", b)):
+        ok = _usable(cloud)
+        if not ok.any():
+            finite = np.isfinite(np.asarray(cloud["xyz"], dtype=np.float64)).all(axis=1)
+            what = ("finite coordinates" if not finite.any() else
+                    "usable points (each has a non-finite or out-of-range coordinate, "
+                    "range or intensity)")  # fmt: skip
+            raise SimulatorError(f"compare: cloud {side} has no {what}")
+        left_out.append(int(len(cloud) - np.count_nonzero(ok)))
+        used.append(cloud if ok.all() else cloud.select(ok))
+    a, b = used
     xa = np.asarray(a["xyz"], dtype=np.float64)
-    xa = xa[np.isfinite(xa).all(axis=1)]
     xb = np.asarray(b["xyz"], dtype=np.float64)
-    xb = xb[np.isfinite(xb).all(axis=1)]
-    for side, x in (("A", xa), ("B", xb)):
-        if len(x) == 0:
-            raise SimulatorError(f"compare: cloud {side} has no finite coordinates")
     d_ab = _nn_distance_m(xa, xb)  # A -> nearest of B
     d_ba = _nn_distance_m(xb, xa)
     t = float(f_score_threshold_m)
@@ -349,7 +432,7 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
     f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
     return {
-        "points": [len(a), len(b)],
+        "points": n_points,
         "chamfer_m": chamfer,
         "f_score": f,
         "f_score_threshold_m": t,
@@ -357,6 +440,7 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         "intensity": _intensity_figures(a, b),
         "range": _range_figures(a, b),
         "same_beams": _same_beam_figures(a, b),
+        "nvs": {**nvs_figures(a, b), "points_left_out": left_out},
     }
 
 
@@ -418,10 +502,14 @@ def _range_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
     return {"tv_distance": tv, "bin_m": RANGE_BIN_M}
 
 
-def _beam_image(c: PointCloud, shape: tuple[int, int]) -> tuple[NDArray, NDArray, NDArray]:
-    """(returned, range_m, intensity 0-1) images of a cloud's first returns on its grid."""
+def _beam_image(
+    c: PointCloud, shape: tuple[int, int], full_scale: float
+) -> tuple[NDArray, NDArray, NDArray]:
+    """(returned, range_m, intensity / ``full_scale``) images (rows, columns) of a cloud's
+    first returns on its grid, the nearest return winning a pixel; NaN where nothing
+    returned (and everywhere in the intensity image without ``intensity``)."""
     sel = _first(c)
-    inten = (np.asarray(c["intensity"], dtype=np.float64) / _intensity_max(c)
+    inten = (np.asarray(c["intensity"], dtype=np.float64) / full_scale
              if "intensity" in c else np.full(len(c), np.nan))  # fmt: skip
     ret, (rng, inn) = _pixels(
         c["ring"][sel], c["column"][sel], [_range_m(c)[sel], inten[sel]], shape
@@ -430,34 +518,297 @@ def _beam_image(c: PointCloud, shape: tuple[int, int]) -> tuple[NDArray, NDArray
 
 
 def _same_beam_figures(a: PointCloud, b: PointCloud) -> dict[str, Any] | None:
+    """The per-pixel figures of A and B on their shared beam grid (None without one).
+
+    Returns
+    -------
+    dict or None
+        ``ray_drop_accuracy``: share of pixels where A and B agree on returned or not.
+        ``ray_drop_precision``, ``ray_drop_recall``, ``ray_drop_f1``: of the *drop*
+        class (a pixel with no first return), A the truth: precision the share of B's
+        dropped pixels that A dropped, recall the share of A's dropped pixels that B
+        dropped (None when the cloud divided by dropped none), F1 ``2 TP / (2 TP + FP +
+        FN)`` (None when neither dropped any pixel).
+        ``range_median_abs_m`` and ``depth_medae_m`` (the same figure): median ``|r_a -
+        r_b|`` over pixels returned in both, metres; ``depth_rmse_m`` its RMS.
+        ``intensity_rmse``, ``intensity_medae``: RMS and median of ``|i_a - i_b| /
+        intensity_full_scale`` over pixels returned in both (not clipped).
+        ``intensity_full_scale``: A's ``meta["intensity_max"]`` (default 255), the one
+        scale of both clouds; ``intensity_scales_differ``: B declares another.
+        ``pixels``, ``returned_both``: counts.
+    """
     shape = _same_grid(a, b)
     if shape is None:
         return None
-    ret_a, rng_a, int_a = _beam_image(a, shape)
-    ret_b, rng_b, int_b = _beam_image(b, shape)
+    scales = _scales(a, b)
+    full = scales["intensity_full_scale"]
+    ret_a, rng_a, int_a = _beam_image(a, shape, full)
+    ret_b, rng_b, int_b = _beam_image(b, shape, full)
     both = ret_a & ret_b
-    has_int = "intensity" in a and "intensity" in b
+    d_rng = np.abs(rng_a[both] - rng_b[both])
+    d_int = np.abs(int_a[both] - int_b[both])
+    has = both.any()
+    has_int = has and "intensity" in a and "intensity" in b
+    drop_a, drop_b = ~ret_a, ~ret_b
+    tp = int(np.count_nonzero(drop_a & drop_b))
+    fp = int(np.count_nonzero(drop_b & ret_a))
+    fn = int(np.count_nonzero(drop_a & ret_b))
     return {
         "ray_drop_accuracy": float(np.mean(ret_a == ret_b)),
-        "range_median_abs_m": (float(np.median(np.abs(rng_a[both] - rng_b[both])))
-                               if both.any() else None),
-        "intensity_rmse": (float(np.sqrt(np.mean((int_a[both] - int_b[both]) ** 2)))
-                           if both.any() and has_int else None),
+        "ray_drop_precision": _ratio(tp, tp + fp),
+        "ray_drop_recall": _ratio(tp, tp + fn),
+        "ray_drop_f1": _ratio(2 * tp, 2 * tp + fp + fn),
+        "range_median_abs_m": float(np.median(d_rng)) if has else None,
+        "depth_rmse_m": float(np.sqrt(np.mean(d_rng**2))) if has else None,
+        "depth_medae_m": float(np.median(d_rng)) if has else None,
+        "intensity_rmse": float(np.sqrt(np.mean(d_int**2))) if has_int else None,
+        "intensity_medae": float(np.median(d_int)) if has_int else None,
+        **scales,
         "pixels": int(ret_a.size),
         "returned_both": int(both.sum()),
-    }  # fmt: skip
+    }
+
+
+# --------------------------------------------------------------------------- nvs
+
+
+def _nvs_image(
+    c: PointCloud, shape: tuple[int, int], full_scale: float
+) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """A cloud's range image as LiDAR4D's ``lidar_to_pano_with_intensities`` builds one.
+
+    Every first return goes to its (ring, column) pixel, the nearest (by ``|xyz|``)
+    winning; the depth is ``|xyz|`` (the norm in the sensor frame, as LiDAR4D's pano),
+    0 where nothing returned.
+
+    Returns
+    -------
+    returned : (rows, columns) bool
+    depth_m : (rows, columns) float64
+        0 where nothing returned.
+    intensity : (rows, columns) float64
+        Intensity / ``full_scale``, 0 where nothing returned; NaN without ``intensity``.
+    points : (M, 3) float64
+        The winning points' ``xyz``, one a returned pixel, row-major.
+    """
+    sel = _first(c)
+    xyz = np.asarray(c["xyz"], dtype=np.float64)[sel]
+    inten = (np.asarray(c["intensity"], dtype=np.float64)[sel] / full_scale
+             if "intensity" in c else np.full(len(xyz), np.nan))  # fmt: skip
+    depth = np.linalg.norm(xyz, axis=1)
+    ret, (dep, inn, x, y, z) = _pixels(
+        c["ring"][sel], c["column"][sel], [depth, inten, xyz[:, 0], xyz[:, 1], xyz[:, 2]],
+        shape,
+    )  # fmt: skip
+    points = np.stack([x[ret], y[ret], z[ret]], axis=1)
+    return ret, np.where(ret, dep, 0.0), np.where(ret, inn, 0.0), points
+
+
+def _lidar4d_points(pred: NDArray, truth: NDArray) -> dict[str, float]:
+    """LiDAR4D's ``PointsMeter``: chamfer and F-score on squared distances.
+
+    Parameters
+    ----------
+    pred, truth : (P, 3), (T, 3) float
+        B's and A's points, metres.
+
+    Returns
+    -------
+    dict
+        ``cd`` (m²): mean over B of the squared distance to the nearest point of A plus
+        the mean over A of the squared distance to B (a sum, not an average);
+        ``f_score_precision``: share of B whose squared distance to A is below
+        :data:`NVS_F_SCORE_THRESHOLD_M2` (strictly); ``f_score_recall``: share of A so
+        near B; ``f_score``: ``2PR / (P + R)``, 0 when both are 0.
+    """
+    d2_pred = _nn_distance_m(pred, truth) ** 2  # dist1: B -> A
+    d2_truth = _nn_distance_m(truth, pred) ** 2  # dist2: A -> B
+    p = float(np.mean(d2_pred < NVS_F_SCORE_THRESHOLD_M2))
+    r = float(np.mean(d2_truth < NVS_F_SCORE_THRESHOLD_M2))
+    return {
+        "cd": float(d2_pred.mean()) + float(d2_truth.mean()),
+        "f_score": 2 * p * r / (p + r) if p + r > 0 else 0.0,
+        "f_score_precision": p,
+        "f_score_recall": r,
+    }
+
+
+def _ssim(pred: NDArray[np.float64], truth: NDArray[np.float64]) -> float | None:
+    """scikit-image's ``structural_similarity(pred, truth, data_range=max(truth) -
+    min(truth))`` with its defaults (a 7 x 7 uniform window, sample covariance), as
+    LiDAR4D calls it; None without scikit-image, for an image under 7 x 7, or when it is
+    not a number (a constant truth image gives data range 0 and 0/0)."""
+    try:
+        from skimage.metrics import structural_similarity
+    except ImportError:
+        return None
+    if min(truth.shape) < SSIM_WINDOW:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = structural_similarity(pred, truth, data_range=float(np.max(truth) - np.min(truth)))
+    return _float(value) if np.isfinite(value) else None
+
+
+def _psnr_db(pred: NDArray[np.float64], truth: NDArray[np.float64], peak: float) -> float | None:
+    """``10 log10(peak² / mean((pred - truth)²))`` in dB; None when the images are equal
+    (an infinite PSNR, which JSON cannot hold)."""
+    mse = float(np.mean((pred - truth) ** 2))
+    return 10.0 * math.log10(peak**2 / mse) if mse > 0 else None
+
+
+def _image_errors(
+    pred: NDArray[np.float64], truth: NDArray[np.float64], peak: float
+) -> dict[str, float | None]:
+    """RMSE, MedAE, SSIM and PSNR of two clipped images, as ``compute_depth_errors``."""
+    diff = pred - truth
+    return {
+        "rmse": float(np.sqrt(np.mean(diff**2))),
+        "medae": float(np.median(np.abs(diff))),
+        "ssim": _ssim(pred, truth),
+        "psnr": _psnr_db(pred, truth, peak),
+    }
+
+
+def nvs_figures(a: PointCloud, b: PointCloud) -> dict[str, Any]:
+    """The measures of the neural LiDAR simulation papers, as LiDAR4D computes them.
+
+    Follows ``utils/metrics.py`` of ispc-lab/LiDAR4D at commit :data:`LIDAR4D_COMMIT`
+    (``DepthMeter``, ``IntensityMeter``, ``RaydropMeter``, ``PointsMeter``) and how its
+    ``model/runner.py`` feeds them: A is the ground truth, B the prediction. The image
+    measures need both clouds on one beam grid (``ring``, ``column``, an equal
+    ``meta["beam_grid"]``): each cloud's range image holds, per (ring, column), its
+    nearest first return (depth ``|xyz|``, the norm in the sensor frame, as LiDAR4D's
+    range images), 0 where nothing returned. LiDAR4D's meters average per-frame figures
+    over the test frames; these are one frame's. LPIPS is not computed.
+
+    Parameters
+    ----------
+    a, b : PointCloud
+        Truth and prediction, ``xyz`` (N, 3) in metres in their sensor frames; only
+        usable points (see :func:`compare_clouds`).
+
+    Returns
+    -------
+    dict
+        ``source``: the file and commit followed.
+        ``cd`` (m²): mean over B of the squared distance to the nearest point of A plus
+        the same over A to B. ``f_score``: ``2PR / (P + R)`` (0 when both are 0) with
+        ``f_score_precision`` P the share of B whose squared distance to A is below
+        ``f_score_threshold_m2`` = 0.05 m² (strictly; 0.224 m) and ``f_score_recall``
+        R the share of A so near B. The points: with a shared grid, one a returned
+        pixel (the pixel's point, as LiDAR4D rebuilds its points from the range image's
+        non-zero pixels); without one, every first return; ``points`` ``[n_a, n_b]``
+        counts them and ``points_from`` says which (``"beam grid"``, ``"first
+        returns"``).
+        On the grid only (else None), over every pixel of the image, drops included:
+        ``depth_rmse_m``, ``depth_medae_m``, ``ssim`` and ``psnr`` (dB, peak
+        ``max_depth_m``) of the depth images clipped to ``[1e-6, max_depth_m]`` with
+        ``max_depth_m`` = 80 (a pixel with no return is depth 0, so 1e-6); SSIM is
+        scikit-image's ``structural_similarity(pred, truth, data_range=max(truth) -
+        min(truth))``, None without scikit-image or for an image under 7 x 7.
+        ``intensity_rmse``, ``intensity_medae``, ``intensity_ssim``, ``intensity_psnr``
+        (peak 1): the same of the intensity images divided by ``intensity_full_scale``
+        (A's ``meta["intensity_max"]``, default 255; ``intensity_scales_differ`` when B
+        declares another), 0 where nothing returned, clipped to ``[1e-6, 1]``.
+        ``ray_drop_accuracy``: share of pixels where B's returned mask (thresholded at
+        0.5, which a 0/1 mask passes unchanged) equals A's; ``ray_drop_rmse``: RMS of
+        ``mask_a - mask_b``; ``ray_drop_precision``, ``ray_drop_recall``,
+        ``ray_drop_f1``: of the class LiDAR4D labels 1, a *returned* pixel (its mask is
+        1 where the depth is not 0), None for 0/0.
+        PSNR is None when the two images are equal (infinite).
+    """
+    scales = _scales(a, b)
+    full = scales["intensity_full_scale"]
+    shape = _same_grid(a, b)
+    images = None if shape is None else [_nvs_image(c, shape, full) for c in (a, b)]
+    if images is None:
+        pts = [np.asarray(c["xyz"], dtype=np.float64)[_first(c)] for c in (a, b)]
+    else:
+        pts = [im[3] for im in images]
+    points: dict[str, float | None] = dict.fromkeys(
+        ("cd", "f_score", "f_score_precision", "f_score_recall")
+    )  # None when a side has no first return to match
+    if len(pts[0]) and len(pts[1]):
+        points = _lidar4d_points(pts[1], pts[0])
+    depth: dict[str, float | None] = dict.fromkeys(("rmse", "medae", "ssim", "psnr"))
+    inten = dict(depth)
+    drop: dict[str, float | None] = dict.fromkeys(("rmse", "accuracy", "precision", "recall", "f1"))
+    if images is not None:
+        (ret_a, dep_a, int_a, _), (ret_b, dep_b, int_b, _) = images
+        depth = _image_errors(np.clip(dep_b, NVS_MIN_DEPTH_M, NVS_MAX_DEPTH_M),
+                              np.clip(dep_a, NVS_MIN_DEPTH_M, NVS_MAX_DEPTH_M),
+                              NVS_MAX_DEPTH_M)  # fmt: skip
+        if "intensity" in a and "intensity" in b:
+            inten = _image_errors(np.clip(int_b, NVS_MIN_INTENSITY, 1.0),
+                                  np.clip(int_a, NVS_MIN_INTENSITY, 1.0), 1.0)  # fmt: skip
+        drop = _lidar4d_ray_drop(ret_b.astype(np.float64), ret_a.astype(np.float64))
+    return {
+        "source": f"ispc-lab/LiDAR4D utils/metrics.py @ {LIDAR4D_COMMIT}",
+        **points,
+        "f_score_threshold_m2": NVS_F_SCORE_THRESHOLD_M2,
+        "points": [len(pts[0]), len(pts[1])],
+        "points_from": "first returns" if images is None else "beam grid",
+        "depth_rmse_m": depth["rmse"],
+        "depth_medae_m": depth["medae"],
+        "ssim": depth["ssim"],
+        "psnr": depth["psnr"],
+        "max_depth_m": NVS_MAX_DEPTH_M,
+        "intensity_rmse": inten["rmse"],
+        "intensity_medae": inten["medae"],
+        "intensity_ssim": inten["ssim"],
+        "intensity_psnr": inten["psnr"],
+        **scales,
+        **{f"ray_drop_{k}": v for k, v in drop.items()},
+    }
+
+
+def _lidar4d_ray_drop(pred: NDArray[np.float64], truth: NDArray[np.float64]) -> dict:
+    """LiDAR4D's ``RaydropMeter`` on (rows, columns) images: ``truth`` A's mask (1 where
+    returned), ``pred`` B's (a 0/1 mask: LiDAR4D's probabilities are 0 or 1 here).
+
+    Returns
+    -------
+    dict
+        ``rmse`` of ``truth - pred``; ``accuracy``, the share of pixels where ``pred >
+        0.5`` equals ``truth``; ``precision``, ``recall`` and ``f1`` of the class 1
+        (returned), None for 0/0.
+    """
+    mask = pred > NVS_RAY_DROP_RATIO
+    tp = int(np.count_nonzero((truth == 1) & mask))
+    fp = int(np.count_nonzero((truth == 0) & mask))
+    fn = int(np.count_nonzero((truth == 1) & ~mask))
+    precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    f1 = (2 * precision * recall / (precision + recall)
+          if precision is not None and recall is not None and precision + recall > 0
+          else None)  # fmt: skip
+    return {
+        "rmse": float(np.sqrt(np.mean((truth - pred) ** 2))),
+        "accuracy": float(np.mean(mask == truth)),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+    }
 
 
 def format_compare(result: dict) -> str:
-    """A few lines summing up :func:`compare_clouds`' result for the terminal."""
+    """A few lines summing up :func:`compare_clouds`' result for the terminal: the
+    figures, the per-beam ones, the ``nvs`` block and a warning when A and B declare
+    different intensity full scales."""
 
     def g(x: float | None, fmt: str) -> str:
         return "n/a" if x is None else format(x, fmt)
 
     na, nb = result["points"]
     rings, inten, same = result["rings"], result["intensity"], result["same_beams"]
+    nvs = result.get("nvs")
+    left = nvs["points_left_out"] if nvs else [0, 0]
+    points = f"points       A {na:,}   B {nb:,}"
+    if any(left):
+        points += (
+            f"   (left out, non-finite or beyond {RANGE_LIMIT_M:g} m: A {left[0]:,}, B {left[1]:,})"
+        )
     lines = [
-        f"points       A {na:,}   B {nb:,}",
+        points,
         f"geometry     chamfer {result['chamfer_m']:.4f} m   F-score {result['f_score']:.3f} "
         f"at {result['f_score_threshold_m']:g} m",
         f"rings        max |share A - share B| {g(rings['max_abs_diff'], '.3f')}"
@@ -469,11 +820,36 @@ def format_compare(result: dict) -> str:
     if same is None:
         lines.append("same beams   n/a (the clouds do not share one beam grid)")
     else:
-        lines.append(
-            f"same beams   ray-drop accuracy {same['ray_drop_accuracy']:.3f}   range median "
-            f"|diff| {g(same['range_median_abs_m'], '.3f')} m   intensity RMSE (0-1) "
-            f"{g(same['intensity_rmse'], '.3f')}"
-        )
+        full = same.get("intensity_full_scale", DEFAULT_INTENSITY_MAX)
+        lines += [
+            f"same beams   ray-drop accuracy {same['ray_drop_accuracy']:.3f}   drop F1 "
+            f"{g(same.get('ray_drop_f1'), '.3f')} (precision "
+            f"{g(same.get('ray_drop_precision'), '.3f')}, recall "
+            f"{g(same.get('ray_drop_recall'), '.3f')})",
+            f"             range median |diff| {g(same['range_median_abs_m'], '.3f')} m   "
+            f"depth RMSE {g(same.get('depth_rmse_m'), '.3f')} m   intensity RMSE "
+            f"{g(same['intensity_rmse'], '.3f')}  MedAE {g(same.get('intensity_medae'), '.3f')}"
+            f" (of {full:g})",
+        ]
+    if nvs:
+        psnr = "n/a" if nvs["psnr"] is None else f"{nvs['psnr']:.2f} dB"
+        if nvs["depth_rmse_m"] == 0.0:
+            psnr = "inf (equal images)"
+        lines += [
+            f"nvs          as LiDAR4D: CD {g(nvs['cd'], '.4f')} m²   F-score "
+            f"{g(nvs['f_score'], '.3f')} (d² < {nvs['f_score_threshold_m2']:g} m²)   depth "
+            f"RMSE {g(nvs['depth_rmse_m'], '.3f')} m  MedAE {g(nvs['depth_medae_m'], '.3f')} m"
+            f"  SSIM {g(nvs['ssim'], '.3f')}  PSNR {psnr}",
+            f"             intensity RMSE {g(nvs['intensity_rmse'], '.3f')}  MedAE "
+            f"{g(nvs['intensity_medae'], '.3f')} (of {nvs['intensity_full_scale']:g})   "
+            f"ray drop accuracy {g(nvs['ray_drop_accuracy'], '.3f')}  F1 "
+            f"{g(nvs['ray_drop_f1'], '.3f')} (of returns)",
+        ]
+        if nvs["intensity_scales_differ"]:
+            lines.append(
+                "warning      A and B declare different intensity full scales (A {:g}, B {:g}): "
+                "the intensity errors divide both by A's".format(*nvs["intensity_max_declared"])
+            )
     return "\n".join(lines)
 
 
@@ -751,9 +1127,7 @@ def _rows(prefix: str, value: Any) -> list[tuple[str, str]]:
     if isinstance(value, dict):
         return [r for k, v in value.items() for r in _rows(f"{prefix}.{k}" if prefix else k, v)]
     if value is None:
-        why = ("A and B do not share one beam grid" if prefix == "same_beams"
-               else "a field it needs is not in both clouds")  # fmt: skip
-        return [(prefix, f"null ({why})")]
+        return [(prefix, f"null ({_why_null(prefix)})")]
     if isinstance(value, bool):
         return [(prefix, json.dumps(value))]
     if isinstance(value, list):
@@ -762,6 +1136,18 @@ def _rows(prefix: str, value: Any) -> list[tuple[str, str]]:
     if isinstance(value, float):
         return [(prefix, f"{value:.6g}")]
     return [(prefix, str(value))]
+
+
+def _why_null(key: str) -> str:
+    """Why the figure ``key`` (a dotted path into the result) is null."""
+    if key == "same_beams":
+        return "A and B do not share one beam grid"
+    if key.startswith("same_beams.ray_drop"):
+        return "0/0: no pixel dropped where it divides"
+    if key.startswith("nvs."):
+        return ("undefined here: no shared beam grid, a field not in both, 0/0, an image "
+                "under 7 x 7 or no scikit-image for SSIM, or equal images for PSNR")  # fmt: skip
+    return "a field it needs is not in both clouds"
 
 
 def _html(

@@ -16,7 +16,7 @@ REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 VLP16 = REALDATA / "nebula" / "velodyne-vlp16-1673400472138016708.pcd"
 
 KEYS = {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings", "intensity", "range",
-        "same_beams"}  # fmt: skip
+        "same_beams", "nvs"}  # fmt: skip
 H, W = 8, 64  # rings, columns of the test grid
 
 
@@ -60,11 +60,25 @@ def test_a_cloud_against_itself_scores_perfectly() -> None:
     assert r["rings"]["firings_estimated"] is False
     assert r["intensity"]["tv_distance"] == 0.0
     assert r["range"]["tv_distance"] == 0.0
-    assert r["same_beams"] == {"ray_drop_accuracy": 1.0, "range_median_abs_m": 0.0,
-                               "intensity_rmse": 0.0, "pixels": H * W,
+    # Nothing dropped in either: the drop class's ratios are 0/0, no figure.
+    assert r["same_beams"] == {"ray_drop_accuracy": 1.0, "ray_drop_precision": None,
+                               "ray_drop_recall": None, "ray_drop_f1": None,
+                               "range_median_abs_m": 0.0, "depth_rmse_m": 0.0,
+                               "depth_medae_m": 0.0, "intensity_rmse": 0.0,
+                               "intensity_medae": 0.0, "intensity_full_scale": 64.0,
+                               "intensity_max_declared": [64.0, 64.0],
+                               "intensity_scales_differ": False, "pixels": H * W,
                                "returned_both": H * W}  # fmt: skip
+    nvs = r["nvs"]
+    assert (nvs["cd"], nvs["f_score"], nvs["depth_rmse_m"], nvs["ssim"]) == (0.0, 1.0, 0.0, 1.0)
+    assert nvs["psnr"] is None  # infinite: equal images
+    assert (nvs["ray_drop_accuracy"], nvs["ray_drop_f1"]) == (1.0, 1.0)
+    assert nvs["points_left_out"] == [0, 0]
     json.dumps(r, allow_nan=False)
-    assert "chamfer 0.0000 m" in format_compare(r)
+    text = format_compare(r)
+    assert "chamfer 0.0000 m" in text
+    assert "CD 0.0000 m²" in text and "PSNR inf (equal images)" in text
+    assert "warning" not in text
 
 
 def test_shift_along_x_gives_the_shift_as_chamfer_and_thresholded_f_score() -> None:
@@ -157,12 +171,23 @@ def test_ray_drop_pattern_and_per_beam_errors() -> None:
     b = PointCloud.concatenate([b, with_fields(
         ghost, intensity=np.full(len(ghost), 0.25, np.float32),
         return_number=np.full(len(ghost), 2, np.uint8))])  # fmt: skip
-    s = compare_clouds(a, b)["same_beams"]
+    r = compare_clouds(a, b)
+    s = r["same_beams"]
     # Disagree: ring 0 at columns 16-63 (48) and rings 1-7 at columns 0-15 (112).
     assert s["ray_drop_accuracy"] == (H * W - 48 - 112) / (H * W)
+    # The drop class: both dropped ring 0 at columns 0-15 (16 pixels); B dropped 128
+    # pixels, A 64: precision 16/128, recall 16/64, F1 2*16 / (2*16 + 112 + 48).
+    assert s["ray_drop_precision"] == 0.125
+    assert s["ray_drop_recall"] == 0.25
+    assert s["ray_drop_f1"] == 32 / 192
     assert s["returned_both"] == 7 * 48
-    assert s["range_median_abs_m"] == 0.25
-    assert s["intensity_rmse"] == 0.25
+    assert s["range_median_abs_m"] == s["depth_medae_m"] == s["depth_rmse_m"] == 0.25
+    # One full scale, A's (128): |64 - 0.25| / 128, not 0.5 - 0.25 on each side's own.
+    assert s["intensity_rmse"] == s["intensity_medae"] == 63.75 / 128
+    assert s["intensity_full_scale"] == 128.0
+    assert s["intensity_max_declared"] == [128.0, 1.0]
+    assert s["intensity_scales_differ"] is True
+    assert "declare different intensity full scales (A 128, B 1)" in format_compare(r)
 
 
 def test_same_beams_needs_one_shared_grid() -> None:
@@ -204,7 +229,9 @@ def test_xyz_only_capture_gives_nulls_and_a_page(tmp_path: Path) -> None:
     assert "n/a" in format_compare(r)
     files = write_compare_page(a, b, r, tmp_path, ("a.pcd", "b.npz"))
     assert all(f.is_file() for f in files)
-    assert "null" in (tmp_path / "index.html").read_text()
+    page = (tmp_path / "index.html").read_text()
+    assert "null (A and B do not share one beam grid)" in page
+    assert "<th>nvs.ssim</th><td>null (undefined here: no shared beam grid" in page
 
 
 def test_page_files_are_written_whole(tmp_path: Path) -> None:
@@ -228,6 +255,7 @@ def test_page_files_are_written_whole(tmp_path: Path) -> None:
             assert f'src="{f.name}"' in page
     assert "real.pcd" in page
     assert "ray_drop_accuracy" in page
+    assert "<th>nvs.cd</th>" in page and "<th>nvs.ray_drop_f1</th>" in page
 
 
 @pytest.mark.skipif(not VLP16.is_file(), reason=f"real VLP-16 capture not found at {VLP16}")
@@ -301,12 +329,16 @@ def test_compare_command_on_an_ouster_frame_against_itself(tmp_path: Path) -> No
     res = lidar_sim("compare", pcap, pcap, "--json", out, "--frame", "1")
     assert res.returncode == 0, res.stderr
     got = json.loads(out.read_text())
-    assert set(got) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
-                        "intensity", "range", "same_beams"}  # fmt: skip
+    assert set(got) == KEYS
     assert got["points"] == [107_357, 107_357]  # frame 1
     assert got["chamfer_m"] == 0.0 and got["f_score"] == 1.0
     assert got["rings"]["max_abs_diff"] == 0.0 and len(got["rings"]["share_a"]) == 128
     assert got["intensity"]["tv_distance"] == 0.0 and got["range"]["tv_distance"] == 0.0
     same = got["same_beams"]
     assert same["ray_drop_accuracy"] == 1.0 and same["range_median_abs_m"] == 0.0
-    assert same["intensity_rmse"] == 0.0
+    assert same["intensity_rmse"] == 0.0 and same["intensity_full_scale"] == 255.0
+    assert (same["ray_drop_precision"], same["ray_drop_recall"], same["ray_drop_f1"]) == (1, 1, 1)
+    nvs = got["nvs"]
+    assert (nvs["cd"], nvs["f_score"], nvs["ssim"], nvs["intensity_ssim"]) == (0, 1, 1, 1)
+    assert nvs["points"] == [107_357, 107_357] and nvs["points_from"] == "beam grid"
+    assert (nvs["depth_rmse_m"], nvs["intensity_rmse"], nvs["ray_drop_accuracy"]) == (0, 0, 1)
