@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["compose", "rotation_from_rpy_deg"]
+__all__ = ["compose", "rotation_from_rpy_deg", "rpy_deg_from_rotation"]
 
 
 def rotation_from_rpy_deg(rpy_deg: ArrayLike) -> NDArray[np.float64]:
@@ -32,6 +32,30 @@ def rotation_from_rpy_deg(rpy_deg: ArrayLike) -> NDArray[np.float64]:
     ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
     rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
     return rz @ ry @ rx
+
+
+def rpy_deg_from_rotation(rotation: ArrayLike) -> NDArray[np.float64]:
+    """Roll, pitch, yaw in degrees of a rotation matrix: the inverse of
+    :func:`rotation_from_rpy_deg` (pitch in [-90, 90] deg; at +-90 deg the roll is 0 and the
+    yaw takes the whole turn about z).
+
+    Parameters
+    ----------
+    rotation : (3, 3) float
+
+    Returns
+    -------
+    (3,) float64
+    """
+    r = np.asarray(rotation, dtype=np.float64).reshape(3, 3)
+    pitch = np.arcsin(np.clip(-r[2, 0], -1.0, 1.0))
+    if abs(r[2, 0]) < 1.0 - 1e-12:
+        roll = np.arctan2(r[2, 1], r[2, 2])
+        yaw = np.arctan2(r[1, 0], r[0, 0])
+    else:  # gimbal lock: only yaw - roll (or yaw + roll) is defined
+        roll = 0.0
+        yaw = np.arctan2(-r[0, 1], r[1, 1])
+    return np.degrees(np.array([roll, pitch, yaw]))
 
 
 def compose(

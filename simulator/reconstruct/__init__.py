@@ -1,0 +1,376 @@
+"""``lidar-sim reconstruct``: a real capture as a scene any survey can scan.
+
+The steps, each a function of its own module:
+
+1. **read** the capture's frames (every reader of :mod:`simulator.io.read`; an Ouster pcap
+   or OSF carries its unit's calibration, which becomes the scanner when none is given);
+2. **organise** each frame on the scanner's beam grid (:mod:`.grid`);
+3. **pose** the frames in one world frame: a KITTI poses file, else the capture's own
+   per-column poses, else KISS-ICP (:mod:`simulator.odometry`);
+4. **mesh** each scene frame's grid, fuse the frames, simplify flat patches (:mod:`.mesh`);
+5. **reflect**: a reflectance per face from every reading of it (:mod:`.reflectance`);
+6. **write** ``scene.yaml`` with its meshes (per-face materials as face attributes),
+   ``scanner.yaml`` and a survey per frame, ``frames/NNNN.yaml``, that lands on the real
+   frame's beam grid pixel for pixel;
+7. **score** (:mod:`.protocol`): held-out frames, and with ``rescan`` every scene frame,
+   scanned back and compared with the real frame beam by beam, beside the reprojection
+   baseline; ``summary.json`` and ``index.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from numpy.typing import NDArray
+
+from ..config import ScannerConfig, load_scanner
+from ..errors import InputError
+from ..hits import ReturnModel
+from ..io.atomic import write_atomic
+from ..io.read import read_frames
+from ..labels import label_name
+from ..pointcloud import PointCloud
+from ..scanner import SpinningPattern
+from ..transforms import rpy_deg_from_rotation
+from .grid import BeamGrid, beam_rays, cloud_of_grid, organize, sensor_offset_m
+from .mesh import FrameMesh, MeshParams, fuse, simplify, triangulate
+from .reflectance import FaceReflectance, face_reflectance, read_faces
+
+__all__ = ["ReconstructOptions", "ReconstructResult", "reconstruct"]
+
+#: The nvs figures the summary table prints, in order.
+TABLE_KEYS = ("ray_drop_accuracy", "ray_drop_f1", "depth_medae_m", "depth_rmse_m", "cd",
+              "f_score", "intensity_rmse")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReconstructOptions:
+    """What ``reconstruct`` is asked for.
+
+    Attributes
+    ----------
+    scanner : str or Path or None
+        A preset or scanner YAML; None: the capture's own calibration.
+    poses : Path or None
+        A KITTI poses file, one line per frame of the capture.
+    frames : (int, int) or None
+        The frames used, ``[A, B)`` in capture order; None: all.
+    hold_out : tuple of int
+        Frames left out of the scene and scanned from their poses.
+    rescan : bool
+        Scan every scene frame back from its own pose.
+    mesh : MeshParams
+    seed : int
+        The frame surveys' seed.
+    """
+
+    scanner: str | Path | None = None
+    poses: Path | None = None
+    frames: tuple[int, int] | None = None
+    hold_out: tuple[int, ...] = ()
+    rescan: bool = False
+    mesh: MeshParams = field(default_factory=MeshParams)
+    seed: int = 0
+
+
+@dataclass
+class ReconstructResult:
+    """What ``reconstruct`` made.
+
+    Attributes
+    ----------
+    summary : dict
+        As written to ``summary.json``.
+    files : list of Path
+    timings_s : dict of str to float
+        Seconds per stage.
+    """
+
+    summary: dict[str, Any]
+    files: list[Path]
+    timings_s: dict[str, float]
+
+
+class _Clock:
+    """Seconds per named stage."""
+
+    def __init__(self, report: Callable[[str], None] | None) -> None:
+        self.timings_s: dict[str, float] = {}
+        self._t = time.perf_counter()
+        self._report = report
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings_s[stage] = self.timings_s.get(stage, 0.0) + now - self._t
+        self._t = now
+        if self._report is not None:
+            self._report(f"{stage}: {now - self._t + self.timings_s[stage]:.2f} s")
+
+
+def _read_capture(captures: list[Path]) -> list[PointCloud]:
+    frames: list[PointCloud] = []
+    for path in captures:
+        for k, cloud in enumerate(read_frames(path)):
+            cloud.meta.setdefault("source", str(path))
+            cloud.meta["capture_frame"] = k
+            frames.append(cloud)
+    if not frames:
+        raise InputError(captures[0], "it holds no frame")
+    return frames
+
+
+def _scanner(captures: list[Path], scanner: str | Path | None) -> tuple[ScannerConfig, str, dict]:
+    """The scanner config, a name for it, and its mapping (to write beside the scene)."""
+    if scanner is not None:
+        config = load_scanner(str(scanner))
+        return config, str(scanner), config.model_dump(mode="json", exclude_none=True)
+    from ..io.ouster import scanner_of_capture
+
+    for path in captures:
+        mapping = scanner_of_capture(path)
+        if mapping is not None:
+            return ScannerConfig.model_validate(mapping), "the capture's own calibration", mapping
+    raise InputError(
+        captures[0],
+        "it does not carry its unit's calibration: name the scanner with --scanner "
+        "(a preset or a scanner YAML)",
+    )
+
+
+def _poses(frames: list[PointCloud], path: Path | None) -> NDArray[np.float64]:
+    from ..odometry import poses_for
+
+    return poses_for(frames, poses_file=path)
+
+
+def _write_scene(
+    folder: Path, mesh: FrameMesh, faces: FaceReflectance, default_k: float
+) -> tuple[list[Path], dict[str, Any]]:
+    """``scene.yaml`` and one mesh a class (faces grouped by their readings' label)."""
+    from ..io.mesh import write_material_mesh
+
+    (folder / "meshes").mkdir(parents=True, exist_ok=True)
+    files, objects = [], []
+    labels = np.unique(faces.label)
+    for lab in labels:
+        sel = faces.label == lab
+        f = mesh.faces[sel]
+        used, inverse = np.unique(f, return_inverse=True)
+        name = "surface" if lab < 0 else label_name(int(lab))
+        path = folder / "meshes" / f"{name}.ply"
+        values = {"reflectance": faces.reflectance[sel], "minnaert_k": faces.minnaert_k[sel]}
+        files.append(
+            write_material_mesh(path, mesh.vertices_m[used], inverse.reshape(-1, 3), values)
+        )
+        objects.append(
+            {
+                "name": name,
+                "mesh": f"meshes/{name}.ply",
+                "material": {
+                    "reflectance": round(float(np.median(faces.reflectance[sel])), 6),
+                    "minnaert_k": float(default_k),
+                    "roughness_m": 0.0,
+                    "micro_slope_deg": 0.0,
+                    "label": "unlabeled" if lab < 0 else label_name(int(lab)),
+                },
+            }
+        )
+    scene = {"objects": objects}
+    text = "# A scene reconstructed from a real capture by `lidar-sim reconstruct`.\n"
+    files.append(write_atomic(folder / "scene.yaml", text + yaml.safe_dump(scene, sort_keys=False)))
+    return files, scene
+
+
+def _frame_survey(
+    folder: Path, number: int, pose: NDArray[np.float64], seed: int, held_out: bool
+) -> Path:
+    """``frames/NNNN.yaml``: one revolution from the frame's pose, on its beam grid."""
+    survey = {
+        "scanner": "../scanner.yaml",
+        "scene": "../scene.yaml",
+        "pose": {
+            "position_m": [round(float(x), 9) for x in pose[:3, 3]],
+            "rotation_deg": [round(float(x), 9) for x in rpy_deg_from_rotation(pose[:3, :3])],
+        },
+        "revolutions": 1,
+        "seed": seed,
+        "output": {"path": f"../out/{number:04d}.npz", "frame": "sensor"},
+    }
+    text = (
+        f"# Frame {number} of the capture{' (held out of the scene)' if held_out else ''}: "
+        "one revolution from its pose.\n# Column 0 fires at the scanner's start_azimuth_deg "
+        "at time 0, as the capture's first column (measurement id 0) does.\n"
+    )
+    return write_atomic(
+        folder / "frames" / f"{number:04d}.yaml", text + yaml.safe_dump(survey, sort_keys=False)
+    )
+
+
+def reconstruct(
+    captures: list[Path],
+    folder: Path,
+    options: ReconstructOptions,
+    report: Callable[[str], None] | None = None,
+) -> ReconstructResult:
+    """Turn captures into a scene, write a survey per frame, and score the protocols.
+
+    Parameters
+    ----------
+    captures : list of Path
+        One capture or several (their frames in order).
+    folder : Path
+        The output folder (made if missing).
+    options : ReconstructOptions
+    report : callable, optional
+        Called with one line per finished stage.
+
+    Returns
+    -------
+    ReconstructResult
+
+    Raises
+    ------
+    InputError
+        For a capture, poses file or frame choice that cannot be used (one line, naming
+        the file and what was expected).
+    """
+    from .protocol import baseline_cloud, scan_frame, score
+
+    clock = _Clock(report)
+    frames = _read_capture(captures)
+    n_all = len(frames)
+    a, b = options.frames if options.frames is not None else (0, n_all)
+    if not (0 <= a < b <= n_all):
+        raise InputError(captures[0], f"--frames {a}:{b} is outside its {n_all} frames (0:{n_all})")
+    chosen = list(range(a, b))
+    for n in options.hold_out:
+        if n not in chosen:
+            raise InputError(
+                captures[0], f"--hold-out {n}: no such frame among those used ({a} to {b - 1})"
+            )
+    scene_frames = [k for k in chosen if k not in options.hold_out]
+    if not scene_frames:
+        raise InputError(
+            captures[0],
+            f"--hold-out leaves no frame for the scene ({len(chosen)} frame(s) used): "
+            "hold out fewer, or give more frames",
+        )
+    clock.lap("read")
+
+    config, scanner_name, mapping = _scanner(captures, options.scanner)
+    pattern = SpinningPattern(config) if config.pattern == "spinning" else None
+    if pattern is None:
+        raise InputError(str(options.scanner), "reconstruct takes a spinning scanner's frames")
+    offset_m = sensor_offset_m(frames[chosen[0]], pattern)
+    grids: dict[int, BeamGrid] = {k: organize(frames[k], pattern, offset_m) for k in chosen}
+    clock.lap("organise")
+
+    poses = _poses(frames, options.poses)
+    clock.lap("poses")
+
+    origin_m = beam_rays(pattern)[0] + offset_m
+    meshes = [triangulate(grids[k], origin_m, poses[k], k, options.mesh) for k in scene_frames]
+    fused = simplify(fuse(meshes, poses[:, :3, 3], options.mesh), options.mesh)
+    clock.lap("mesh")
+
+    model = ReturnModel.from_scanner(config, pattern=pattern)
+    readings = read_faces(
+        fused,
+        [(k, grids[k], poses[k]) for k in scene_frames],
+        origin_m,
+        model,
+    )
+    default_k = 1.0
+    faces = face_reflectance(readings, len(fused.faces), default_k, model.intensity_scale,
+                             model.intensity_max)  # fmt: skip
+    clock.lap("reflectance")
+
+    folder.mkdir(parents=True, exist_ok=True)
+    from ..config.vendor import write_scanner_yaml
+
+    files = [
+        write_scanner_yaml(
+            mapping, f"# The scanner of the capture: {scanner_name}.\n", folder / "scanner.yaml"
+        )
+    ]
+    scene_files, _ = _write_scene(folder, fused, faces, default_k)
+    files += scene_files
+    (folder / "frames").mkdir(exist_ok=True)
+    lift = np.eye(4)
+    lift[:3, 3] = offset_m  # the scanner model's origin in the sensor frame
+    surveys = {
+        k: _frame_survey(folder, k, poses[k] @ lift, options.seed, k in options.hold_out)
+        for k in chosen
+    }
+    files += list(surveys.values())
+    clock.lap("write")
+
+    meta = {
+        "intensity_max": float(frames[chosen[0]].meta.get("intensity_max", config.intensity_max))
+    }
+    rows: list[dict[str, Any]] = []
+    jobs = [("heldout", k) for k in options.hold_out]
+    if options.rescan:
+        jobs += [("rescan", k) for k in scene_frames]
+    for kind, k in jobs:
+        real = cloud_of_grid(grids[k], meta)
+        sim, _ = scan_frame(surveys[k])
+        clock.lap("scan")
+        result = score(real, sim, folder / kind / f"{k:04d}", (f"real {k}", f"simulated {k}"))
+        row = {"frame": k, "protocol": kind, "method": "simulated", "nvs": result.get("nvs")}
+        rows.append(row)
+        if kind == "heldout":
+            base = baseline_cloud([(grids[j], poses[j]) for j in scene_frames], poses[k],
+                                  pattern, meta, offset_m)  # fmt: skip
+            bres = score(
+                real, base, folder / "baseline" / f"{k:04d}", (f"real {k}", "moved points")
+            )
+            rows.append(
+                {"frame": k, "protocol": kind, "method": "baseline", "nvs": bres.get("nvs")}
+            )
+        clock.lap("compare")
+
+    summary = {
+        "captures": [str(p) for p in captures],
+        "scanner": scanner_name,
+        "frames": chosen,
+        "scene_frames": scene_frames,
+        "held_out": list(options.hold_out),
+        "poses": [p[:3, :].round(9).tolist() for p in poses[chosen]],
+        "mesh": {
+            "faces": len(fused.faces),
+            "vertices": len(fused.vertices_m),
+            "faces_by_frame": {int(k): int((fused.frame == k).sum()) for k in scene_frames},
+            "reflectance_median": float(np.median(faces.reflectance)),
+            "faces_with_readings": int((faces.readings > 0).sum()),
+            "readings_per_face_median": float(np.median(faces.readings)),
+            "minnaert_k_of_label": {label_name(k): v for k, v in faces.k_of_label.items()},
+        },
+        "results": rows,
+        "timings_s": {k: round(v, 3) for k, v in clock.timings_s.items()},
+    }
+    files.append(write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n"))
+    return ReconstructResult(summary, files, clock.timings_s)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The results as a table: a row per frame, protocol and method."""
+    head = f"{'frame':>5} {'protocol':<8} {'method':<9} " + " ".join(f"{k:>17}" for k in TABLE_KEYS)
+    lines = [head]
+    for row in summary["results"]:
+        nvs = row.get("nvs") or {}
+        cells = []
+        for k in TABLE_KEYS:
+            v = nvs.get(k)
+            cells.append(f"{'-':>17}" if v is None else f"{v:>17.4f}")
+        lines.append(
+            f"{row['frame']:>5} {row['protocol']:<8} {row['method']:<9} " + " ".join(cells)
+        )
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""The protocols: scan a frame back from its own pose (reproduction) or from a frame left
+out of the scene (held-out), on the real frame's beams, and the reprojection baseline.
+
+**Baseline.** What a simulator must beat: the scene frames' own points, moved into the
+held-out frame's pose by the poses and z-buffered onto its beam grid (the nearest point
+wins a beam), with no reconstruction and no simulation. On a slow drive it is hard to
+beat, which is the point: the simulator earns its figures only where geometry, physics
+and the sensor model add something to moved points.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..compare import compare_clouds, write_compare_page
+from ..io.atomic import write_atomic
+from ..pipeline import Simulation
+from ..pointcloud import PointCloud
+from ..scanner import SpinningPattern
+from .grid import BeamGrid, cloud_of_grid, organize, with_beam_grid
+
+__all__ = ["baseline_cloud", "scan_frame", "score"]
+
+
+def scan_frame(survey: Path) -> tuple[PointCloud, Simulation]:
+    """Scan a frame's survey; the cloud with its beam grid (``column``)."""
+    sim = Simulation.from_file(survey, ["output.diagnostics=true"])
+    if not isinstance(sim.pattern, SpinningPattern):
+        raise TypeError("a frame survey scans a spinning scanner")
+    cloud = sim.run()
+    return with_beam_grid(cloud, sim.pattern, sim.total_pulses), sim
+
+
+def baseline_cloud(
+    sources: list[tuple[BeamGrid, NDArray[np.float64]]],
+    pose: NDArray[np.float64],
+    pattern: SpinningPattern,
+    meta: dict[str, Any],
+    origin_m: NDArray[np.float64] | None = None,
+) -> PointCloud:
+    """The reprojection baseline of a frame (see the module).
+
+    Parameters
+    ----------
+    sources : list of (BeamGrid, (4, 4) pose)
+        The scene's frames and their world-from-sensor poses.
+    pose : (4, 4) float64
+        The held-out frame's pose.
+    pattern : SpinningPattern
+        The scanner, whose beams the points are organised on.
+    meta : dict
+        The cloud's meta (``intensity_max``).
+    origin_m : (3,) float, optional
+        The scanner model's origin in the sensor frame (:func:`.grid.sensor_offset_m`).
+    """
+    inv = np.linalg.inv(pose)
+    xyz, intensity = [], []
+    for grid, p in sources:
+        ret = grid.returned
+        world = grid.xyz_m[ret] @ p[:3, :3].T + p[:3, 3]
+        xyz.append(world @ inv[:3, :3].T + inv[:3, 3])
+        intensity.append(grid.intensity[ret])
+    points = np.concatenate(xyz)
+    moved = PointCloud(
+        {
+            "xyz": points.astype(np.float32),
+            "intensity": np.concatenate(intensity).astype(np.float32),
+            "range_m": np.linalg.norm(points, axis=1).astype(np.float32),
+        },
+        dict(meta),
+    )
+    return cloud_of_grid(organize(moved, pattern, origin_m), meta)
+
+
+def score(real: PointCloud, simulated: PointCloud, folder: Path, names: tuple[str, str]) -> dict:
+    """Compare a frame with its scan (or baseline) and write ``compare.json`` and the page
+    into ``folder``; the figures."""
+    result = compare_clouds(real, simulated)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / "compare.json", json.dumps(result, indent=2) + "\n")
+    write_compare_page(real, simulated, result, folder, names)
+    return result

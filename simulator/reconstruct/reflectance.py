@@ -1,0 +1,273 @@
+"""Per-face reflectance: the scanner's per-hit model inverted on every reading of a face.
+
+A reading is one beam of one frame whose return lies on the face: the beam is cast from
+the frame's pose into the reconstructed mesh, and the face it meets counts when the hit
+is where the return was measured (within ``tolerance_m``). Its reported intensity ``I``
+is taken back through the sensor, step by step in reverse of
+:func:`simulator.hits.reported_intensity`: the range response at the measured range, the
+channel's gain, the intensity scale, which leaves the backscatter ``b``; then the
+Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
+intensity is an energy measure, so neither the range's ``1/R^2`` nor the footprint's peak
+factor is in it: they decide only whether the return was detected (what the scan back
+reproduces on its own).
+
+A face seen by several beams, of one frame or several, gets one value: the median of
+its readings. Readings at zero (the reading rounded away) or at the sensor's maximum
+(saturated) are censored: each still counts in the median's rank, below or above every
+real value, but not with its value, so a face that is mostly dark is not made bright by
+its few brighter readings, and a saturated face is not dimmed to the maximum. When the
+median itself falls on a censored reading, the face gets the censoring bound (half a
+step's reflectance below; the maximum's above).
+
+The Minnaert exponent ``k``: where the capture has labels, one ``k`` is fitted per class
+over its readings (:func:`simulator.calibrate.fits.fit_intensity`, calibrate's own fit,
+when the class's incidences span enough to tell ``k`` from ``rho``); elsewhere the scene
+material's ``k`` is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..calibrate.fits import fit_intensity
+from ..hits import RANGE_FORMS, ReturnModel
+from ..raycast import import_open3d
+from .grid import BeamGrid
+from .mesh import FrameMesh
+
+__all__ = ["FaceReflectance", "Readings", "face_reflectance", "read_faces"]
+
+#: The cosine floor of the per-hit model's Minnaert law (physics.minnaert_backscatter).
+COS_FLOOR = 1e-4
+#: Fewest readings of a class for its own Minnaert exponent.
+MIN_CLASS_READINGS = 200
+#: The exponent's physical range (calibrate's).
+K_RANGE = (0.0, 3.0)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """Every reading of a face.
+
+    Attributes
+    ----------
+    face : (M,) int64
+    backscatter : (M,) float64
+        ``b`` inverted from the reading (for a censored one: its bound).
+    censored : (M,) int8
+        -1: the reading was zero; +1: saturated; 0: a value.
+    cos : (M,) float64
+        Incidence cosine of the beam on the face.
+    label : (M,) int64
+        The reading's label (-1: none).
+    range_m : (M,) float64
+    frame : (M,) int64
+    """
+
+    face: NDArray[np.int64]
+    backscatter: NDArray[np.float64]
+    censored: NDArray[np.int8]
+    cos: NDArray[np.float64]
+    label: NDArray[np.int64]
+    range_m: NDArray[np.float64]
+    frame: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class FaceReflectance:
+    """The result per face.
+
+    Attributes
+    ----------
+    reflectance : (F,) float64
+    minnaert_k : (F,) float64
+    readings : (F,) int64
+        How many readings it has (0: it got the median of all faces).
+    label : (F,) int64
+        The majority label of its readings (-1: none).
+    k_of_label : dict of int to float
+        The exponents fitted per class.
+    """
+
+    reflectance: NDArray[np.float64]
+    minnaert_k: NDArray[np.float64]
+    readings: NDArray[np.int64]
+    label: NDArray[np.int64]
+    k_of_label: dict[int, float]
+
+
+def backscatter_of_reading(
+    intensity: NDArray[np.float64],
+    range_m: NDArray[np.float64],
+    channel: NDArray[np.int64],
+    model: ReturnModel,
+) -> NDArray[np.float64]:
+    """The backscatter ``b`` that the sensor reports as ``intensity`` (the inverse of
+    :func:`simulator.hits.reported_intensity`, before its clip and rounding).
+
+    Parameters
+    ----------
+    intensity : (M,) float64
+        Reported readings.
+    range_m : (M,) float64
+        Measured ranges, m.
+    channel : (M,) int64
+        Each reading's channel (the slot of its gain).
+    model : ReturnModel
+    """
+    raw = np.asarray(intensity, dtype=np.float64)
+    response = model.response
+    if response is not None:
+        p = response.range_params
+        if response.range_form == RANGE_FORMS["power"]:
+            raw = raw / (np.maximum(range_m, 1e-6) / p[0]) ** p[1]
+        elif response.range_form == RANGE_FORMS["velodyne_focal"]:
+            near = 1.0 - range_m / p[2]
+            raw = raw - p[1] * np.abs(p[0] - 256.0 * (near * near))
+        raw = raw / response.gain_of_slot[channel % len(response.gain_of_slot)]
+    return np.maximum(raw, 0.0) / model.intensity_scale
+
+
+def read_faces(
+    mesh: FrameMesh,
+    grids: list[tuple[int, BeamGrid, NDArray[np.float64]]],
+    beam_origin_m: NDArray[np.float64],
+    model: ReturnModel,
+    tolerance_m: float = 0.15,
+) -> Readings:
+    """Every frame's returns that lie on a face of ``mesh``.
+
+    Parameters
+    ----------
+    mesh : FrameMesh
+    grids : list of (frame, BeamGrid, (4, 4) pose)
+        The frames whose readings count, with their world-from-sensor poses.
+    beam_origin_m : (C, W, 3) float64
+        Each beam's origin in the sensor frame, m.
+    model : ReturnModel
+        The scanner's (intensity scale, maximum, step, response).
+    tolerance_m : float
+        Largest distance between the hit and the measured return, m (plus 1 % of the
+        range).
+    """
+    o3d = import_open3d()
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(
+        o3d.core.Tensor(mesh.vertices_m.astype(np.float32)),
+        o3d.core.Tensor(mesh.faces.astype(np.uint32)),
+    )
+    v = mesh.vertices_m
+    fn = np.cross(
+        v[mesh.faces[:, 1]] - v[mesh.faces[:, 0]], v[mesh.faces[:, 2]] - v[mesh.faces[:, 0]]
+    )
+    fn /= np.maximum(np.linalg.norm(fn, axis=1, keepdims=True), 1e-30)
+    origin_s = beam_origin_m
+    parts: list[tuple] = []
+    step = model.intensity_step if model.intensity_step > 0 else 1.0
+    for frame, grid, pose in grids:
+        ch, col = np.nonzero(grid.returned)
+        point = grid.xyz_m[ch, col] @ pose[:3, :3].T + pose[:3, 3]
+        origin = origin_s[ch, col] @ pose[:3, :3].T + pose[:3, 3]
+        ray = point - origin
+        dist = np.linalg.norm(ray, axis=1)
+        d = ray / np.maximum(dist, 1e-9)[:, None]
+        rays = np.concatenate([origin, d], axis=1).astype(np.float32)
+        res = scene.cast_rays(o3d.core.Tensor(rays))
+        t = res["t_hit"].numpy().astype(np.float64)
+        prim = res["primitive_ids"].numpy().astype(np.int64)
+        on = np.isfinite(t) & (np.abs(t - dist) <= tolerance_m + 0.01 * dist)
+        ch, col, prim, d = ch[on], col[on], prim[on], d[on]
+        intensity = grid.intensity[ch, col]
+        rng = grid.range_m[ch, col]
+        cos = np.clip(np.abs((fn[prim] * d).sum(axis=1)), COS_FLOOR, 1.0)
+        censored = np.zeros(len(ch), dtype=np.int8)
+        censored[intensity < 0.5 * step] = -1
+        censored[intensity >= model.intensity_max] = 1
+        value = np.where(censored == -1, 0.5 * step, intensity)
+        b = backscatter_of_reading(value, rng, ch, model)
+        label = grid.label[ch, col] if grid.label is not None else np.full(len(ch), -1)
+        parts.append((prim, b, censored, cos, label, rng, np.full(len(ch), frame)))
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+    return Readings(
+        cols[0].astype(np.int64), cols[1], cols[2].astype(np.int8), cols[3],
+        cols[4].astype(np.int64), cols[5], cols[6].astype(np.int64),
+    )  # fmt: skip
+
+
+def _majority(face: NDArray[np.int64], label: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """(n,) the most frequent label of each face's readings (-1 where none)."""
+    out = np.full(n, -1, dtype=np.int64)
+    if len(face) == 0:
+        return out
+    pairs, counts = np.unique(np.stack([face, label], 1), axis=0, return_counts=True)
+    order = np.lexsort((-counts, pairs[:, 0]))
+    pairs = pairs[order]
+    first = np.ones(len(pairs), dtype=bool)
+    first[1:] = pairs[1:, 0] != pairs[:-1, 0]
+    out[pairs[first, 0]] = pairs[first, 1]
+    return out
+
+
+def _censored_median(
+    face: NDArray[np.int64], value: NDArray[np.float64], censored: NDArray[np.int8], n: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Each face's median of ``value``, censored readings ranked below (-1) or above (+1)
+    every value and standing for their bound; NaN for a face with none."""
+    rank_value = np.where(censored < 0, -np.inf, np.where(censored > 0, np.inf, value))
+    order = np.lexsort((rank_value, face))
+    f = face[order]
+    counts = np.bincount(f, minlength=n)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    has = counts > 0
+    lo = start + (counts - 1) // 2
+    hi = start + counts // 2
+    vals = value[order]
+    med = np.full(n, np.nan)
+    med[has] = 0.5 * (vals[lo[has]] + vals[hi[has]])
+    return med, counts
+
+
+def face_reflectance(
+    readings: Readings,
+    n_faces: int,
+    default_k: float,
+    scale: float,
+    intensity_max: float,
+) -> FaceReflectance:
+    """One reflectance (and exponent) per face from its readings (see the module).
+
+    Parameters
+    ----------
+    readings : Readings
+    n_faces : int
+    default_k : float
+        The exponent where no class fit gives one.
+    scale, intensity_max : float
+        The scanner's intensity scale and maximum (for calibrate's fit).
+    """
+    face_label = _majority(readings.face, readings.label, n_faces)
+    k_of_label: dict[int, float] = {}
+    labels = np.unique(readings.label)
+    for lab in labels[labels >= 0]:
+        sel = (readings.label == lab) & (readings.censored == 0)
+        if sel.sum() < MIN_CLASS_READINGS:
+            continue
+        fit = fit_intensity(
+            scale * readings.backscatter[sel], readings.cos[sel],
+            scale=scale, intensity_max=intensity_max * 2.0,
+        )  # fmt: skip
+        if "minnaert_k" in fit.values and np.isfinite(fit.values["minnaert_k"][1]):
+            k_of_label[int(lab)] = float(np.clip(fit.values["minnaert_k"][0], *K_RANGE))
+    k_face = np.full(n_faces, float(default_k))
+    for lab, k in k_of_label.items():
+        k_face[face_label == lab] = k
+    k = k_face[readings.face]
+    rho = readings.backscatter / np.maximum(readings.cos, COS_FLOOR) ** k
+    med, counts = _censored_median(readings.face, rho, readings.censored, n_faces)
+    seen = counts > 0
+    fill = float(np.median(med[seen])) if seen.any() else 0.1
+    med[~seen] = fill
+    return FaceReflectance(np.maximum(med, 0.0), k_face, counts, face_label, k_of_label)
