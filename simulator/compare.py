@@ -907,7 +907,8 @@ def write_compare_page(
     the range histogram, the intensity histogram, the median intensity per ring, the
     median intensity per label (when both clouds have labels), intensity against range
     (2D histograms side by side and binned medians), and both range images (rows = rings,
-    columns = ``column`` or 1024 azimuth bins; magenta where nothing returned).
+    columns = ``column`` or 1024 azimuth bins; magenta where nothing returned). Points
+    :func:`compare_clouds` leaves out are left out of the plots too.
 
     Parameters
     ----------
@@ -934,6 +935,7 @@ def write_compare_page(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    a, b = (c.select(_usable(c)) for c in (a, b))  # as compare_clouds leaves them out
     la, lb = f"A: {names[0]}", f"B: {names[1]}"
     clouds = ((a, la, _COLOURS[0], "A"), (b, lb, _COLOURS[1], "B"))
     figures: list[tuple[str, Path]] = []
