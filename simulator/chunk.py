@@ -58,28 +58,53 @@ class Hits:
     normal : (N, 3) float32
         Unit normal of the hit triangle (as wound, not yet turned to the sensor);
         zero for a miss.
+    material_row : (N,) int32 or None
+        The row of the scene's material lookups of each hit
+        (:attr:`simulator.hits.SceneTables.material_of_row`): the object's index for an
+        object of one material, its face's own row for an object with per-face
+        materials (:meth:`simulator.scene.Scene.face_row_starts`); -1 for a miss. None
+        when no object of the scene has per-face materials (the row is the object).
+        Only the per-hit model reads it: everything else (echoes, labels, the
+        footprint test, see-through surfaces) goes by the object.
     """
 
     range_m: NDArray[np.float32]
     object_index: NDArray[np.int32]
     normal: NDArray[np.float32]
+    material_row: NDArray[np.int32] | None = None
 
     @property
     def hit(self) -> NDArray[np.bool_]:
         """(N,) bool: which rays hit something."""
         return self.object_index >= 0
 
+    @property
+    def rows(self) -> NDArray[np.int32]:
+        """(N,) int32: each hit's material row (``material_row``, or the object where
+        there are no per-face materials)."""
+        return self.object_index if self.material_row is None else self.material_row
+
     def take(self, rows: NDArray[np.intp]) -> Hits:
         """The hits of some of the rays."""
-        return Hits(self.range_m[rows], self.object_index[rows], self.normal[rows])
+        face = None if self.material_row is None else self.material_row[rows]
+        return Hits(self.range_m[rows], self.object_index[rows], self.normal[rows], face)
+
+    def put(self, rows: NDArray[np.intp], other: Hits) -> None:
+        """Replace the hits of the rays ``rows`` by ``other``'s, in place."""
+        self.range_m[rows], self.object_index[rows] = other.range_m, other.object_index
+        self.normal[rows] = other.normal
+        if self.material_row is not None:
+            self.material_row[rows] = other.rows
 
     @classmethod
     def concatenate(cls, parts: list[Hits]) -> Hits:
         """The hits of several casts, one after the other."""
+        faces = any(h.material_row is not None for h in parts)
         return cls(
             np.concatenate([h.range_m for h in parts]),
             np.concatenate([h.object_index for h in parts]),
             np.concatenate([h.normal for h in parts]),
+            np.concatenate([h.rows for h in parts]) if faces else None,
         )
 
 

@@ -224,10 +224,17 @@ def interleave(
     range_m = np.empty((f, samples), dtype=np.float32)
     obj = np.empty((f, samples), dtype=np.int32)
     normal = np.empty((f, samples, 3), dtype=np.float32)
+    # (the material rows, where the scene has per-face materials)
+    faces = any(h.material_row is not None for _, _, h in parts)
+    face = np.zeros((f, samples) if faces else (0, 0), dtype=np.int32)
     for which, r, h in parts:
         n = len(which)
         rays[:, which] = r.reshape(f, n, 6)
         range_m[:, which] = h.range_m.reshape(f, n)
         obj[:, which] = h.object_index.reshape(f, n)
         normal[:, which] = h.normal.reshape(f, n, 3)
-    return rays.reshape(-1, 6), Hits(range_m.reshape(-1), obj.reshape(-1), normal.reshape(-1, 3))
+        if faces:
+            face[:, which] = h.rows.reshape(f, n)
+    hits = Hits(range_m.reshape(-1), obj.reshape(-1), normal.reshape(-1, 3),
+                face.reshape(-1) if faces else None)  # fmt: skip
+    return rays.reshape(-1, 6), hits

@@ -10,7 +10,8 @@ cache's format, trimesh's and numpy's versions, the source of the code that make
 parts, each primitive's parameters, the bytes of each mesh file and of the material
 libraries an OBJ names), so a changed input is a new key, never a stale entry; the arrays
 are trimesh's own, so a scene built from the cache is bit for bit the scene built without
-it.
+it. A part's per-face material values (a PLY file's face properties, checked) are kept
+with it: they are in the file's bytes, so new values are a new key too.
 
 The cache lives in ``$LIDAR_SIM_CACHE`` (``off`` turns it off), else
 ``$XDG_CACHE_HOME/lidar-sim/scenes`` (``~/.cache/lidar-sim/scenes``). It keeps the
@@ -36,8 +37,9 @@ from numpy.typing import NDArray
 
 __all__ = ["CachedPart", "cache_dir", "load_parts", "mesh_file_key", "scene_key", "store_parts"]
 
-#: Bumped whenever what an entry holds, or how the parts are made, changes.
-CACHE_FORMAT = 1
+#: Bumped whenever what an entry holds, or how the parts are made, changes (2: the
+#: parts' per-face material values).
+CACHE_FORMAT = 2
 #: Scenes kept (the least recently used beyond this are removed).
 MAX_ENTRIES = 64
 #: A mesh file larger than this is not cached (hashing it would cost more than it saves
@@ -50,8 +52,12 @@ MAX_ENTRY_BYTES = 128 * 2**20
 CACHED_SUFFIXES = frozenset({".obj", ".ply", ".stl", ".off", ".glb"})
 
 #: A part as trimesh gives it: name, material name (or None), (V, 3) float64 vertices,
-#: (F, 3) int64 faces and the file's (4, 4) transform.
-CachedPart = tuple[str, str | None, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]
+#: (F, 3) int64 faces, the file's (4, 4) transform, and its per-face material values (by
+#: material key, (F,) float64 each; None: none).
+CachedPart = tuple[
+    str, str | None, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64],
+    dict[str, NDArray[np.float64]] | None,
+]  # fmt: skip
 
 
 def cache_dir() -> Path | None:
@@ -129,6 +135,8 @@ def load_parts(key: str) -> list[list[CachedPart]] | None:
             transforms = z["transforms"]
             v_end, f_end = np.cumsum(z["vertex_count"]), np.cumsum(z["face_count"])
             per_object = z["parts_per_object"]
+            keys = {k for _, _, part_keys in names for k in part_keys}
+            face_values = {k: z[f"face:{k}"] for k in keys}
     except Exception:  # an unreadable or partly written entry is a miss
         return None
     with contextlib.suppress(OSError):  # a cache shared read-only: still a hit
@@ -140,10 +148,10 @@ def load_parts(key: str) -> list[list[CachedPart]] | None:
         for _ in range(count):
             v0 = int(v_end[k - 1]) if k else 0
             f0 = int(f_end[k - 1]) if k else 0
-            name, material = names[k]
-            parts.append(
-                (name, material, vertices[v0 : v_end[k]], faces[f0 : f_end[k]], transforms[k])
-            )
+            name, material, part_keys = names[k]
+            values = {key: face_values[key][f0 : f_end[k]] for key in part_keys} or None
+            parts.append((name, material, vertices[v0 : v_end[k]], faces[f0 : f_end[k]],
+                          transforms[k], values))  # fmt: skip
             k += 1
         out.append(parts)
     return out
@@ -156,10 +164,20 @@ def store_parts(key: str, parts: Sequence[Sequence[CachedPart]]) -> None:
     if path is None:
         return
     flat = [p for obj in parts for p in obj]
-    if sum(p[2].nbytes + p[3].nbytes for p in flat) > MAX_ENTRY_BYTES:
+    values_bytes = sum(v.nbytes for p in flat for v in (p[5] or {}).values())
+    if sum(p[2].nbytes + p[3].nbytes for p in flat) + values_bytes > MAX_ENTRY_BYTES:
         return
+    keys = sorted({k for p in flat for k in (p[5] or {})})
+    face_values = {  # (NaN on the faces of parts without the key)
+        f"face:{k}": np.concatenate([np.zeros(0)] + [
+            p[5][k] if p[5] is not None and k in p[5] else np.full(len(p[3]), np.nan)
+            for p in flat
+        ])
+        for k in keys
+    }  # fmt: skip
     arrays = {
-        "names": np.array(json.dumps([[p[0], p[1]] for p in flat])),
+        "names": np.array(json.dumps([[p[0], p[1], sorted(p[5] or {})] for p in flat])),
+        **face_values,
         "vertices": np.concatenate([np.zeros((0, 3))] + [p[2] for p in flat]),
         "faces": np.concatenate([np.zeros((0, 3), np.int64)] + [p[3] for p in flat]),
         "transforms": np.array([p[4] for p in flat]).reshape(-1, 4, 4),

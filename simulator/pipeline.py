@@ -374,10 +374,8 @@ class Simulation:
             met_rows = np.flatnonzero(met.hit)
             if len(met_rows) == 0:
                 break
-            front = Hits(
-                (met.range_m[met_rows] + start_m[met_rows]).astype(np.float32),
-                met.object_index[met_rows], met.normal[met_rows],
-            )  # fmt: skip
+            front = met.take(met_rows)  # (with the material rows, if any)
+            front.range_m = (met.range_m[met_rows] + start_m[met_rows]).astype(np.float32)
             front_rays = on[met_rows].astype(np.int64)
             layers.append(Layer(front_rays, front))
         return tuple(layers)
@@ -617,8 +615,7 @@ class Simulation:
         if len(again):
             times = fans.cast_time_s
             met = self._cast(centre_rays[again], None if times is None else times[again])
-            beam_hits.range_m[again], beam_hits.object_index[again] = met.range_m, met.object_index
-            beam_hits.normal[again] = met.normal
+            beam_hits.put(again, met)
         others = self.footprint_rays(fans, cols)
         return [
             (rest[c : c + 1], centre_rays, beam_hits),

@@ -82,6 +82,10 @@ class RayEngine:
     ray into the object's frame at the ray's own time, so motion is exact per pulse
     (no time slices), and the nearest hit of all scenes wins.
 
+    When some object has per-face materials, each hit also gets its material row
+    (:attr:`Hits.material_row`, from Open3D's ``primitive_ids``: the object's first face
+    row plus the triangle's index); otherwise the primitive ids are not read.
+
     Parameters
     ----------
     scene : Scene
@@ -109,6 +113,9 @@ class RayEngine:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
         self._static_index = np.asarray(static, dtype=np.int32)
         self._identity = static == list(range(len(scene.objects)))
+        #: Each object's first face row, -1 for one of one material (None: no object
+        #: has per-face materials): :meth:`Scene.face_row_starts`.
+        self._face_rows = scene.face_row_starts()
         # Moving objects that share one trajectory (the parts of a car) share one scene.
         groups: dict[int, list[int]] = {}
         for i, obj in enumerate(scene.objects):
@@ -206,11 +213,25 @@ class RayEngine:
             object_index=object_index,
             normal=result["primitive_normals"].numpy(),
         )
+        if self._face_rows is not None:
+            primitive = result["primitive_ids"].numpy()
+            hits.material_row = self._material_rows(object_index, primitive)
         if self._moving:
             if time_s is None:
                 raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
             self._cast_moving(rays, np.asarray(time_s, dtype=np.float64), hits)
         return hits
+
+    def _material_rows(
+        self, object_index: NDArray[np.int32], primitive: NDArray[np.uint32]
+    ) -> NDArray[np.int32]:
+        """(N,) int32: the material row of each hit (``object_index``, -1 a miss) on the
+        triangle ``primitive`` of its geometry (Open3D's uint32 ``primitive_ids``)."""
+        assert self._face_rows is not None
+        face = primitive.view(np.int32)  # (a miss's INVALID_ID: -1, not used)
+        first = self._face_rows[np.maximum(object_index, 0)]
+        faced = (object_index >= 0) & (first >= 0)
+        return np.where(faced, first + face, object_index).astype(np.int32)
 
     def cast_bare(self, rays: NDArray[np.float32]) -> None:
         """Cast rays into the static objects and discard the result: Open3D's own cost
@@ -228,6 +249,8 @@ class RayEngine:
         hits.range_m = np.array(hits.range_m)
         hits.object_index = np.array(hits.object_index)
         hits.normal = np.array(hits.normal)
+        if hits.material_row is not None:
+            hits.material_row = np.array(hits.material_row)
         if len(rays) == 0:
             return
         first, lo, hi = self._slot_boxes(time_s)
@@ -251,6 +274,9 @@ class RayEngine:
             geometry = res["geometry_ids"].numpy().view(np.int32)[nearer]
             hits.range_m[at] = t[nearer]
             hits.object_index[at] = group.members[geometry]
+            if hits.material_row is not None:
+                primitive = res["primitive_ids"].numpy()[nearer]
+                hits.material_row[at] = self._material_rows(group.members[geometry], primitive)
             n_local = res["primitive_normals"].numpy()[nearer].astype(np.float64)
             hits.normal[at] = np.einsum("nij,nj->ni", rot[nearer], n_local)
 

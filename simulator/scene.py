@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from .config import (
     load_yaml,
     raise_validation,
 )
+from .config.scene import GLASS_PANE_REFLECTANCE
 from .errors import ConfigError, SceneError
 from .generators import GENERATORS
 from .labels import THING_LABELS, label_id
@@ -46,7 +47,21 @@ from .transforms import compose
 if TYPE_CHECKING:
     import trimesh
 
-__all__ = ["MaterialTable", "Scene", "SceneObject", "load_scene", "primitive_mesh"]
+__all__ = [
+    "FACE_MATERIAL_KEYS",
+    "MaterialTable",
+    "Scene",
+    "SceneObject",
+    "check_face_values",
+    "load_scene",
+    "primitive_mesh",
+]
+
+#: The material keys whose values a mesh's faces may carry (PLY face properties of these
+#: names), in place of its object's material: the per-hit model's per-surface quantities
+#: that a capture can fit face by face. Everything else (transmittance, micro-slope, label,
+#: instance) stays the object's.
+FACE_MATERIAL_KEYS = ("reflectance", "minnaert_k", "roughness_m")
 
 _MESH_SUFFIXES = {
     ".obj",
@@ -94,6 +109,11 @@ class SceneObject:
     #: The world heading (rad about z) of a static countable object's front, when its
     #: mesh file's part rule states one (``heading_deg``); None: not stated.
     heading_rad: float | None = None
+    #: Per-face material values of a mesh file's faces (PLY face properties), by material
+    #: key (some of :data:`FACE_MATERIAL_KEYS`), each (F,) float64, aligned with ``faces``:
+    #: the per-hit model uses a face's value in place of its material's. None: the
+    #: object's material holds on every face.
+    face_materials: dict[str, NDArray[np.float64]] | None = None
 
     @property
     def moving(self) -> bool:
@@ -108,6 +128,8 @@ class MaterialTable:
     Attributes
     ----------
     names : list of str
+        The named materials' names, (M,). A scene with per-face materials has one more
+        row a face past them (:meth:`of_faces`, :meth:`joined`), unnamed.
     reflectance, minnaert_k, roughness_m, micro_slope_rad, micro_slope_cell_m : (M,) float64
     transmittance : (M,) float64
         The share of the beam that passes (0: opaque).
@@ -148,6 +170,63 @@ class MaterialTable:
             transmittance=t,
             porous=porous,
         )
+
+    @classmethod
+    def of_faces(
+        cls, material: Material, values: Mapping[str, NDArray[np.float64]]
+    ) -> MaterialTable:
+        """One row a face: ``material`` with each face's values in place of its own.
+
+        Parameters
+        ----------
+        material : Material
+            The face's object's material (every key a face does not carry, and the
+            transmittance, porosity and micro-slope of all of them).
+        values : dict of str to (F,) float64
+            Some of :data:`FACE_MATERIAL_KEYS` (validated: :func:`check_face_values`).
+
+        Returns
+        -------
+        MaterialTable
+            F unnamed rows. A porous layer's face reflectance is ``(1 - T) rho``, as in
+            :meth:`from_materials`.
+        """
+        n = len(next(iter(values.values())))
+
+        def col(attr: str) -> NDArray[np.float64]:
+            given = values.get(attr)
+            if given is not None:
+                return np.asarray(given, dtype=np.float64)
+            return np.full(n, getattr(material, attr), dtype=np.float64)
+
+        t = col("transmittance")
+        rho = col("reflectance")
+        return cls(
+            names=[],
+            reflectance=rho * (1.0 - t) if material.porous else rho,
+            minnaert_k=col("minnaert_k"),
+            roughness_m=col("roughness_m"),
+            micro_slope_rad=np.radians(col("micro_slope_deg")),
+            micro_slope_cell_m=col("micro_slope_cell_m"),
+            transmittance=t,
+            porous=np.full(n, material.porous, dtype=bool),
+        )
+
+    def joined(self, more: Sequence[MaterialTable]) -> MaterialTable:
+        """This table with the rows of ``more`` after its own (their names are not
+        kept: they are faces' rows)."""
+        if not more:
+            return self
+
+        def cat(attr: str) -> NDArray:
+            return np.concatenate([getattr(self, attr)] + [getattr(m, attr) for m in more])
+
+        return MaterialTable(
+            names=list(self.names),
+            **{f: cat(f) for f in ("reflectance", "minnaert_k", "roughness_m",
+                                  "micro_slope_rad", "micro_slope_cell_m", "transmittance",
+                                  "porous")},
+        )  # fmt: skip
 
 
 @dataclass
@@ -194,6 +273,24 @@ class Scene:
         lab = np.array([o.label for o in self.objects], dtype=np.uint16)
         ins = np.array([o.instance for o in self.objects], dtype=np.uint16)
         return mat, lab, ins
+
+    def face_row_starts(self) -> NDArray[np.int32] | None:
+        """Where each object's faces' rows start among the material rows of a scene with
+        per-face materials, (O,) int32, -1 for an object without them; None when no
+        object has them.
+
+        The material rows (:attr:`simulator.hits.SceneTables.material_of_row`) are the
+        objects' own, ``0..O-1``, then one a face of each object with per-face materials,
+        in object order: face ``f`` of object ``o`` is row ``starts[o] + f``.
+        """
+        counts = np.array([0 if o.face_materials is None else len(o.faces)
+                           for o in self.objects], dtype=np.int64)  # fmt: skip
+        if not counts.any():
+            return None
+        starts = len(self.objects) + np.concatenate([[0], np.cumsum(counts)[:-1]])
+        if starts[-1] + counts[-1] > np.iinfo(np.int32).max:
+            raise SceneError(f"{self.source}: too many faces with per-face materials")
+        return np.where(counts > 0, starts, -1).astype(np.int32)
 
 
 def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
@@ -336,13 +433,110 @@ def _primitive_arrays(spec: ObjectSpec) -> tuple[NDArray[np.float64], NDArray[np
 
 @dataclass
 class _Part:
-    """A mesh part as loaded: its own vertices and faces, and where the file places it."""
+    """A mesh part as loaded: its own vertices and faces, where the file places it, and
+    its faces' material values (None: none)."""
 
     name: str
     material: str | None
     vertices: NDArray[np.float64]
     faces: NDArray[np.int64]
     transform: NDArray[np.float64]
+    face_values: dict[str, NDArray[np.float64]] | None = None
+
+
+def check_face_values(
+    values: Mapping[str, Any], faces: int, source: str | Path
+) -> dict[str, NDArray[np.float64]]:
+    """Per-face material values checked as a material's own values are checked.
+
+    Parameters
+    ----------
+    values : dict of str to (F,) float
+        Some of :data:`FACE_MATERIAL_KEYS`, one value a face (an (F, 1) column is taken
+        as (F,)).
+    faces : int
+        F, the mesh's triangles.
+    source : str or Path
+        The mesh file, for the message.
+
+    Returns
+    -------
+    dict of str to (F,) float64
+        In the order of :data:`FACE_MATERIAL_KEYS`.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``source``, the key and what was expected: an unknown key, a value that is
+        not a float, a length other than F, a value not finite or below 0 (as a
+        :class:`~simulator.config.Material`'s ``reflectance``, ``minnaert_k`` and
+        ``roughness_m`` must be).
+    """
+    unknown = sorted(set(values) - set(FACE_MATERIAL_KEYS))
+    if unknown:
+        raise ConfigError(
+            source, unknown[0], f"not a per-face material key; expected one of "
+            f"{', '.join(FACE_MATERIAL_KEYS)}"
+        )  # fmt: skip
+    out: dict[str, NDArray[np.float64]] = {}
+    for key in FACE_MATERIAL_KEYS:
+        if key not in values:
+            continue
+        given = np.asarray(values[key])
+        if given.ndim == 2 and given.shape[1] == 1:
+            given = given[:, 0]
+        if given.dtype.kind != "f":
+            raise ConfigError(
+                source, key, f"a face property of type {given.dtype}; expected float32 or "
+                f"float64 values, one a face"
+            )  # fmt: skip
+        if given.shape != (faces,):
+            raise ConfigError(
+                source, key, f"{given.shape[0] if given.ndim else 0} values for {faces} "
+                f"triangles; expected one a triangle (face properties need a mesh of "
+                f"triangles, each face one triangle)"
+            )  # fmt: skip
+        column = given.astype(np.float64)
+        bad = np.flatnonzero(~(np.isfinite(column) & (column >= 0.0)))
+        if len(bad):
+            raise ConfigError(
+                source, key, f"face {bad[0]} is {column[bad[0]]!r} ({len(bad)} of {faces} "
+                f"faces are not valid); expected finite values >= 0, as a material's {key}"
+            )  # fmt: skip
+        out[key] = column
+    return out
+
+
+def _face_values(geom: Any, path: Path) -> dict[str, NDArray[np.float64]] | None:
+    """The per-face material values of a mesh trimesh read (a PLY file's face properties
+    named as :data:`FACE_MATERIAL_KEYS`; other properties, colours or quality, are left
+    alone), checked; None when it has none."""
+    raw = (getattr(geom, "metadata", None) or {}).get("_ply_raw", {}).get("face", {})
+    data = raw.get("data") if isinstance(raw, dict) else None
+    names = (data.dtype.names or ()) if isinstance(data, np.ndarray) else tuple(data or ())
+    found = {k: data[k] for k in FACE_MATERIAL_KEYS if k in names}
+    attributes = getattr(geom, "face_attributes", None) or {}
+    found.update({k: attributes[k] for k in FACE_MATERIAL_KEYS
+                  if k in attributes and k not in found})  # fmt: skip
+    return check_face_values(found, len(geom.faces), path) if found else None
+
+
+def _check_faces_fit(
+    values: dict[str, NDArray[np.float64]], material: Material, source: str | Path
+) -> None:
+    """Per-face values checked against what their object's material allows beside them:
+    a ``fresnel`` pane's reflectance at most the pane's Fresnel reflectance and, with its
+    transmittance, at most 1 (as :class:`~simulator.config.Material` checks its own)."""
+    rho = values.get("reflectance")
+    if rho is None or material.transmittance_law != "fresnel":
+        return
+    bad = np.flatnonzero((rho > GLASS_PANE_REFLECTANCE) | (rho + material.transmittance > 1.0))
+    if len(bad):
+        raise ConfigError(
+            source, "reflectance", f"face {bad[0]} is {rho[bad[0]]!r}; the faces' material "
+            f"is a fresnel pane (transmittance {material.transmittance}): expected at most "
+            f"{GLASS_PANE_REFLECTANCE:.4f} and at most 1 - transmittance"
+        )  # fmt: skip
 
 
 def _place(vertices: NDArray[np.float64], matrix: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -380,6 +574,7 @@ def _mesh_parts(path: Path, source: str | Path, key: str) -> list[_Part]:
                 vertices=np.asarray(geom.vertices, dtype=np.float64),
                 faces=np.asarray(geom.faces, dtype=np.int64),
                 transform=np.asarray(transform, dtype=np.float64),
+                face_values=_face_values(geom, path),
             )
         )
     if not parts:
@@ -571,6 +766,9 @@ def build_scene(
                 )
                 mat = material_key(default_name, f"{key}.mesh", obj.name)
             material = used[mat]
+            if part.face_values is not None:
+                assert obj.mesh is not None  # (only a mesh file's faces carry values)
+                _check_faces_fit(part.face_values, material, base_dir / obj.mesh)
             label = label_id(obj.label) if obj.label is not None else label_id(material.label)
             if rule is not None and rule.label is not None:
                 label = label_id(rule.label)
@@ -618,12 +816,13 @@ def build_scene(
                     instance=instance,
                     trajectory=moving,
                     heading_rad=heading,
+                    face_materials=part.face_values,
                 )
             )
     if cache_key is not None and cached is None:
         store_parts(cache_key, [[(p.name, p.material, np.asarray(p.vertices, np.float64),
-                            np.asarray(p.faces, np.int64), p.transform) for p in parts]
-                           for parts in made])  # fmt: skip
+                            np.asarray(p.faces, np.int64), p.transform, p.face_values)
+                            for p in parts] for parts in made])  # fmt: skip
     return Scene(objects=objects, materials=used, source=str(source), warnings=notes)
 
 

@@ -125,10 +125,15 @@ def interleave(
     range_m = np.empty(f * samples, dtype=np.float32)
     obj = np.empty(f * samples, dtype=np.int32)
     normal = np.empty((f * samples, 3), dtype=np.float32)
+    # (the material rows, where the scene has per-face materials: a gather a part)
+    faces = any(h.material_row is not None for _, _, h in parts)
+    face = np.zeros((f, samples) if faces else (0, 0), dtype=np.int32)
     for which, r, h in parts:
         _interleave(
             np.ascontiguousarray(which, dtype=np.int64), np.ascontiguousarray(r),
             np.ascontiguousarray(h.range_m), np.ascontiguousarray(h.object_index),
             np.ascontiguousarray(h.normal), samples, rays, range_m, obj, normal,
         )  # fmt: skip
-    return rays, Hits(range_m, obj, normal)
+        if faces:
+            face[:, which] = h.rows.reshape(f, len(which))
+    return rays, Hits(range_m, obj, normal, face.reshape(-1) if faces else None)

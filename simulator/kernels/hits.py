@@ -153,10 +153,11 @@ def evaluate_hits(
     keep, range_m, intensity = np.empty(d, dtype=np.bool_), np.empty(d), np.empty(d)
     extra = [np.empty(h if full and (k != 3 or detect) else 0) for k in range(6)]
     mt = tables.materials
+    rows, material_of = tables.material_rows(hits)  # (by object, or by face row)
     _evaluate_hits(
-        idx, chunk.cast, chunk.shift_m, hits.range_m, hits.normal, hits.object_index,
+        idx, chunk.cast, chunk.shift_m, hits.range_m, hits.normal, rows,
         np.uint64(chunk.start), np.ascontiguousarray(chunk.cast_up, dtype=np.float64),
-        tables.material_of_object, mt.reflectance, mt.minnaert_k, mt.roughness_m,
+        material_of, mt.reflectance, mt.minnaert_k, mt.roughness_m,
         mt.micro_slope_rad, mt.micro_slope_cell_m,
         model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
         model.extinction_args, model.range_min_m, model.range_max_m, model.range_resolution_m,
