@@ -313,3 +313,39 @@ def test_the_writer_keeps_float64_vertices(tmp_path: Path) -> None:
     assert obj.face_materials is not None
     np.testing.assert_array_equal(obj.face_materials["roughness_m"], np.linspace(0, 0.1, 18))
     assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_a_hit_gets_its_own_face_row(ws: Workspace) -> None:
+    """Rays cast straight down at every face's centroid of two meshes with per-face values
+    (beside an object without) get the row of their own object's face (Open3D's primitive
+    ids count within each geometry), and that row's reflectance is the face's value."""
+    from simulator.hits import SceneTables
+    from simulator.raycast import RayEngine
+
+    vertices, faces = grid_plane(half_m=5.0, cells=4)
+    rho = [np.linspace(0.1, 0.2, len(faces)), np.linspace(0.5, 0.9, len(faces))]
+    write_material_mesh(ws.root / "a.ply", vertices, faces, {"reflectance": rho[0]})
+    write_material_mesh(ws.root / "b.ply", vertices, faces, {"reflectance": rho[1]})
+    scene_path = ws.write("scene.yaml", {"objects": [
+        {"name": "a", "mesh": "a.ply", "material": MATERIAL, "position_m": [-20, 0, 0]},
+        {"name": "plain", "plane": {"size_m": [2, 2]}, "material": MATERIAL},
+        {"name": "b", "mesh": "b.ply", "material": MATERIAL, "position_m": [20, 0, 0]},
+    ]})  # fmt: skip
+    scene = load_scene(scene_path)
+    starts = scene.face_row_starts()
+    assert starts is not None and starts.tolist() == [3, -1, 3 + len(faces)]
+    tables = SceneTables.from_scene(scene)
+    engine = RayEngine(scene)
+    for o, values in zip((0, 2), rho, strict=True):
+        centroids = scene.objects[o].vertices_m[faces].mean(axis=1)
+        hits = engine.cast(
+            centroids + np.array([0, 0, 10.0]), np.tile([0.0, 0, -1], (len(faces), 1))
+        )
+        np.testing.assert_array_equal(hits.object_index, o)
+        assert hits.material_row is not None
+        np.testing.assert_array_equal(hits.material_row, starts[o] + np.arange(len(faces)))
+        assert tables.material_of_row is not None
+        mat = tables.material_of_row[hits.material_row]
+        np.testing.assert_array_equal(tables.materials.reflectance[mat], values)
+    middle = engine.cast(np.array([[0.0, 0, 10]]), np.array([[0.0, 0, -1]]))
+    assert middle.object_index.tolist() == [1] and middle.rows.tolist() == [1]
