@@ -174,6 +174,11 @@ def test_a_truncated_osf_is_one_line_and_exit_2(osf: Path, tmp_path: Path) -> No
     assert len(lines) == 1, res.stderr
     assert str(cut) in lines[0]
     assert "truncated: 100,000 bytes of the 415,072 its OSF header declares" in lines[0]
+    res = lidar_sim("scanners", "import", cut, "-o", tmp_path / "cut.yaml")
+    assert res.returncode == 2 and "truncated: 100,000 bytes" in res.stderr
+    assert not (tmp_path / "cut.yaml").exists()
+    with pytest.raises(InputError, match=r"cut\.osf: cannot import its scanner: truncated"):
+        scanner_of_capture(cut)
     garbage = tmp_path / "garbage.osf"
     garbage.write_bytes(b"not an OSF at all\n" * 10)
     with pytest.raises(InputError, match=r"garbage\.osf: not a readable Ouster OSF recording"):

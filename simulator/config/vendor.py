@@ -60,6 +60,7 @@ import json
 import math
 import os
 import re
+import struct
 import tempfile
 import textwrap
 from pathlib import Path
@@ -75,7 +76,7 @@ from .base import raise_validation
 from .load import load_yaml, scanner_presets
 from .scanner import ScannerConfig
 
-__all__ = ["import_scanner", "write_scanner_yaml"]
+__all__ = ["import_scanner", "osf_size_problem", "write_scanner_yaml"]
 
 #: Base preset of a Velodyne calibration by ``num_lasers`` (32 lasers: see
 #: :func:`_velodyne_base`).
@@ -86,6 +87,12 @@ _HESAI_BASE = {32: "pandar-xt32", 64: "pandar64", 128: "pandar128"}
 _PATTERN_KEYS = ("name", "description", "pattern", "rotation_hz", "rotation",
                  "start_azimuth_deg", "firings_per_revolution", "channels",
                  "beam_origin_offset_m")  # fmt: skip
+
+#: The file identifier of an OSF (v2) header, a size-prefixed flatbuffer.
+_OSF_IDENTIFIER = b"OSF$"
+#: The header table's ``file_length`` field (the fourth: version, status, metadata_offset,
+#: file_length; ouster-sdk ``ouster_osf/fb/header.fbs``).
+_OSF_FILE_LENGTH_FIELD = 3
 
 
 # --------------------------------------------------------------------------- public API
@@ -202,11 +209,67 @@ def _read_text(path: Path) -> str:
         raise ConfigError(path, "", f"cannot be read as UTF-8 text ({exc})") from None
 
 
+def _osf_file_length(head: bytes) -> int | None:
+    """The ``file_length`` an OSF header declares, or None when ``head`` does not start with
+    an OSF v2 header (then the SDK judges the file).
+
+    The header is a size-prefixed flatbuffer: ``uint32`` size, ``uint32`` offset of the root
+    table, the identifier ``OSF$``; the table's first ``int32`` points back to its vtable,
+    whose ``uint16`` entries (after two of sizes) are the fields' offsets in the table.
+    """
+    if len(head) < 16 or head[8:12] != _OSF_IDENTIFIER:
+        return None
+    size, root = struct.unpack_from("<II", head, 0)
+    buf = head[4 : 4 + size]
+    if len(buf) < size or root + 4 > size:
+        return None
+    vtable = root - struct.unpack_from("<i", buf, root)[0]
+    if not 0 <= vtable <= size - 4:
+        return None
+    entry = vtable + 4 + 2 * _OSF_FILE_LENGTH_FIELD
+    if entry + 2 > min(size, vtable + struct.unpack_from("<H", buf, vtable)[0]):
+        return None
+    offset = struct.unpack_from("<H", buf, entry)[0]
+    if offset == 0 or root + offset + 8 > size:
+        return None
+    return int(struct.unpack_from("<Q", buf, root + offset)[0])
+
+
+def osf_size_problem(path: Path) -> str | None:
+    """What is wrong with the size of an Ouster OSF recording, or None.
+
+    ouster-sdk reads what it can of a file cut short: it prints warnings, finds its
+    metadata or not, and yields fewer frames or none. So a truncated file is refused
+    before the SDK opens it, from the length its header declares.
+
+    Returns
+    -------
+    str or None
+        "empty file ..." or "truncated: N bytes of the M its OSF header declares ...";
+        None when the file is as long as its header says, or has no OSF v2 header (the SDK
+        then judges it).
+    """
+    size = path.stat().st_size
+    if size == 0:
+        return "empty file; expected an Ouster OSF recording"
+    with open(path, "rb") as f:
+        declared = _osf_file_length(f.read(4096))
+    if declared is not None and size < declared:
+        return (
+            f"truncated: {size:,} bytes of the {declared:,} its OSF header declares "
+            "(a copy cut short, or a recording that did not finish)"
+        )
+    return None
+
+
 def _osf_metadata_json(path: Path) -> str:
     """The sensor metadata inside an Ouster OSF recording (its first sensor's), as the JSON
     text ouster-sdk writes for it."""
     if not path.is_file():
         raise ConfigError(path, "", "file not found")
+    problem = osf_size_problem(path)
+    if problem is not None:
+        raise ConfigError(path, "", problem)
     try:
         from ouster.sdk import open_source  # lazy: an optional dependency
     except ImportError:

@@ -25,7 +25,6 @@ travels with both kinds of capture, so :func:`scanner_of_capture` imports its sc
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..config.vendor import import_scanner
+from ..config.vendor import import_scanner, osf_size_problem
 from ..errors import ConfigError, InputError
 from ..pointcloud import PointCloud
 from .drivers import grid_meta
@@ -47,12 +46,6 @@ __all__ = [
     "read_pcap_frames",
     "scanner_of_capture",
 ]
-
-#: The file identifier of an OSF (v2) header, a size-prefixed flatbuffer.
-_OSF_IDENTIFIER = b"OSF$"
-#: The header table's ``file_length`` field (the fourth: version, status, metadata_offset,
-#: file_length; ouster-sdk ``ouster_osf/fb/header.fbs``).
-_OSF_FILE_LENGTH_FIELD = 3
 
 
 def find_metadata(pcap: Path, meta: Path | None = None) -> Path:
@@ -193,53 +186,18 @@ def read_pcap_frames(pcap: Path, meta: Path | None = None) -> Iterator[PointClou
     yield from _clouds(source, pcap, {"source": str(pcap), "metadata": str(meta_path)})
 
 
-def _osf_file_length(head: bytes) -> int | None:
-    """The ``file_length`` an OSF header declares, or None when ``head`` does not start with
-    an OSF v2 header (then the SDK judges the file).
-
-    The header is a size-prefixed flatbuffer: ``uint32`` size, ``uint32`` offset of the root
-    table, the identifier ``OSF$``; the table's first ``int32`` points back to its vtable,
-    whose ``uint16`` entries (after two of sizes) are the fields' offsets in the table.
-    """
-    if len(head) < 16 or head[8:12] != _OSF_IDENTIFIER:
-        return None
-    size, root = struct.unpack_from("<II", head, 0)
-    buf = head[4 : 4 + size]
-    if len(buf) < size or root + 4 > size:
-        return None
-    vtable = root - struct.unpack_from("<i", buf, root)[0]
-    if not 0 <= vtable <= size - 4:
-        return None
-    entry = vtable + 4 + 2 * _OSF_FILE_LENGTH_FIELD
-    if entry + 2 > min(size, vtable + struct.unpack_from("<H", buf, vtable)[0]):
-        return None
-    offset = struct.unpack_from("<H", buf, entry)[0]
-    if offset == 0 or root + offset + 8 > size:
-        return None
-    return int(struct.unpack_from("<Q", buf, root + offset)[0])
-
-
 def check_osf(path: Path) -> None:
-    """Refuse an OSF that is cut short, before ouster-sdk reads it (the SDK reads what it
-    can of such a file, prints warnings and yields no frame).
+    """Refuse an OSF that is cut short before ouster-sdk reads it (the SDK would read what it
+    can, print warnings and yield no frame): :func:`~simulator.config.vendor.osf_size_problem`.
 
     Raises
     ------
     InputError
         If the file is empty, or shorter than the length its header declares.
     """
-    size = path.stat().st_size
-    if size == 0:
-        raise InputError(path, "empty file; expected an Ouster OSF recording")
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    declared = _osf_file_length(head)
-    if declared is not None and size < declared:
-        raise InputError(
-            path,
-            f"truncated: {size:,} bytes of the {declared:,} its OSF header declares "
-            "(a copy cut short, or a recording that did not finish)",
-        )
+    problem = osf_size_problem(path)
+    if problem is not None:
+        raise InputError(path, problem)
 
 
 def _open_osf(path: Path) -> Any:
@@ -339,8 +297,7 @@ def scanner_of_capture(
     if ext == ".pcap":
         calibration = find_metadata(path, meta)
     elif ext == ".osf":
-        check_osf(path)
-        calibration = path
+        calibration = path  # import_scanner refuses a truncated one
     else:
         return None
     try:
