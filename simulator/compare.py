@@ -577,9 +577,11 @@ def _nvs_image(
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """A cloud's range image as LiDAR4D's ``lidar_to_pano_with_intensities`` builds one.
 
-    Every first return goes to its (ring, column) pixel, the nearest (by ``|xyz|``)
-    winning; the depth is ``|xyz|`` (the norm in the sensor frame, as LiDAR4D's pano),
-    0 where nothing returned.
+    Every first return nearer than :data:`NVS_MAX_DEPTH_M` goes to its (ring, column)
+    pixel, the nearest (by ``|xyz|``) winning; the depth is ``|xyz|`` (the norm in the
+    sensor frame, as LiDAR4D's pano), 0 where nothing returned. Returns at 80 m or beyond
+    are left out, as LiDAR4D's ``lidar_to_pano_with_intensities`` leaves them out of its
+    ground truth (its ``max_depth``): to the measures they are drops, in both clouds.
 
     Returns
     -------
@@ -596,9 +598,10 @@ def _nvs_image(
     inten = (np.asarray(c["intensity"], dtype=np.float64)[sel] / full_scale
              if "intensity" in c else np.full(len(xyz), np.nan))  # fmt: skip
     depth = np.linalg.norm(xyz, axis=1)
+    near = depth < NVS_MAX_DEPTH_M
     ret, (dep, inn, x, y, z) = _pixels(
-        c["ring"][sel], c["column"][sel], [depth, inten, xyz[:, 0], xyz[:, 1], xyz[:, 2]],
-        shape,
+        c["ring"][sel][near], c["column"][sel][near],
+        [depth[near], inten[near], xyz[near, 0], xyz[near, 1], xyz[near, 2]], shape,
     )  # fmt: skip
     points = np.stack([x[ret], y[ret], z[ret]], axis=1)
     return ret, np.where(ret, dep, 0.0), np.where(ret, inn, 0.0), points

@@ -133,4 +133,4 @@ def test_calibrate_a_real_frame(frame: str, tmp_path: Path) -> None:
         _check_os1(lib, gains, twin, out.read_text())
     saved = json.loads((tmp_path / "twin" / "compare.json").read_text())
     assert set(saved) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
-                          "intensity", "range", "same_beams"}  # fmt: skip
+                          "intensity", "range", "same_beams", "nvs"}  # fmt: skip

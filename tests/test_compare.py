@@ -318,7 +318,8 @@ def test_match_rings_by_elevation_order_with_a_ring_out_of_reach() -> None:
 
 def test_compare_command_on_an_ouster_frame_against_itself(tmp_path: Path) -> None:
     """`lidar-sim compare` of a capture against itself: chamfer 0, F 1, every distance 0,
-    ray-drop accuracy 1 on its own beam grid; the JSON has exactly the contract's keys."""
+    ray-drop accuracy 1 on its own beam grid; the JSON has exactly the contract's keys.
+    The nvs points are the returns nearer than 80 m (LiDAR4D's range images)."""
     from .conftest import lidar_sim
 
     pcap = REALDATA / "ouster" / "OS-1-128_v2.3.0_1024x10_lb_n3.pcap"
@@ -340,5 +341,11 @@ def test_compare_command_on_an_ouster_frame_against_itself(tmp_path: Path) -> No
     assert (same["ray_drop_precision"], same["ray_drop_recall"], same["ray_drop_f1"]) == (1, 1, 1)
     nvs = got["nvs"]
     assert (nvs["cd"], nvs["f_score"], nvs["ssim"], nvs["intensity_ssim"]) == (0, 1, 1, 1)
-    assert nvs["points"] == [107_357, 107_357] and nvs["points_from"] == "beam grid"
+    from simulator.io.read import ReadOptions, read
+
+    frame = read(pcap, ReadOptions(frame=1))
+    near = np.linalg.norm(frame["xyz"].astype(np.float64), axis=1) < 80.0
+    pix = frame["ring"].astype(np.int64) * 1024 + frame["column"]
+    assert len(np.unique(pix[near])) == np.count_nonzero(near) == 107_274  # 83 at 80 m+
+    assert nvs["points"] == [107_274, 107_274] and nvs["points_from"] == "beam grid"
     assert (nvs["depth_rmse_m"], nvs["intensity_rmse"], nvs["ray_drop_accuracy"]) == (0, 0, 1)

@@ -1,6 +1,7 @@
 """compare's ``nvs`` block (LiDAR4D's measures) and the per-beam figures: known answers
-computed by hand on tiny range images, the intensity full scale, bad values, and a real
-OS1-128 frame against itself with beams dropped or shifted by a known pose."""
+computed by hand on tiny range images, returns at 80 m or beyond (drops to the range
+images), the intensity full scale, bad values, and a real OS1-128 frame against itself
+with beams dropped or shifted by a known pose."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def on_x_axis(
 
 def tiny_pair() -> tuple[PointCloud, PointCloud]:
     """A 2 x 4 grid: A returns pixels 0-6 (7 dropped), B pixels 2-7 (0 and 1 dropped).
-    Depths past 80 m on pixel 6 (100 and 90 m, both clipped to 80) and B's intensity
-    past its scale on pixel 7 (150 of 100, clipped to 1)."""
+    Depths past 80 m on pixel 6 (100 and 90 m: drops to the nvs range images, returns to
+    ``same_beams``) and B's intensity past its scale on pixel 7 (150 of 100, clipped to
+    1)."""
     a = on_x_axis([0, 1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60, 100],
                   [10, 20, 30, 40, 50, 60, 70], (2, 4))  # fmt: skip
     b = on_x_axis([2, 3, 4, 5, 6, 7], [31, 38, 50, 60, 90, 70],
@@ -61,36 +63,41 @@ def test_nvs_known_answers_on_a_2x4_grid() -> None:
     r = compare_clouds(a, b)
     n = r["nvs"]
     e = 1e-6  # LiDAR4D's floor: a pixel with no return is depth 0 and intensity 0, so 1e-6
+    # Pixel 6 (A 100 m, B 90 m) is at 80 m or beyond in both: a drop in both range images.
+    # So A returns pixels 0-5, B pixels 2-5 and 7.
     # Points on the x axis. B -> A squared distances: 31->30 1, 38->40 4, 50 0, 60 0,
-    # 90->100 100, 70->60 100; A -> B: 10->31 441, 20->31 121, 30->31 1, 40->38 4, 50 0,
-    # 60 0, 100->90 100. CD is the sum of both means, in m².
-    assert n["points"] == [7, 6] and n["points_from"] == "beam grid"
-    assert n["cd"] == pytest.approx(205 / 6 + 667 / 7, rel=1e-12)
-    # Below 0.05 m²: B's 50 and 60 (precision 2/6), A's 50 and 60 (recall 2/7).
-    assert n["f_score_precision"] == pytest.approx(1 / 3, rel=1e-12)
-    assert n["f_score_recall"] == pytest.approx(2 / 7, rel=1e-12)
-    assert n["f_score"] == pytest.approx(4 / 13, rel=1e-12)
-    # Depth images, clipped to [1e-6, 80]: A 10 20 30 40 50 60 80 e, B e e 31 38 50 60 80 70.
+    # 70->60 100; A -> B: 10->31 441, 20->31 121, 30->31 1, 40->38 4, 50 0, 60 0. CD is the
+    # sum of both means, in m².
+    assert n["points"] == [6, 5] and n["points_from"] == "beam grid"
+    assert n["cd"] == pytest.approx(105 / 5 + 567 / 6, rel=1e-12)
+    # Below 0.05 m²: B's 50 and 60 (precision 2/5), A's 50 and 60 (recall 2/6).
+    assert n["f_score_precision"] == pytest.approx(2 / 5, rel=1e-12)
+    assert n["f_score_recall"] == pytest.approx(1 / 3, rel=1e-12)
+    assert n["f_score"] == pytest.approx(4 / 11, rel=1e-12)  # 2 (2/15) / (11/15)
+    # Depth images, clipped to [1e-6, 80]: A 10 20 30 40 50 60 e e, B e e 31 38 50 60 e 70.
     sq = [(10 - e) ** 2, (20 - e) ** 2, 1, 4, 0, 0, 0, (70 - e) ** 2]
     assert n["depth_rmse_m"] == pytest.approx(math.sqrt(sum(sq) / 8), rel=1e-12)
     assert n["depth_medae_m"] == 1.5  # |diff| sorted 0 0 0 1 2 ..: the middle two, 1 and 2
     assert n["psnr"] == pytest.approx(10 * math.log10(80**2 / (sum(sq) / 8)), rel=1e-12)
     assert n["ssim"] is None and n["intensity_ssim"] is None  # under 7 x 7
-    # Intensities over 100 (A's scale): A .1 .2 .3 .4 .5 .6 .7 e, B e e .35 .4 .5 .6 1 1.
-    di = [0.1 - e, 0.2 - e, 0.05, 0, 0, 0, 0.3, 1 - e]
+    # Intensities over 100 (A's scale): A .1 .2 .3 .4 .5 .6 e e, B e e .35 .4 .5 .6 e 1.
+    di = [0.1 - e, 0.2 - e, 0.05, 0, 0, 0, 0, 1 - e]
     assert n["intensity_rmse"] == pytest.approx(math.sqrt(sum(x * x for x in di) / 8), rel=1e-12)
-    assert n["intensity_medae"] == pytest.approx((0.05 + 0.1 - e) / 2, rel=1e-12)
+    # |di| sorted 0 0 0 0 .05 ..: the middle two, 0 and 0.05.
+    assert n["intensity_medae"] == pytest.approx(0.05 / 2, rel=1e-12)
     assert n["intensity_psnr"] == pytest.approx(
         10 * math.log10(1 / (sum(x * x for x in di) / 8)), rel=1e-12
     )
-    # Ray drop, LiDAR4D's class 1 = returned: TP 5 (pixels 2-6), FP 1 (7), FN 2 (0, 1).
+    # Ray drop, LiDAR4D's class 1 = returned: TP 4 (pixels 2-5), FP 1 (7), FN 2 (0, 1),
+    # TN 1 (6, dropped in both).
     assert n["ray_drop_accuracy"] == 5 / 8
     assert n["ray_drop_rmse"] == math.sqrt(3 / 8)
-    assert n["ray_drop_precision"] == 5 / 6
-    assert n["ray_drop_recall"] == 5 / 7
-    assert n["ray_drop_f1"] == pytest.approx(10 / 13, rel=1e-12)
+    assert n["ray_drop_precision"] == 4 / 5
+    assert n["ray_drop_recall"] == 4 / 6
+    assert n["ray_drop_f1"] == pytest.approx(8 / 11, rel=1e-12)  # 2 (8/15) / (22/15)
     assert n["points_left_out"] == [0, 0]
-    # same_beams, our own measures: over pixels 2-6 returned in both, not clipped.
+    # same_beams, our own measures (no 80 m rule): over pixels 2-6 returned in both, not
+    # clipped.
     s = r["same_beams"]
     assert s["returned_both"] == 5
     assert s["depth_rmse_m"] == math.sqrt((1 + 4 + 0 + 0 + 100) / 5)  # 100 m against 90
@@ -103,8 +110,9 @@ def test_nvs_known_answers_on_a_2x4_grid() -> None:
 
 
 def test_nvs_without_a_shared_grid_keeps_the_point_measures() -> None:
-    """No ``column``: the image measures are None; CD and F-score come from the first
-    returns, here the same points as the grid's pixels."""
+    """No ``column``: the image measures are None; CD and F-score come from every first
+    return, at any range: the 80 m rule is the range images', so A's 100 m and B's 90 m
+    points count here (7 and 6 points, where the grid has 6 and 5)."""
     a, b = tiny_pair()
     a = PointCloud({k: v for k, v in a.fields.items() if k != "column"}, dict(a.meta))
     r = compare_clouds(a, b)
@@ -112,6 +120,9 @@ def test_nvs_without_a_shared_grid_keeps_the_point_measures() -> None:
     assert r["same_beams"] is None
     assert all(n[k] is None for k in IMAGE_KEYS)
     assert n["points_from"] == "first returns" and n["points"] == [7, 6]
+    # B -> A: 31->30 1, 38->40 4, 50 0, 60 0, 90->100 100, 70->60 100; A -> B: 10->31 441,
+    # 20->31 121, 30->31 1, 40->38 4, 50 0, 60 0, 100->90 100. Below 0.05 m²: 2 of B's 6,
+    # 2 of A's 7.
     assert n["cd"] == pytest.approx(205 / 6 + 667 / 7, rel=1e-12)
     assert n["f_score"] == pytest.approx(4 / 13, rel=1e-12)
     # A second return is no point of LiDAR4D's range image: it changes nothing.
@@ -119,6 +130,57 @@ def test_nvs_without_a_shared_grid_keeps_the_point_measures() -> None:
     ghost.fields["xyz"] = ghost["xyz"] + np.float32(0.5)
     b2 = PointCloud.concatenate([with_fields(b, return_number=np.ones(len(b), np.uint8)), ghost])
     assert compare_clouds(a, b2)["nvs"]["cd"] == n["cd"]
+
+
+def test_returns_at_80_m_or_beyond_are_drops_in_both_range_images() -> None:
+    """LiDAR4D's preprocessing leaves returns at 80 m or beyond out of its range images
+    (``max_depth``): on a 1 x 3 grid, a pixel at 85 m (or exactly 80 m) in A and in B is a
+    drop in both, and one at 79 m in A and 85 m in B is returned against dropped."""
+    e = 1e-6
+    # Pixel 0 at 10 m in both, pixel 1 at 85 m in both, pixel 2 at 80 m in both; the far
+    # pixels' intensities differ, which no nvs measure sees.
+    a = on_x_axis([0, 1, 2], [10, 85, 80], [40, 50, 60], (1, 3))
+    b = on_x_axis([0, 1, 2], [10, 85, 80], [40, 90, 20], (1, 3))
+    r = compare_clouds(a, b)
+    n = r["nvs"]
+    assert n["points"] == [1, 1]  # only the 10 m point: the far ones are not in CD
+    assert (n["cd"], n["f_score"]) == (0.0, 1.0)
+    # Masks A 1 0 0, B 1 0 0: both far pixels are drops in both, so they agree.
+    assert (n["ray_drop_accuracy"], n["ray_drop_rmse"]) == (1.0, 0.0)
+    assert (n["ray_drop_precision"], n["ray_drop_recall"], n["ray_drop_f1"]) == (1.0, 1.0, 1.0)
+    # Depth and intensity images: 10 e e and .4 e e in both.
+    assert (n["depth_rmse_m"], n["depth_medae_m"], n["psnr"]) == (0.0, 0.0, None)
+    assert (n["intensity_rmse"], n["intensity_medae"]) == (0.0, 0.0)
+    # same_beams has no 80 m rule: all three pixels are returned in both there.
+    s = r["same_beams"]
+    assert (s["returned_both"], s["ray_drop_accuracy"]) == (3, 1.0)
+    assert s["intensity_rmse"] == pytest.approx(math.sqrt((0.4**2 + 0.4**2) / 3), rel=1e-12)
+
+    # Pixel 2 at 79 m in A, 85 m in B: returned in A, dropped in B.
+    a = on_x_axis([0, 1, 2], [10, 85, 79], [40, 50, 60], (1, 3))
+    b = on_x_axis([0, 1, 2], [10, 85, 85], [40, 50, 70], (1, 3))
+    r = compare_clouds(a, b)
+    n = r["nvs"]
+    assert n["points"] == [2, 1]  # A: 10 and 79 m; B: 10 m
+    # B -> A: 10->10 0; A -> B: 10->10 0, 79->10 69² (with B's 85 m point it would be 6²).
+    assert n["cd"] == 0.0 + 69**2 / 2
+    assert (n["f_score_precision"], n["f_score_recall"]) == (1.0, 0.5)
+    assert n["f_score"] == pytest.approx(2 / 3, rel=1e-12)
+    # Masks A 1 0 1, B 1 0 0: TP 1 (pixel 0), TN 1 (pixel 1), FN 1 (pixel 2).
+    assert n["ray_drop_accuracy"] == 2 / 3
+    assert n["ray_drop_rmse"] == math.sqrt(1 / 3)
+    assert (n["ray_drop_precision"], n["ray_drop_recall"]) == (1.0, 0.5)
+    assert n["ray_drop_f1"] == pytest.approx(2 / 3, rel=1e-12)
+    # Depth images A 10 e 79, B 10 e e; intensities A .4 e .6, B .4 e e.
+    assert n["depth_rmse_m"] == pytest.approx(math.sqrt((79 - e) ** 2 / 3), rel=1e-12)
+    assert n["depth_medae_m"] == 0.0
+    assert n["psnr"] == pytest.approx(10 * math.log10(80**2 / ((79 - e) ** 2 / 3)), rel=1e-12)
+    assert n["intensity_rmse"] == pytest.approx(math.sqrt((0.6 - e) ** 2 / 3), rel=1e-12)
+    assert n["intensity_medae"] == 0.0
+    # same_beams: 79 m against 85 m, returned in both.
+    s = r["same_beams"]
+    assert (s["returned_both"], s["ray_drop_accuracy"]) == (3, 1.0)
+    assert s["depth_rmse_m"] == math.sqrt(6**2 / 3)
 
 
 def test_f_score_threshold_is_a_squared_distance_of_0_05() -> None:
@@ -310,22 +372,29 @@ def test_real_frame_with_every_tenth_beam_dropped(os1_frame: PointCloud) -> None
     dropped = pixels - n_a  # A's own drop-outs, dropped in B too
     r = compare_clouds(a, b)
     s, n = r["same_beams"], r["nvs"]
-    assert s["ray_drop_accuracy"] == n["ray_drop_accuracy"] == (pixels - k) / pixels
+    assert s["ray_drop_accuracy"] == (pixels - k) / pixels
     # The drop class: TP = A's drops, FP = k, FN = 0.
     assert s["ray_drop_precision"] == dropped / (dropped + k)
     assert s["ray_drop_recall"] == 1.0
     assert s["ray_drop_f1"] == 2 * dropped / (2 * dropped + k)
     assert (s["depth_rmse_m"], s["depth_medae_m"], s["intensity_rmse"]) == (0.0, 0.0, 0.0)
-    # LiDAR4D's class, returned: TP = n_a - k, FP = 0, FN = k.
-    recall = (n_a - k) / n_a
+    # LiDAR4D's range images hold the returns nearer than 80 m: the others are drops in
+    # both, so the pixels that differ are the k' dropped ones nearer than 80 m.
+    xyz = a["xyz"].astype(np.float64)
+    near = np.linalg.norm(xyz, axis=1) < 80.0
+    n_near = int(np.count_nonzero(near))
+    lost = ~keep & near  # returned in A's image, dropped in B's
+    k_img = int(np.count_nonzero(lost))
+    assert (n_a - n_near, k - k_img) == (77, 6)  # 77 returns at 80 m or beyond, 6 dropped
+    assert n["ray_drop_accuracy"] == (pixels - k_img) / pixels
+    # LiDAR4D's class, returned: TP = n_near - k', FP = 0, FN = k'.
+    recall = (n_near - k_img) / n_near
     assert n["ray_drop_precision"] == 1.0
     assert n["ray_drop_recall"] == recall
     assert n["ray_drop_f1"] == pytest.approx(2 * recall / (1 + recall), rel=1e-12)
-    assert n["ray_drop_rmse"] == pytest.approx(math.sqrt(k / pixels), rel=1e-12)
-    # Depth: the k pixels are depth 1e-6 in B, A's |xyz| clipped to 80 in A; the other
-    # pixels agree (k is under half of them, so the median is 0).
-    xyz = a["xyz"].astype(np.float64)
-    lost = ~keep
+    assert n["ray_drop_rmse"] == pytest.approx(math.sqrt(k_img / pixels), rel=1e-12)
+    # Depth: the k' pixels are depth 1e-6 in B, A's |xyz| (under 80) in A; the other pixels
+    # agree, the far ones 1e-6 in both (k' is under half of them, so the median is 0).
     dep = np.clip(np.linalg.norm(xyz[lost], axis=1), 1e-6, 80.0) - 1e-6
     assert n["depth_rmse_m"] == pytest.approx(math.sqrt(np.sum(dep**2) / pixels), rel=1e-9)
     assert n["depth_medae_m"] == 0.0
@@ -334,18 +403,21 @@ def test_real_frame_with_every_tenth_beam_dropped(os1_frame: PointCloud) -> None
     di = np.clip(a["intensity"][lost].astype(np.float64) / 255, 1e-6, 1.0) - 1e-6
     assert n["intensity_rmse"] == pytest.approx(math.sqrt(np.sum(di**2) / pixels), rel=1e-9)
     assert n["intensity_medae"] == 0.0
-    # Points: B lies on A (precision 1, B -> A all 0); A -> B by scipy's KD-tree.
-    d2 = nn_squared_m2(xyz, xyz[keep])
+    # Points, those nearer than 80 m: B lies on A (precision 1, B -> A all 0); A -> B by
+    # scipy's KD-tree.
+    d2 = nn_squared_m2(xyz[near], xyz[keep & near])
     assert n["f_score_precision"] == 1.0
-    assert n["f_score_recall"] == np.count_nonzero(d2 < 0.05) / n_a
+    assert n["f_score_recall"] == np.count_nonzero(d2 < 0.05) / n_near
     assert n["cd"] == pytest.approx(d2.mean(), rel=1e-9)
-    assert n["points"] == [n_a, len(b)]
+    assert n["points"] == [n_near, n_near - k_img]
 
 
 def test_real_frame_shifted_by_a_known_pose(os1_frame: PointCloud) -> None:
-    """B is A moved 0.1 m along x (its ranges the norms of the moved points): every point
-    has a partner 0.1 m away, so CD <= 2 (0.1)² and the F-score is 1; the depth errors
-    are at most 0.1 m (triangle inequality) and equal to the hand-computed ones."""
+    """B is A moved 0.1 m along x (its ranges the norms of the moved points). Eleven
+    returns nearer than 80 m in A move to 80 m or beyond in B, where they are drops (none
+    moves the other way): B's every point has a partner 0.1 m away in A (precision 1),
+    A's eleven lose theirs; elsewhere the depth errors are at most 0.1 m (triangle
+    inequality). Every figure equals the hand-computed one."""
     a = os1_frame
     xyz_b = a["xyz"] + np.array([0.1, 0, 0], np.float32)
     range_b = np.linalg.norm(xyz_b.astype(np.float64), axis=1).astype(np.float32)
@@ -353,20 +425,38 @@ def test_real_frame_shifted_by_a_known_pose(os1_frame: PointCloud) -> None:
     r = compare_clouds(a, b)
     n, s = r["nvs"], r["same_beams"]
     xa, xb = a["xyz"].astype(np.float64), xyz_b.astype(np.float64)
-    d2_ba, d2_ab = nn_squared_m2(xb, xa), nn_squared_m2(xa, xb)
+    na, nb = np.linalg.norm(xa, axis=1), np.linalg.norm(xb, axis=1)
+    near_a, near_b = na < 80.0, nb < 80.0
+    assert np.count_nonzero(near_b & ~near_a) == 0
+    moved_out = near_a & ~near_b  # returned in A's image, dropped in B's
+    m = int(np.count_nonzero(moved_out))
+    assert m == 11
+    pa, pb = xa[near_a], xb[near_b]
+    assert n["points"] == [len(pa), len(pb)]
+    d2_ba, d2_ab = nn_squared_m2(pb, pa), nn_squared_m2(pa, pb)
     assert n["cd"] == pytest.approx(d2_ba.mean() + d2_ab.mean(), rel=1e-9)
-    assert n["cd"] <= 2 * 0.1**2 + 1e-6
-    assert n["f_score"] == n["f_score_precision"] == n["f_score_recall"] == 1.0
-    assert r["chamfer_m"] <= 0.1 + 1e-6
-    # Depth images: |xyz_b| against |xyz_a| on A's pixels; drops agree (0 error).
+    assert d2_ba.max() <= 0.1**2 + 1e-6  # each B point's own partner is in A
+    assert n["f_score_precision"] == 1.0
+    recall = np.count_nonzero(d2_ab < 0.05) / len(pa)
+    assert n["f_score_recall"] == recall
+    assert n["f_score"] == pytest.approx(2 * recall / (1 + recall), rel=1e-12)
+    assert r["chamfer_m"] <= 0.1 + 1e-6  # our own chamfer: every point, no 80 m rule
+    # Depth images on A's pixels: |xyz| nearer than 80 m, else 1e-6; drops agree (0 error).
     pixels = 128 * 1024
-    dd = np.clip(np.linalg.norm(xb, axis=1), 1e-6, 80) - np.clip(np.linalg.norm(xa, axis=1),
-                                                                  1e-6, 80)  # fmt: skip
+    dd = np.where(near_b, nb, 1e-6) - np.where(near_a, na, 1e-6)
+    assert np.abs(dd[~moved_out]).max() <= 0.1 + 1e-6
     assert n["depth_rmse_m"] == pytest.approx(math.sqrt(np.sum(dd**2) / pixels), rel=1e-9)
     medae = np.median(np.concatenate([np.abs(dd), np.zeros(pixels - len(dd))]))
     assert n["depth_medae_m"] == pytest.approx(medae, rel=1e-9)
-    assert n["depth_rmse_m"] <= 0.1 + 1e-6 and n["depth_medae_m"] <= 0.1 + 1e-6
-    assert (n["ray_drop_accuracy"], n["ray_drop_f1"], n["intensity_rmse"]) == (1.0, 1.0, 0.0)
+    assert n["depth_medae_m"] <= 0.1 + 1e-6
+    # Ray drop: A's returned pixels but the m moved out are returned in B.
+    assert n["ray_drop_accuracy"] == (pixels - m) / pixels
+    r_recall = (len(pa) - m) / len(pa)
+    assert (n["ray_drop_precision"], n["ray_drop_recall"]) == (1.0, r_recall)
+    assert n["ray_drop_f1"] == pytest.approx(2 * r_recall / (1 + r_recall), rel=1e-12)
+    # Intensity: equal but on the m pixels, 1e-6 in B.
+    di = np.clip(a["intensity"][moved_out].astype(np.float64) / 255, 1e-6, 1.0) - 1e-6
+    assert n["intensity_rmse"] == pytest.approx(math.sqrt(np.sum(di**2) / pixels), rel=1e-9)
     # same_beams measures the range fields: Ouster's RANGE against B's norms.
     dr = np.abs(a["range_m"].astype(np.float64) - range_b.astype(np.float64))
     assert s["depth_rmse_m"] == pytest.approx(math.sqrt(np.mean(dr**2)), rel=1e-9)

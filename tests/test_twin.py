@@ -53,7 +53,7 @@ def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
             assert figures["intensity_within_15pct"] >= 0.9
     saved = json.loads((yard / "twin" / "compare.json").read_text())
     assert set(saved) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
-                          "intensity", "range", "same_beams"}  # fmt: skip
+                          "intensity", "range", "same_beams", "nvs"}  # fmt: skip
     share_a = np.array(saved["rings"]["share_a"], dtype=float)
     assert np.nanmax(share_a) <= 1.0 and len(share_a) == 32
     assert (yard / "twin" / "index.html").is_file() and (yard / "twin" / "rings.png").is_file()
