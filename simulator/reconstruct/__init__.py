@@ -7,7 +7,7 @@ The steps, each a function of its own module:
 2. **organise** each frame on the scanner's beam grid (:mod:`.grid`);
 3. **pose** the frames in one world frame: a KITTI poses file, else the capture's own
    per-column poses, else KISS-ICP (:mod:`simulator.odometry`);
-4. **mesh** each scene frame's grid, fuse the frames, simplify flat patches (:mod:`.mesh`);
+4. **mesh** each scene frame's returns as surfels, fuse the frames (:mod:`.mesh`);
 5. **reflect**: a reflectance per face from every reading of it (:mod:`.reflectance`);
 6. **write** ``scene.yaml`` with its meshes (per-face materials as face attributes),
    ``scanner.yaml`` and a survey per frame, ``frames/NNNN.yaml``, that lands on the real
@@ -38,12 +38,18 @@ from ..io.read import read_frames
 from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..scanner import SpinningPattern
-from ..transforms import rpy_deg_from_rotation
 from .grid import BeamGrid, beam_rays, cloud_of_grid, organize, sensor_offset_m
-from .mesh import FrameMesh, MeshParams, fuse, simplify, triangulate
-from .reflectance import FaceReflectance, face_reflectance, read_faces
+from .mesh import FrameMesh, MeshParams, fuse, triangulate
+from .motion import frame_trajectory, frame_waypoints, pixel_poses
+from .reflectance import FaceReflectance, detection_threshold, face_reflectance, read_faces
 
 __all__ = ["ReconstructOptions", "ReconstructResult", "reconstruct"]
+
+#: The Minnaert exponent of a surface whose class has no fit of its own: 0, a reading
+#: that does not change with incidence. The seed's calibration found it for asphalt,
+#: concrete, gravel and grass, and it keeps the noise of a small triangle's normal out of
+#: the reflectance (with k > 0 every reading is divided by its face's cos^k).
+DEFAULT_MINNAERT_K = 0.0
 
 #: The nvs figures the summary table prints, in order.
 TABLE_KEYS = ("ray_drop_accuracy", "ray_drop_f1", "depth_medae_m", "depth_rmse_m", "cd",
@@ -69,6 +75,12 @@ class ReconstructOptions:
     mesh : MeshParams
     seed : int
         The frame surveys' seed.
+    pose_time_share : float
+        When in its frame a frame's pose holds, as a share of the period
+        (:mod:`.motion`).
+    threshold_quantile : float
+        The detection threshold written into the scene's scanner: this quantile of the
+        scene frames' received peaks (:func:`.reflectance.detection_threshold`).
     """
 
     scanner: str | Path | None = None
@@ -78,6 +90,8 @@ class ReconstructOptions:
     rescan: bool = False
     mesh: MeshParams = field(default_factory=MeshParams)
     seed: int = 0
+    threshold_quantile: float = 0.005
+    pose_time_share: float = 0.5
 
 
 @dataclass
@@ -144,10 +158,24 @@ def _scanner(captures: list[Path], scanner: str | Path | None) -> tuple[ScannerC
     )
 
 
-def _poses(frames: list[PointCloud], path: Path | None) -> NDArray[np.float64]:
+def _poses(
+    captures: list[Path], frames: list[PointCloud], path: Path | None
+) -> tuple[NDArray[np.float64], str]:
+    """The frames' world-from-sensor poses, (F, 4, 4), and where they came from."""
+    from ..io.ouster import column_poses
     from ..odometry import poses_for
 
-    return poses_for(frames, poses_file=path)
+    columns = None
+    if path is None and len(captures) == 1:
+        columns = column_poses(captures[0])
+    source = (
+        f"the poses file {path.name}"
+        if path is not None
+        else "the capture's per-column poses"
+        if columns is not None
+        else "KISS-ICP"
+    )
+    return poses_for(frames, poses_file=path, column_poses=columns), source
 
 
 def _write_scene(
@@ -188,24 +216,35 @@ def _write_scene(
     return files, scene
 
 
+def _firing_times(pattern: SpinningPattern) -> NDArray[np.float64]:
+    """(C, W) each beam's firing time in its revolution, s."""
+    c, w = pattern.channels, int(pattern.scanner.firings_per_revolution or 1)
+    return pattern.schedule(0, c * w).time_s.reshape(w, c).T
+
+
 def _frame_survey(
-    folder: Path, number: int, pose: NDArray[np.float64], seed: int, held_out: bool
+    folder: Path,
+    number: int,
+    waypoints: list[dict[str, Any]],
+    offset_m: NDArray[np.float64],
+    seed: int,
+    held_out: bool,
 ) -> Path:
-    """``frames/NNNN.yaml``: one revolution from the frame's pose, on its beam grid."""
+    """``frames/NNNN.yaml``: one revolution moving as the sensor moved, on its beam grid."""
     survey = {
         "scanner": "../scanner.yaml",
         "scene": "../scene.yaml",
-        "pose": {
-            "position_m": [round(float(x), 9) for x in pose[:3, 3]],
-            "rotation_deg": [round(float(x), 9) for x in rpy_deg_from_rotation(pose[:3, :3])],
-        },
+        "trajectory": {"waypoints": waypoints},
+        # the scanner model's origin in the capture's sensor frame (grid.sensor_offset_m)
+        "mount": {"position_m": [round(float(x), 9) for x in offset_m]},
         "revolutions": 1,
         "seed": seed,
         "output": {"path": f"../out/{number:04d}.npz", "frame": "sensor"},
     }
     text = (
         f"# Frame {number} of the capture{' (held out of the scene)' if held_out else ''}: "
-        "one revolution from its pose.\n# Column 0 fires at the scanner's start_azimuth_deg "
+        "one revolution, moving as the sensor moved.\n# Column 0 fires at the scanner's "
+        "start_azimuth_deg "
         "at time 0, as the capture's first column (measurement id 0) does.\n"
     )
     return write_atomic(
@@ -272,24 +311,34 @@ def reconstruct(
     grids: dict[int, BeamGrid] = {k: organize(frames[k], pattern, offset_m) for k in chosen}
     clock.lap("organise")
 
-    poses = _poses(frames, options.poses)
+    poses, pose_source = _poses(captures, frames, options.poses)
     clock.lap("poses")
 
     origin_m = beam_rays(pattern)[0] + offset_m
-    meshes = [triangulate(grids[k], origin_m, poses[k], k, options.mesh) for k in scene_frames]
-    fused = simplify(fuse(meshes, poses[:, :3, 3], options.mesh), options.mesh)
+    period_s = 1.0 / float(config.rotation_hz)
+    waypoints = {k: frame_waypoints(poses, k, period_s, options.pose_time_share) for k in chosen}
+    fire_s = _firing_times(pattern)
+    motion = {k: pixel_poses(frame_trajectory(waypoints[k]), fire_s) for k in chosen}
+    meshes = [triangulate(grids[k], origin_m, motion[k], k, options.mesh) for k in scene_frames]
+    fused = fuse(meshes, poses[:, :3, 3], options.mesh)
     clock.lap("mesh")
 
     model = ReturnModel.from_scanner(config, pattern=pattern)
     readings = read_faces(
         fused,
-        [(k, grids[k], poses[k]) for k in scene_frames],
+        [(k, grids[k], motion[k]) for k in scene_frames],
         origin_m,
         model,
     )
-    default_k = 1.0
+    default_k = DEFAULT_MINNAERT_K
     faces = face_reflectance(readings, len(fused.faces), default_k, model.intensity_scale,
                              model.intensity_max)  # fmt: skip
+    threshold = detection_threshold(readings, model, options.threshold_quantile)
+    reference = mapping.setdefault("detection", {})
+    ref_m = float(config.detection.reference_range_m)
+    reference.update(
+        {"reference_range_m": ref_m, "reference_reflectance": float(threshold * ref_m**2)}
+    )
     clock.lap("reflectance")
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -297,16 +346,18 @@ def reconstruct(
 
     files = [
         write_scanner_yaml(
-            mapping, f"# The scanner of the capture: {scanner_name}.\n", folder / "scanner.yaml"
+            mapping,
+            f"# The scanner of the capture: {scanner_name}.\n# detection: the received peak of "
+            f"the weakest {options.threshold_quantile:.1%} of the scene frames' echoes\n"
+            "# (reconstruct's detection_threshold); the rest as the scanner has it.\n",
+            folder / "scanner.yaml",
         )
     ]
     scene_files, _ = _write_scene(folder, fused, faces, default_k)
     files += scene_files
     (folder / "frames").mkdir(exist_ok=True)
-    lift = np.eye(4)
-    lift[:3, 3] = offset_m  # the scanner model's origin in the sensor frame
     surveys = {
-        k: _frame_survey(folder, k, poses[k] @ lift, options.seed, k in options.hold_out)
+        k: _frame_survey(folder, k, waypoints[k], offset_m, options.seed, k in options.hold_out)
         for k in chosen
     }
     files += list(surveys.values())
@@ -343,6 +394,8 @@ def reconstruct(
         "frames": chosen,
         "scene_frames": scene_frames,
         "held_out": list(options.hold_out),
+        "poses_from": pose_source,
+        "detection": reference,
         "poses": [p[:3, :].round(9).tolist() for p in poses[chosen]],
         "mesh": {
             "faces": len(fused.faces),

@@ -17,9 +17,9 @@ row and a column is a lone bridge, not a surface.
 the rim of a surface, where a beam through a mesh's last vertex may pass either side of
 it) still happened. A return on the rim of the frame's triangles, or whose beam, cast at
 them, misses them or meets them farther than ``splat_tolerance_m`` from the return (it
-is hidden by a nearer triangle), gets a splat of its own, a square facing the beam as wide and as tall as the
-beam's share of the grid at that range (the column step and the gap to the
-neighbouring channels).
+is hidden by a nearer triangle), gets a splat of its own: a square facing the beam, as
+wide and as tall as the beam's share of the grid at that range (the column step and the
+gap to the neighbouring channels).
 
 **Fusion.** Frames overlap; their triangles are not stacked. The world is cut into cubes
 of ``cell_m``; each cube is owned by the frame that saw it nearest (the least range of
@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from ..raycast import import_open3d
 from .grid import BeamGrid
 
-__all__ = ["FrameMesh", "MeshParams", "fuse", "simplify", "triangulate"]
+__all__ = ["FrameMesh", "MeshParams", "concatenate", "fuse", "triangulate"]
 
 
 @dataclass(frozen=True)
@@ -55,23 +55,24 @@ class MeshParams:
 
     Attributes
     ----------
-    min_cos : float
-        Least ``|n . d|`` of a kept triangle (see the module).
-    max_turn_deg : float
-        Largest turn of the normal to a neighbour that still counts as continuous.
-    cell_m : float
-        Side of the fusion cubes, m.
-    max_error_m : float
-        Simplification's bound, m (0: no simplification).
-    splat_tolerance_m : float
-        A return farther than this from where its beam meets the triangles gets a splat.
+    step_m : float
+        A range step to the next beam this small always continues the surface, m.
+    slope_share : float
+        A larger step continues it when it differs from the step before or after it by
+        at most this share of itself (and ``step_m``).
+    cover_m, cover_share : float
+        A face counts as seen by a nearer frame when that frame's surface lies within
+        ``cover_m + cover_share * distance`` of it along that frame's line of sight, m.
+    overlap : float
+        How far a surfel reaches past half-way to its neighbours, as a share of the step.
     """
 
-    min_cos: float = 0.02
-    max_turn_deg: float = 60.0
-    cell_m: float = 0.5
-    max_error_m: float = 0.0
-    splat_tolerance_m: float = 0.05
+    step_m: float = 0.05
+    slope_share: float = 0.25
+    cover_m: float = 0.1
+    cover_share: float = 0.01
+    overlap: float = 0.1
+    lone_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,15 @@ class FrameMesh:
     faces : (F, 3) int64
     frame : (F,) int64
         The frame each face came from.
+    pixels : (F, 3) int64
+        The returns each face is made of (flat indices ``channel * W + column`` in its
+        frame's grid): a triangle's three corners, a surfel's one return three times.
     """
 
     vertices_m: NDArray[np.float64]
     faces: NDArray[np.int64]
     frame: NDArray[np.int64]
+    pixels: NDArray[np.int64]
 
 
 def _unit_normals(v: NDArray[np.float64], f: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -97,24 +102,71 @@ def _unit_normals(v: NDArray[np.float64], f: NDArray[np.int64]) -> NDArray[np.fl
     return np.divide(n, length, out=np.zeros_like(n), where=length > 0)
 
 
+def _grid_order(grid: BeamGrid) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The rows by falling elevation (each row's median over its returns), and those
+    elevations (rad)."""
+    c = grid.shape[0]
+    xyz = grid.xyz_m
+    with np.errstate(invalid="ignore"):
+        el = np.arctan2(xyz[..., 2], np.hypot(xyz[..., 0], xyz[..., 1]))
+    med = np.zeros(c)
+    seen = grid.returned.any(axis=1)
+    if seen.any():
+        med[seen] = [np.median(el[i][grid.returned[i]]) for i in np.flatnonzero(seen)]
+    if not seen.all() and seen.any():  # rows with no return: between their neighbours
+        med[~seen] = np.interp(np.flatnonzero(~seen), np.flatnonzero(seen), med[seen])
+    order = np.argsort(med, kind="stable")[::-1]
+    return order, med[order]
+
+
+def _continues(r: NDArray[np.float64], axis: int, wrap: bool, params: MeshParams) -> NDArray:
+    """(C, W) bool: whether the surface runs on from each beam to the next along ``axis``
+    (see the module): both returned, and the range step ``d1`` to the next is small
+    (``|d1| <= params.step_m``, twice the noise and more) or continues the step before
+    it or after it (``|d1 - d0| <= params.slope_share |d1|``). The last beam of an axis
+    that does not wrap is never joined on."""
+
+    def shift(x: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+        if wrap:
+            return np.roll(x, -k, axis=axis)
+        out = np.full_like(x, np.nan)
+        n = x.shape[axis]
+        src = [slice(None)] * 2
+        dst = [slice(None)] * 2
+        if k >= 0:
+            src[axis], dst[axis] = slice(k, n), slice(0, n - k)
+        else:
+            src[axis], dst[axis] = slice(0, n + k), slice(-k, n)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+
+    with np.errstate(invalid="ignore"):
+        d1 = shift(r, 1) - r
+        d0 = r - shift(r, -1)
+        d2 = shift(r, 2) - shift(r, 1)
+        tol = params.step_m + params.slope_share * np.abs(d1)
+        ok = (np.abs(d1) <= params.step_m) | (np.abs(d1 - d0) <= tol) | (np.abs(d1 - d2) <= tol)
+    return ok & np.isfinite(d1)
+
+
 def triangulate(
     grid: BeamGrid,
     beam_origin_m: NDArray[np.float64],
-    pose: NDArray[np.float64],
+    world: tuple[NDArray[np.float64], NDArray[np.float64]],
     frame: int,
     params: MeshParams,
 ) -> FrameMesh:
-    """One frame's returns as triangles in the world frame.
+    """One frame's returns as surfels in the world frame, two triangles a return.
 
     Parameters
     ----------
     grid : BeamGrid
-        The frame; channel rows in elevation order, so neighbouring rows are neighbouring
-        beams (the rows are sorted by elevation here when they are not).
+        The frame (its rows are put in elevation order here).
     beam_origin_m : (C, W, 3) float64
-        Each beam's origin in the sensor frame (for the splats' test).
-    pose : (4, 4) float64
-        World from sensor.
+        Each beam's origin in the sensor frame.
+    world : ((C, W, 3, 3), (C, W, 3)) float64
+        World-from-sensor rotation and position at each beam's firing
+        (:func:`.motion.pixel_poses`): the returns are deskewed with them.
     frame : int
         The frame's number (kept per face).
     params : MeshParams
@@ -122,117 +174,96 @@ def triangulate(
     Returns
     -------
     FrameMesh
+        With ``patch`` the return's flat index ``channel * W + column`` in the grid's own
+        channel order (both triangles of a surfel share it).
     """
     c, w = grid.shape
-    # rows by elevation, from each beam's direction (the median over its returns)
-    xyz = grid.xyz_m
-    with np.errstate(invalid="ignore"):
-        el = np.arctan2(xyz[..., 2], np.hypot(xyz[..., 0], xyz[..., 1]))
-    med = (
-        np.nanmedian(np.where(grid.returned, el, np.nan), axis=1)
-        if grid.returned.any()
-        else np.zeros(c)
-    )
-    order = np.argsort(np.nan_to_num(med, nan=0.0), kind="stable")[::-1]
-    r = grid.range_m[order]
-    p = xyz[order].reshape(-1, 3)
-    ok = np.isfinite(r)
-    idx = np.arange(c * w).reshape(c, w)
-    a = idx[:-1, :]
-    b = idx[1:, :]
-    cc = np.roll(idx, -1, axis=1)[:-1, :]
-    d = np.roll(idx, -1, axis=1)[1:, :]
-    rf = r.reshape(-1)
-    with np.errstate(invalid="ignore"):
-        ad = np.abs(rf[a] - rf[d])
-        bc = np.abs(rf[b] - rf[cc])
-    diag_ad = np.nan_to_num(ad, nan=np.inf) <= np.nan_to_num(bc, nan=np.inf)
-    t1 = np.where(diag_ad[..., None], np.stack([a, b, d], -1), np.stack([a, b, cc], -1))
-    t2 = np.where(diag_ad[..., None], np.stack([a, d, cc], -1), np.stack([b, d, cc], -1))
-    faces = np.concatenate([t1.reshape(-1, 3), t2.reshape(-1, 3)])
-    okf = ok.reshape(-1)
-    faces = faces[okf[faces].all(axis=1)]
-    normal = _unit_normals(p, faces)
-    centre = p[faces].mean(axis=1)
-    view = centre / np.maximum(np.linalg.norm(centre, axis=1, keepdims=True), 1e-9)
-    facing = np.abs((normal * view).sum(axis=1))
-    faces = faces[facing >= params.min_cos]
-    lone = np.union1d(
-        _unheld(p, faces, beam_origin_m[order].reshape(-1, 3), okf, params.splat_tolerance_m),
-        _rim(faces),
-    )
-    sv, sf = _splats(p, beam_origin_m[order].reshape(-1, 3), lone, med[order], w)
-    used, inverse = np.unique(faces, return_inverse=True)
-    local = np.concatenate([p[used], sv])
-    faces = np.concatenate([inverse.reshape(-1, 3), sf + len(used)]).astype(np.int64)
-    world = local @ pose[:3, :3].T + pose[:3, 3]
-    return FrameMesh(world, faces, np.full(len(faces), frame))
-
-
-def _rim(faces: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The vertices on the mesh's rim (of an edge that only one face has): a beam through
-    one may pass either side of it."""
-    edges = np.sort(faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
-    unique, counts = np.unique(edges, axis=0, return_counts=True)
-    return np.unique(unique[counts == 1])
-
-
-def _unheld(
-    p: NDArray[np.float64],
-    faces: NDArray[np.int64],
-    origin: NDArray[np.float64],
-    returned: NDArray[np.bool_],
-    tolerance_m: float,
-) -> NDArray[np.int64]:
-    """The returns (flat indices) whose own beam misses ``faces`` or meets them farther
-    than ``tolerance_m`` from the return."""
-    rows = np.flatnonzero(returned)
-    ray = p[rows] - origin[rows]
-    dist = np.linalg.norm(ray, axis=1)
-    if len(faces) == 0:
-        return rows
-    o3d = import_open3d()
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(
-        o3d.core.Tensor(p.astype(np.float32)), o3d.core.Tensor(faces.astype(np.uint32))
-    )
-    rays = np.concatenate([origin[rows], ray / np.maximum(dist, 1e-9)[:, None]], axis=1)
-    t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
-    held = np.isfinite(t) & (np.abs(t - dist) <= tolerance_m)
-    return rows[~held]
-
-
-def _splats(
-    p: NDArray[np.float64],
-    origin: NDArray[np.float64],
-    rows: NDArray[np.int64],
-    elevation_rad: NDArray[np.float64],
-    columns: int,
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """A square facing the beam at each of ``rows`` (flat indices of a (C, W) grid whose
-    rows are in falling elevation): (4 S, 3) vertices and (2 S, 3) faces."""
-    if len(rows) == 0:
-        return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
-    el = np.nan_to_num(elevation_rad, nan=0.0)
-    gap = np.abs(np.diff(el))
-    gap = np.concatenate(
-        [gap[:1], np.maximum(gap[1:], gap[:-1]) if len(gap) > 1 else gap, gap[-1:]]
-    )
-    gap = np.where(gap > 0, gap, np.median(gap[gap > 0]) if (gap > 0).any() else 0.005)
-    ch = rows // columns
-    ray = p[rows] - origin[rows]
+    order, elevation = _grid_order(grid)
+    returned = grid.returned[order]
+    p = grid.xyz_m[order].reshape(-1, 3)
+    r_grid = r = np.where(returned, np.linalg.norm(p.reshape(c, w, 3), axis=2), np.nan)
+    n = c * w
+    idx = np.arange(n).reshape(c, w)
+    right, left = np.roll(idx, -1, axis=1), np.roll(idx, 1, axis=1)
+    down = np.vstack([idx[1:], idx[-1:]])  # the next lower channel (itself at the bottom)
+    up = np.vstack([idx[:1], idx[:-1]])
+    j_r = _continues(r, 1, True, params)
+    j_l = np.roll(j_r, 1, axis=1)
+    j_d = _continues(r, 0, False, params)
+    j_u = np.vstack([np.zeros((1, w), dtype=bool), j_d[:-1]])
+    rows = np.flatnonzero(returned.reshape(-1))
+    rot = world[0][order].reshape(-1, 3, 3)
+    pos = world[1][order].reshape(-1, 3)
+    origin = np.einsum("nij,nj->ni", rot, beam_origin_m[order].reshape(-1, 3)) + pos
+    p = np.einsum("nij,nj->ni", rot, p) + pos  # deskewed, in the world
+    ray = p - origin
     r = np.linalg.norm(ray, axis=1)
     d = ray / np.maximum(r, 1e-9)[:, None]
-    u = np.cross(d, [0.0, 0.0, 1.0])
-    u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-9)
-    v = np.cross(u, d)
-    hu = (r * np.pi / columns)[:, None] * u
-    hv = (0.5 * r * gap[ch])[:, None] * v
-    c = p[rows]
-    vertices = np.stack([c - hu - hv, c + hu - hv, c + hu + hv, c - hu + hv], axis=1).reshape(-1, 3)
-    base = 4 * np.arange(len(rows))[:, None]
-    faces = np.concatenate([base + np.array([0, 1, 2]), base + np.array([0, 2, 3])])
-    return vertices, faces
+    u_h = np.cross(d, [0.0, 0.0, 1.0])
+    u_h /= np.maximum(np.linalg.norm(u_h, axis=1, keepdims=True), 1e-9)
+    u_v = np.cross(u_h, d)
+    gap = np.abs(np.diff(elevation))
+    gap = np.maximum(np.concatenate([gap[:1], gap]), np.concatenate([gap, gap[-1:]]))
+    gap = np.where(gap > 0, gap, np.median(gap[gap > 0]) if (gap > 0).any() else 0.005)
+    ch = np.arange(n) // w
+    pr, pl = p[right.reshape(-1)], p[left.reshape(-1)]
+    pd, pu = p[down.reshape(-1)], p[up.reshape(-1)]
+
+    def axis(
+        a_ok: NDArray, b_ok: NDArray, pa: NDArray, pb: NDArray, fallback: NDArray
+    ) -> NDArray[np.float64]:
+        a_ok, b_ok = a_ok.reshape(-1, 1), b_ok.reshape(-1, 1)
+        both = 0.5 * (pa - pb)
+        return np.where(a_ok & b_ok, both, np.where(a_ok, pa - p, np.where(b_ok, p - pb, fallback)))
+
+    with np.errstate(invalid="ignore"):
+        h = axis(j_r, j_l, pr, pl, (r * 2.0 * np.pi / w)[:, None] * u_h)[rows]
+        v = axis(j_d, j_u, pd, pu, (r * gap[ch])[:, None] * u_v)[rows]
+    # triangles: each quad of four returns whose edges continue the surface makes two
+    # (split along its shorter diagonal); a quad with a broken edge keeps the triangles
+    # whose two grid edges hold
+    right_d = np.roll(j_d, -1, axis=1)
+    ab, cd, ac, bd = j_d[:-1], right_d[:-1], j_r[:-1], j_r[1:]
+    a, b = idx[:-1], idx[1:]
+    cc, dd = right[:-1], right[1:]
+    full = ab & cd & ac & bd
+    with np.errstate(invalid="ignore"):
+        along_ad = np.abs(r_grid.reshape(-1)[a] - r_grid.reshape(-1)[dd]) <= np.abs(
+            r_grid.reshape(-1)[b] - r_grid.reshape(-1)[cc]
+        )
+    tris = [
+        np.stack([a, b, cc], -1)[(full & ~along_ad) | (~full & ab & ac)],
+        np.stack([b, dd, cc], -1)[(full & ~along_ad) | (~full & bd & cd)],
+        np.stack([a, b, dd], -1)[(full & along_ad) | (~full & ab & bd)],
+        np.stack([a, dd, cc], -1)[(full & along_ad) | (~full & ac & cd)],
+    ]
+    triangles = np.concatenate(tris).astype(np.int64)
+    # surfels for the returns on no triangle's inside: lone returns, and the rim
+    edges = np.sort(triangles[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+    unique, counts = np.unique(edges, axis=0, return_counts=True)
+    inside = np.zeros(n, dtype=bool)
+    inside[triangles.reshape(-1)] = True
+    inside[unique[counts == 1].reshape(-1)] = False
+    lone = rows[~inside[rows]]
+    inside_any = np.zeros(n, dtype=bool)
+    inside_any[triangles.reshape(-1)] = True
+    at = np.searchsorted(rows, lone)
+    sz = 0.5 * (1.0 + params.overlap) * np.where(inside_any[lone], 1.0, params.lone_scale)[:, None]
+    centre, hh, vv = p[lone], sz * h[at], sz * v[at]
+    corners = np.stack(
+        [centre - hh - vv, centre + hh - vv, centre + hh + vv, centre - hh + vv], axis=1
+    ).reshape(-1, 3)
+    base = n + 4 * np.arange(len(lone))[:, None]
+    squares = np.concatenate([base + np.array([0, 1, 2]), base + np.array([0, 2, 3])])
+    faces = np.concatenate([triangles, squares])
+    vertices = np.concatenate([p, corners])
+    # each face's returns (flat index in the grid's own channel order)
+    pixel_of = np.concatenate([order[idx.reshape(-1) // w] * w + idx.reshape(-1) % w,
+                               np.repeat(order[lone // w] * w + lone % w, 4)])  # fmt: skip
+    used, inverse = np.unique(faces, return_inverse=True)
+    corner_pixels = np.concatenate([triangles, np.concatenate([base, base])[:, [0, 0, 0]]])
+    pixels = pixel_of[corner_pixels]
+    return FrameMesh(vertices[used], inverse.reshape(-1, 3), np.full(len(faces), frame), pixels)
 
 
 def concatenate(meshes: list[FrameMesh]) -> FrameMesh:
@@ -242,12 +273,19 @@ def concatenate(meshes: list[FrameMesh]) -> FrameMesh:
         np.concatenate([m.vertices_m for m in meshes]),
         np.concatenate([m.faces + o for m, o in zip(meshes, offsets, strict=True)]),
         np.concatenate([m.frame for m in meshes]),
+        np.concatenate([m.pixels for m in meshes]),
     )
 
 
+def _is_surface(mesh: FrameMesh) -> NDArray[np.bool_]:
+    """(F,) bool: the faces that are triangles between returns (not a lone return's
+    surfel, whose three corners are one return)."""
+    return mesh.pixels[:, 0] != mesh.pixels[:, 1]
+
+
 def fuse(meshes: list[FrameMesh], sensors_m: NDArray[np.float64], params: MeshParams) -> FrameMesh:
-    """Overlapping frames' triangles fused: each cube of ``params.cell_m`` keeps the
-    triangles of the frame that saw it nearest (see the module).
+    """Overlapping frames' surfels fused: a face is left out where a frame that sees its
+    place nearer has a surface there (see the module).
 
     Parameters
     ----------
@@ -257,46 +295,46 @@ def fuse(meshes: list[FrameMesh], sensors_m: NDArray[np.float64], params: MeshPa
         Each frame's sensor position in the world.
     params : MeshParams
     """
-    whole = concatenate(meshes)
-    if len(meshes) == 1 or len(whole.faces) == 0:
-        return whole
-    centre = whole.vertices_m[whole.faces].mean(axis=1)
-    dist = np.linalg.norm(centre - sensors_m[whole.frame], axis=1)
-    cell = np.floor(centre / params.cell_m).astype(np.int64)
-    _, key = np.unique(cell, axis=0, return_inverse=True)
-    key = key.reshape(-1)
-    # the owner of a cube: the frame of its nearest triangle
-    order = np.lexsort((dist, key))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = key[order][1:] != key[order][:-1]
-    owner = np.empty(key.max() + 1, dtype=np.int64)
-    owner[key[order][first]] = whole.frame[order][first]
-    keep = whole.frame == owner[key]
-    faces = whole.faces[keep]
-    used, inverse = np.unique(faces, return_inverse=True)
-    return FrameMesh(whole.vertices_m[used], inverse.reshape(-1, 3), whole.frame[keep])
-
-
-def simplify(mesh: FrameMesh, params: MeshParams) -> FrameMesh:
-    """Flat patches merged into larger triangles by quadric decimation, within
-    ``params.max_error_m`` of the surface; each frame's part is simplified on its own (its
-    faces keep their frame)."""
-    if params.max_error_m <= 0 or len(mesh.faces) == 0:
-        return mesh
+    if len(meshes) == 1:
+        return meshes[0]
     o3d = import_open3d()
-    parts = []
-    for k in np.unique(mesh.frame):
-        faces = mesh.faces[mesh.frame == k]
+    scenes = {}
+    for m in meshes:
+        surface = m.faces[_is_surface(m)]
+        if len(surface):
+            rc = o3d.t.geometry.RaycastingScene()
+            rc.add_triangles(
+                o3d.core.Tensor(m.vertices_m.astype(np.float32)),
+                o3d.core.Tensor(surface.astype(np.uint32)),
+            )
+            scenes[int(m.frame[0])] = rc
+    kept = []
+    for m in meshes:
+        if len(m.faces) == 0:
+            continue
+        f = int(m.frame[0])
+        centre = m.vertices_m[m.faces].mean(axis=1)
+        own = np.linalg.norm(centre - sensors_m[f], axis=1)
+        covered = np.zeros(len(centre), dtype=bool)
+        lone = ~_is_surface(m)
+        for g, rc in scenes.items():
+            if g == f:
+                continue
+            ray = centre - sensors_m[g]
+            dist = np.linalg.norm(ray, axis=1)
+            ask = np.flatnonzero(~covered & ~lone & (dist < own))
+            if len(ask) == 0:
+                continue
+            rays = np.concatenate(
+                [np.broadcast_to(sensors_m[g], (len(ask), 3)), ray[ask] / dist[ask, None]], axis=1
+            )
+            t = rc.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
+            near = np.abs(t - dist[ask]) <= params.cover_m + params.cover_share * dist[ask]
+            covered[ask[near]] = True
+        keep = ~covered
+        faces = m.faces[keep]
         used, inverse = np.unique(faces, return_inverse=True)
-        tm = o3d.geometry.TriangleMesh(
-            o3d.utility.Vector3dVector(mesh.vertices_m[used]),
-            o3d.utility.Vector3iVector(inverse.reshape(-1, 3).astype(np.int32)),
+        kept.append(
+            FrameMesh(m.vertices_m[used], inverse.reshape(-1, 3), m.frame[keep], m.pixels[keep])
         )
-        out = tm.simplify_quadric_decimation(
-            target_number_of_triangles=1, maximum_error=params.max_error_m**2
-        )
-        out.remove_degenerate_triangles()
-        out.remove_unreferenced_vertices()
-        f = np.asarray(out.triangles, dtype=np.int64)
-        parts.append(FrameMesh(np.asarray(out.vertices, dtype=np.float64), f, np.full(len(f), k)))
-    return concatenate(parts)
+    return concatenate(kept)

@@ -1,23 +1,24 @@
 """Per-face reflectance: the scanner's per-hit model inverted on every reading of a face.
 
-A reading is one beam of one frame whose return lies on the face: the beam is cast from
-the frame's pose into the reconstructed mesh, and the face it meets counts when the hit
-is where the return was measured (within ``tolerance_m``). Its reported intensity ``I``
-is taken back through the sensor, step by step in reverse of
-:func:`simulator.hits.reported_intensity`: the range response at the measured range, the
-channel's gain, the intensity scale, which leaves the backscatter ``b``; then the
-Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
-intensity is an energy measure, so neither the range's ``1/R^2`` nor the footprint's peak
-factor is in it: they decide only whether the return was detected (what the scan back
-reproduces on its own).
+The faces come in surfels, one a return (:mod:`.mesh`), and a surfel has one value. Its
+readings are its own return, and every other frame's return that lies on it: those beams
+are cast from their frames' poses into the reconstructed mesh, and the surfel they meet
+counts when the hit is where the return was measured (within ``tolerance_m``). A
+reading's reported intensity ``I`` is taken back through the sensor, step by step in
+reverse of :func:`simulator.hits.reported_intensity`: the range response at the measured
+range, the channel's gain, the intensity scale, which leaves the backscatter ``b``; then
+the Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
+intensity is an energy measure, so neither the range's ``1/R^2`` nor the footprint's
+peak factor is in it: they decide only whether the return was detected (what the scan
+back reproduces on its own).
 
-A face seen by several beams, of one frame or several, gets one value: the median of
-its readings. Readings at zero (the reading rounded away) or at the sensor's maximum
-(saturated) are censored: each still counts in the median's rank, below or above every
-real value, but not with its value, so a face that is mostly dark is not made bright by
-its few brighter readings, and a saturated face is not dimmed to the maximum. When the
-median itself falls on a censored reading, the face gets the censoring bound (half a
-step's reflectance below; the maximum's above).
+A surfel seen by several beams gets one value: the median of its readings. Readings at
+zero (the reading rounded away) or at the sensor's maximum (saturated) are censored:
+each still counts in the median's rank, below or above every real value, but not with
+its value, so a surfel that is mostly dark is not made bright by its few brighter
+readings, and a saturated one is not dimmed to the maximum. When the median itself falls
+on a censored reading, the surfel gets the censoring bound (half a step's reflectance
+below; the maximum's above).
 
 The Minnaert exponent ``k``: where the capture has labels, one ``k`` is fitted per class
 over its readings (:func:`simulator.calibrate.fits.fit_intensity`, calibrate's own fit,
@@ -32,13 +33,21 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import physics
 from ..calibrate.fits import fit_intensity
 from ..hits import RANGE_FORMS, ReturnModel
 from ..raycast import import_open3d
 from .grid import BeamGrid
 from .mesh import FrameMesh
 
-__all__ = ["FaceReflectance", "Readings", "face_reflectance", "read_faces"]
+__all__ = [
+    "FaceReflectance",
+    "Readings",
+    "backscatter_of_reading",
+    "detection_threshold",
+    "face_reflectance",
+    "read_faces",
+]
 
 #: The cosine floor of the per-hit model's Minnaert law (physics.minnaert_backscatter).
 COS_FLOOR = 1e-4
@@ -54,7 +63,8 @@ class Readings:
 
     Attributes
     ----------
-    face : (M,) int64
+    patch : (M,) int64
+        The return (a corner of the mesh) each reading is of.
     backscatter : (M,) float64
         ``b`` inverted from the reading (for a censored one: its bound).
     censored : (M,) int8
@@ -65,15 +75,18 @@ class Readings:
         The reading's label (-1: none).
     range_m : (M,) float64
     frame : (M,) int64
+    patch_of_face : (F, 3) int64
+        Each face's corners' returns.
     """
 
-    face: NDArray[np.int64]
+    patch: NDArray[np.int64]
     backscatter: NDArray[np.float64]
     censored: NDArray[np.int8]
     cos: NDArray[np.float64]
     label: NDArray[np.int64]
     range_m: NDArray[np.float64]
     frame: NDArray[np.int64]
+    patch_of_face: NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,7 @@ class FaceReflectance:
     reflectance : (F,) float64
     minnaert_k : (F,) float64
     readings : (F,) int64
-        How many readings it has (0: it got the median of all faces).
+        How many readings its surfel has (0: it got the median of all).
     label : (F,) int64
         The majority label of its readings (-1: none).
     k_of_label : dict of int to float
@@ -133,7 +146,7 @@ def backscatter_of_reading(
 
 def read_faces(
     mesh: FrameMesh,
-    grids: list[tuple[int, BeamGrid, NDArray[np.float64]]],
+    grids: list[tuple[int, BeamGrid, tuple[NDArray[np.float64], NDArray[np.float64]]]],
     beam_origin_m: NDArray[np.float64],
     model: ReturnModel,
     tolerance_m: float = 0.15,
@@ -143,8 +156,9 @@ def read_faces(
     Parameters
     ----------
     mesh : FrameMesh
-    grids : list of (frame, BeamGrid, (4, 4) pose)
-        The frames whose readings count, with their world-from-sensor poses.
+    grids : list of (frame, BeamGrid, ((C, W, 3, 3), (C, W, 3)))
+        The frames whose readings count, with the world-from-sensor rotation and position
+        at each beam's firing (:func:`.motion.pixel_poses`).
     beam_origin_m : (C, W, 3) float64
         Each beam's origin in the sensor frame, m.
     model : ReturnModel
@@ -167,33 +181,57 @@ def read_faces(
     origin_s = beam_origin_m
     parts: list[tuple] = []
     step = model.intensity_step if model.intensity_step > 0 else 1.0
-    for frame, grid, pose in grids:
+    n_grid = grids[0][1].range_m.size if grids else 1
+    corner_keys = mesh.frame[:, None] * n_grid + mesh.pixels
+    keys, corner_return = np.unique(corner_keys, return_inverse=True)
+    corner_return = corner_return.reshape(-1, 3)
+    first_face = np.zeros(len(keys), dtype=np.int64)
+    first_face[corner_return[::-1, 0]] = np.arange(len(mesh.faces))[::-1]
+    first_face[corner_return[::-1, 1]] = np.arange(len(mesh.faces))[::-1]
+    first_face[corner_return[::-1, 2]] = np.arange(len(mesh.faces))[::-1]
+    v = mesh.vertices_m
+    for frame, grid, (rot_all, pos_all) in grids:
         ch, col = np.nonzero(grid.returned)
-        point = grid.xyz_m[ch, col] @ pose[:3, :3].T + pose[:3, 3]
-        origin = origin_s[ch, col] @ pose[:3, :3].T + pose[:3, 3]
+        rot, pos = rot_all[ch, col], pos_all[ch, col]
+        point = np.einsum("nij,nj->ni", rot, grid.xyz_m[ch, col]) + pos
+        origin = np.einsum("nij,nj->ni", rot, origin_s[ch, col]) + pos
         ray = point - origin
         dist = np.linalg.norm(ray, axis=1)
         d = ray / np.maximum(dist, 1e-9)[:, None]
-        rays = np.concatenate([origin, d], axis=1).astype(np.float32)
-        res = scene.cast_rays(o3d.core.Tensor(rays))
+        # its own returns: each a corner of the mesh where fusion kept it
+        own_key = frame * n_grid + ch * grid.shape[1] + col
+        at = np.minimum(np.searchsorted(keys, own_key), len(keys) - 1)
+        own = keys[at] == own_key
+        # the others' faces it saw: cast, where the hit is at the return; the reading
+        # goes to the face's corner nearest the hit
+        res = scene.cast_rays(o3d.core.Tensor(np.concatenate([origin, d], 1).astype(np.float32)))
         t = res["t_hit"].numpy().astype(np.float64)
         prim = res["primitive_ids"].numpy().astype(np.int64)
-        on = np.isfinite(t) & (np.abs(t - dist) <= tolerance_m + 0.01 * dist)
-        ch, col, prim, d = ch[on], col[on], prim[on], d[on]
-        intensity = grid.intensity[ch, col]
-        rng = grid.range_m[ch, col]
-        cos = np.clip(np.abs((fn[prim] * d).sum(axis=1)), COS_FLOOR, 1.0)
-        censored = np.zeros(len(ch), dtype=np.int8)
+        hit = np.isfinite(t)
+        prim = np.where(hit, prim, 0)
+        cross = hit & (mesh.frame[prim] != frame) & (np.abs(t - dist) <= tolerance_m + 0.01 * dist)
+        xr = np.flatnonzero(cross)
+        spot = origin[xr] + t[xr, None] * d[xr]
+        corners = v[mesh.faces[prim[xr]]]
+        nearest = np.argmin(np.linalg.norm(corners - spot[:, None, :], axis=2), axis=1)
+        rows = np.concatenate([np.flatnonzero(own), xr])
+        ret = np.concatenate([at[own], corner_return[prim[xr], nearest]])
+        face = np.concatenate([first_face[at[own]], prim[xr]])
+        c_, w_ = ch[rows], col[rows]
+        intensity = grid.intensity[c_, w_]
+        rng = grid.range_m[c_, w_]
+        cos = np.clip(np.abs((fn[face] * d[rows]).sum(axis=1)), COS_FLOOR, 1.0)
+        censored = np.zeros(len(rows), dtype=np.int8)
         censored[intensity < 0.5 * step] = -1
         censored[intensity >= model.intensity_max] = 1
         value = np.where(censored == -1, 0.5 * step, intensity)
-        b = backscatter_of_reading(value, rng, ch, model)
-        label = grid.label[ch, col] if grid.label is not None else np.full(len(ch), -1)
-        parts.append((prim, b, censored, cos, label, rng, np.full(len(ch), frame)))
+        b = backscatter_of_reading(value, rng, c_, model)
+        label = grid.label[c_, w_] if grid.label is not None else np.full(len(rows), -1)
+        parts.append((ret, b, censored, cos, label, rng, np.full(len(rows), frame)))
     cols = [np.concatenate([p[i] for p in parts]) for i in range(7)]
     return Readings(
         cols[0].astype(np.int64), cols[1], cols[2].astype(np.int8), cols[3],
-        cols[4].astype(np.int64), cols[5], cols[6].astype(np.int64),
+        cols[4].astype(np.int64), cols[5], cols[6].astype(np.int64), corner_return,
     )  # fmt: skip
 
 
@@ -248,7 +286,8 @@ def face_reflectance(
     scale, intensity_max : float
         The scanner's intensity scale and maximum (for calibrate's fit).
     """
-    face_label = _majority(readings.face, readings.label, n_faces)
+    n_patches = int(readings.patch_of_face.max()) + 1 if readings.patch_of_face.size else 0
+    patch_label = _majority(readings.patch, readings.label, n_patches)
     k_of_label: dict[int, float] = {}
     labels = np.unique(readings.label)
     for lab in labels[labels >= 0]:
@@ -261,13 +300,48 @@ def face_reflectance(
         )  # fmt: skip
         if "minnaert_k" in fit.values and np.isfinite(fit.values["minnaert_k"][1]):
             k_of_label[int(lab)] = float(np.clip(fit.values["minnaert_k"][0], *K_RANGE))
-    k_face = np.full(n_faces, float(default_k))
+    k_patch = np.full(n_patches, float(default_k))
     for lab, k in k_of_label.items():
-        k_face[face_label == lab] = k
-    k = k_face[readings.face]
+        k_patch[patch_label == lab] = k
+    k = k_patch[readings.patch]
     rho = readings.backscatter / np.maximum(readings.cos, COS_FLOOR) ** k
-    med, counts = _censored_median(readings.face, rho, readings.censored, n_faces)
+    med, counts = _censored_median(readings.patch, rho, readings.censored, n_patches)
     seen = counts > 0
     fill = float(np.median(med[seen])) if seen.any() else 0.1
     med[~seen] = fill
-    return FaceReflectance(np.maximum(med, 0.0), k_face, counts, face_label, k_of_label)
+    of = readings.patch_of_face
+    value = np.median(np.maximum(med, 0.0)[of], axis=1)
+    return FaceReflectance(
+        value, np.median(k_patch[of], axis=1), counts[of].sum(axis=1),
+        patch_label[of[:, 0]], k_of_label,
+    )  # fmt: skip
+
+
+def detection_threshold(readings: Readings, model: ReturnModel, quantile: float) -> float:
+    """The received peak the unit detects, from the echoes it reported.
+
+    Every reading was detected, so the sensor's threshold lies below the received peak of
+    each, ``b * peak / R^2`` (the per-hit model's, :func:`simulator.hits.received_peak`,
+    with the peak factor of the footprint at the reading's incidence and the larger of the
+    beam's two divergences). Its ``quantile`` (e.g. 0.005: all but the weakest half per
+    cent) is the threshold: a datasheet's figure is a 50 % point in sunlight, while a unit
+    in its own scene reports weaker echoes than that.
+
+    Parameters
+    ----------
+    readings : Readings
+    model : ReturnModel
+    quantile : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        The threshold, in the units of ``ReturnModel.threshold`` (reflectance / m^2).
+    """
+    beta = max(model.beta_h_rad, model.beta_v_rad)
+    spread = physics.footprint_range_spread_m(readings.range_m, readings.cos, beta)
+    peak = physics.pulse_peak_factor(model.pulse_length_m, spread)
+    r = np.maximum(readings.range_m, 1e-6)
+    received = readings.backscatter * peak / (r * r)
+    return float(np.quantile(received, quantile))
