@@ -78,6 +78,8 @@ class ReconstructOptions:
     pose_time_share : float
         When in its frame a frame's pose holds, as a share of the period
         (:mod:`.motion`).
+    pages : bool
+        Write compare's HTML page beside each ``compare.json`` (the slowest part).
     threshold_quantile : float
         The detection threshold written into the scene's scanner: this quantile of the
         scene frames' received peaks (:func:`.reflectance.detection_threshold`).
@@ -92,6 +94,7 @@ class ReconstructOptions:
     seed: int = 0
     threshold_quantile: float = 0.005
     pose_time_share: float = 0.5
+    pages: bool = True
 
 
 @dataclass
@@ -374,17 +377,30 @@ def reconstruct(
         real = cloud_of_grid(grids[k], meta)
         sim, _ = scan_frame(surveys[k])
         clock.lap("scan")
-        result = score(real, sim, folder / kind / f"{k:04d}", (f"real {k}", f"simulated {k}"))
-        row = {"frame": k, "protocol": kind, "method": "simulated", "nvs": result.get("nvs")}
+        result = score(
+            real, sim, folder / kind / f"{k:04d}", (f"real {k}", f"simulated {k}"), options.pages
+        )
+        row = {"frame": k, "protocol": kind, "method": "simulated", "nvs": result.get("nvs"),
+               "same_beams": result.get("same_beams")}  # fmt: skip
         rows.append(row)
         if kind == "heldout":
             base = baseline_cloud([(grids[j], poses[j]) for j in scene_frames], poses[k],
                                   pattern, meta, offset_m)  # fmt: skip
             bres = score(
-                real, base, folder / "baseline" / f"{k:04d}", (f"real {k}", "moved points")
+                real,
+                base,
+                folder / "baseline" / f"{k:04d}",
+                (f"real {k}", "moved points"),
+                options.pages,
             )
             rows.append(
-                {"frame": k, "protocol": kind, "method": "baseline", "nvs": bres.get("nvs")}
+                {
+                    "frame": k,
+                    "protocol": kind,
+                    "method": "baseline",
+                    "nvs": bres.get("nvs"),
+                    "same_beams": bres.get("same_beams"),
+                }  # fmt: skip
             )
         clock.lap("compare")
 

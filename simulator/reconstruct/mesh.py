@@ -322,7 +322,8 @@ def fuse(meshes: list[FrameMesh], sensors_m: NDArray[np.float64], params: MeshPa
                 continue
             ray = centre - sensors_m[g]
             dist = np.linalg.norm(ray, axis=1)
-            ask = np.flatnonzero(~covered & ~lone & (dist < own))
+            nearer = (dist < own) | ((dist == own) & (g < f))  # a tie: the first frame
+            ask = np.flatnonzero(~covered & ~lone & nearer)
             if len(ask) == 0:
                 continue
             rays = np.concatenate(

@@ -77,11 +77,18 @@ def baseline_cloud(
     return cloud_of_grid(organize(moved, pattern, origin_m), meta)
 
 
-def score(real: PointCloud, simulated: PointCloud, folder: Path, names: tuple[str, str]) -> dict:
-    """Compare a frame with its scan (or baseline) and write ``compare.json`` and the page
-    into ``folder``; the figures."""
+def score(
+    real: PointCloud,
+    simulated: PointCloud,
+    folder: Path,
+    names: tuple[str, str],
+    page: bool = True,
+) -> dict:
+    """Compare a frame with its scan (or baseline) and write ``compare.json`` and, with
+    ``page``, compare's page (``index.html`` and its plots) into ``folder``; the figures."""
     result = compare_clouds(real, simulated)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / "compare.json", json.dumps(result, indent=2) + "\n")
-    write_compare_page(real, simulated, result, folder, names)
+    if page:
+        write_compare_page(real, simulated, result, folder, names)
     return result
