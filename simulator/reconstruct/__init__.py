@@ -400,7 +400,7 @@ def reconstruct(
                     "method": "baseline",
                     "nvs": bres.get("nvs"),
                     "same_beams": bres.get("same_beams"),
-                }  # fmt: skip
+                }
             )
         clock.lap("compare")
 
