@@ -283,7 +283,8 @@ def reconstruct(
         For a capture, poses file or frame choice that cannot be used (one line, naming
         the file and what was expected).
     """
-    from .protocol import baseline_cloud, scan_frame, score
+    from .findings import findings
+    from .protocol import baseline_cloud, scan_frame, score, surface_ranges
 
     clock = _Clock(report)
     frames = _read_capture(captures)
@@ -317,7 +318,9 @@ def reconstruct(
     poses, pose_source = _poses(captures, frames, options.poses)
     clock.lap("poses")
 
-    origin_m = beam_rays(pattern)[0] + offset_m
+    origin_m, directions = beam_rays(pattern)
+    origin_m = origin_m + offset_m
+    lidar_origin = pattern.scanner.range_reference == "lidar_origin"
     period_s = 1.0 / float(config.rotation_hz)
     waypoints = {k: frame_waypoints(poses, k, period_s, options.pose_time_share) for k in chosen}
     fire_s = _firing_times(pattern)
@@ -380,8 +383,14 @@ def reconstruct(
         result = score(
             real, sim, folder / kind / f"{k:04d}", (f"real {k}", f"simulated {k}"), options.pages
         )
+        rot, pos = motion[k]
+        beam_o = np.einsum("cwij,cwj->cwi", rot, origin_m) + pos
+        beam_d = np.einsum("cwij,cwj->cwi", rot, directions)
+        r0 = pattern.scanner.beam_origin_offset_m if lidar_origin else 0.0
+        surface = surface_ranges(fused.vertices_m, fused.faces, beam_o, beam_d, r0)
         row = {"frame": k, "protocol": kind, "method": "simulated", "nvs": result.get("nvs"),
-               "same_beams": result.get("same_beams")}  # fmt: skip
+               "same_beams": result.get("same_beams"),
+               "findings": findings(grids[k], sim, surface)}  # fmt: skip
         rows.append(row)
         if kind == "heldout":
             base = baseline_cloud([(grids[j], poses[j]) for j in scene_frames], poses[k],

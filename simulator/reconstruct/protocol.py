@@ -21,10 +21,11 @@ from ..compare import compare_clouds, write_compare_page
 from ..io.atomic import write_atomic
 from ..pipeline import Simulation
 from ..pointcloud import PointCloud
+from ..raycast import import_open3d
 from ..scanner import SpinningPattern
 from .grid import BeamGrid, cloud_of_grid, organize, with_beam_grid
 
-__all__ = ["baseline_cloud", "scan_frame", "score"]
+__all__ = ["baseline_cloud", "scan_frame", "score", "surface_ranges"]
 
 
 def scan_frame(survey: Path) -> tuple[PointCloud, Simulation]:
@@ -92,3 +93,31 @@ def score(
     if page:
         write_compare_page(real, simulated, result, folder, names)
     return result
+
+
+def surface_ranges(
+    vertices_m: NDArray[np.float64],
+    faces: NDArray[np.int64],
+    origin_m: NDArray[np.float64],
+    direction: NDArray[np.float64],
+    range_offset_m: float = 0.0,
+) -> NDArray[np.float64]:
+    """Where each beam meets a mesh, (C, W) float64 (inf where it meets none).
+
+    Parameters
+    ----------
+    vertices_m : (V, 3) float64
+    faces : (F, 3) int64
+    origin_m, direction : (C, W, 3) float64
+        The beams in the world frame.
+    range_offset_m : float
+        Added to every distance (a range measured from the lidar origin, not the beam's).
+    """
+    o3d = import_open3d()
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(
+        o3d.core.Tensor(vertices_m.astype(np.float32)), o3d.core.Tensor(faces.astype(np.uint32))
+    )
+    rays = np.concatenate([origin_m.reshape(-1, 3), direction.reshape(-1, 3)], axis=1)
+    t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
+    return t.astype(np.float64).reshape(origin_m.shape[:2]) + range_offset_m
