@@ -73,6 +73,7 @@ class MeshParams:
     cover_share: float = 0.01
     overlap: float = 0.1
     lone_scale: float = 1.0
+    rim_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,11 @@ def triangulate(
     inside_any = np.zeros(n, dtype=bool)
     inside_any[triangles.reshape(-1)] = True
     at = np.searchsorted(rows, lone)
-    sz = 0.5 * (1.0 + params.overlap) * np.where(inside_any[lone], 1.0, params.lone_scale)[:, None]
+    sz = (
+        0.5
+        * (1.0 + params.overlap)
+        * np.where(inside_any[lone], params.rim_scale, params.lone_scale)[:, None]
+    )
     centre, hh, vv = p[lone], sz * h[at], sz * v[at]
     corners = np.stack(
         [centre - hh - vv, centre + hh - vv, centre + hh + vv, centre - hh + vv], axis=1

@@ -77,6 +77,11 @@ class Readings:
     frame : (M,) int64
     patch_of_face : (F, 3) int64
         Each face's corners' returns.
+    corner_cos : (F, 3) float64
+        The incidence cosine on each face of its corners' own beams.
+    cos_of_return : (R,) float64
+        Each return's own incidence: the mean of ``corner_cos`` over the faces that
+        meet at it.
     """
 
     patch: NDArray[np.int64]
@@ -87,6 +92,8 @@ class Readings:
     range_m: NDArray[np.float64]
     frame: NDArray[np.int64]
     patch_of_face: NDArray[np.int64]
+    corner_cos: NDArray[np.float64]
+    cos_of_return: NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -185,10 +192,7 @@ def read_faces(
     corner_keys = mesh.frame[:, None] * n_grid + mesh.pixels
     keys, corner_return = np.unique(corner_keys, return_inverse=True)
     corner_return = corner_return.reshape(-1, 3)
-    first_face = np.zeros(len(keys), dtype=np.int64)
-    first_face[corner_return[::-1, 0]] = np.arange(len(mesh.faces))[::-1]
-    first_face[corner_return[::-1, 1]] = np.arange(len(mesh.faces))[::-1]
-    first_face[corner_return[::-1, 2]] = np.arange(len(mesh.faces))[::-1]
+    own_direction = np.zeros((len(keys), 3))
     v = mesh.vertices_m
     for frame, grid, (rot_all, pos_all) in grids:
         ch, col = np.nonzero(grid.returned)
@@ -216,11 +220,11 @@ def read_faces(
         nearest = np.argmin(np.linalg.norm(corners - spot[:, None, :], axis=2), axis=1)
         rows = np.concatenate([np.flatnonzero(own), xr])
         ret = np.concatenate([at[own], corner_return[prim[xr], nearest]])
-        face = np.concatenate([first_face[at[own]], prim[xr]])
+        own_direction[at[own]] = d[own]
         c_, w_ = ch[rows], col[rows]
         intensity = grid.intensity[c_, w_]
         rng = grid.range_m[c_, w_]
-        cos = np.clip(np.abs((fn[face] * d[rows]).sum(axis=1)), COS_FLOOR, 1.0)
+        cos = np.concatenate([np.zeros(int(own.sum())), np.abs((fn[prim[xr]] * d[xr]).sum(axis=1))])
         censored = np.zeros(len(rows), dtype=np.int8)
         censored[intensity < 0.5 * step] = -1
         censored[intensity >= model.intensity_max] = 1
@@ -229,9 +233,19 @@ def read_faces(
         label = grid.label[c_, w_] if grid.label is not None else np.full(len(rows), -1)
         parts.append((ret, b, censored, cos, label, rng, np.full(len(rows), frame)))
     cols = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+    # an own reading's incidence: the mean over the faces that meet at its return (the
+    # beam through a corner may meet any of them)
+    corner_cos = np.abs(np.einsum("fj,fcj->fc", fn, own_direction[corner_return]))
+    total = np.bincount(corner_return.reshape(-1), corner_cos.reshape(-1), len(keys))
+    count = np.bincount(corner_return.reshape(-1), minlength=len(keys))
+    cos_of_return = np.clip(total / np.maximum(count, 1), COS_FLOOR, 1.0)
+    own_rows = cols[3] == 0.0
+    cols[3] = np.where(own_rows, cos_of_return[cols[0].astype(np.int64)], cols[3])
+    cols[3] = np.clip(cols[3], COS_FLOOR, 1.0)
     return Readings(
         cols[0].astype(np.int64), cols[1], cols[2].astype(np.int8), cols[3],
         cols[4].astype(np.int64), cols[5], cols[6].astype(np.int64), corner_return,
+        np.clip(corner_cos, COS_FLOOR, 1.0), cos_of_return,
     )  # fmt: skip
 
 
@@ -310,7 +324,11 @@ def face_reflectance(
     fill = float(np.median(med[seen])) if seen.any() else 0.1
     med[~seen] = fill
     of = readings.patch_of_face
-    value = np.median(np.maximum(med, 0.0)[of], axis=1)
+    # the reflectance face F needs so that its corner j's own beam reads as it did:
+    # rho_j (cos_j / cos_Fj)^k, cos_j the return's own incidence, cos_Fj the beam's on F
+    k_corner = k_patch[of]
+    rescale = (readings.cos_of_return[of] / readings.corner_cos) ** k_corner
+    value = np.median(np.maximum(med, 0.0)[of] * rescale, axis=1)
     return FaceReflectance(
         value, np.median(k_patch[of], axis=1), counts[of].sum(axis=1),
         patch_label[of[:, 0]], k_of_label,
