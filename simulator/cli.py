@@ -518,7 +518,7 @@ def scanners(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="With import: a unit's calibration (Ouster metadata JSON, "
+            help="With import: a unit's calibration (Ouster metadata JSON or OSF, "
             "Velodyne calibration YAML, Hesai angle CSV [+ firetime CSV])."
         ),
     ] = None,
@@ -593,7 +593,9 @@ def validate(
 def calibrate(
     scan: Annotated[
         Path,
-        typer.Argument(help="A real scan: .las .laz .pcd .ply .bin .pcd.bin .npz .pcap, a bag."),
+        typer.Argument(
+            help="A real scan: .las .laz .pcd .ply .bin .pcd.bin .npz .pcap .osf, a bag."
+        ),
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The material library YAML to write.")
