@@ -232,6 +232,7 @@ def _frame_survey(
     offset_m: NDArray[np.float64],
     seed: int,
     held_out: bool,
+    start_azimuth_deg: float,
 ) -> Path:
     """``frames/NNNN.yaml``: one revolution moving as the sensor moved, on its beam grid."""
     survey = {
@@ -246,9 +247,10 @@ def _frame_survey(
     }
     text = (
         f"# Frame {number} of the capture{' (held out of the scene)' if held_out else ''}: "
-        "one revolution, moving as the sensor moved.\n# Column 0 fires at the scanner's "
-        "start_azimuth_deg "
-        "at time 0, as the capture's first column (measurement id 0) does.\n"
+        "one revolution, moving as the sensor moved.\n# The first firing: column 0, at "
+        f"azimuth {start_azimuth_deg:g} deg (the scanner's start_azimuth_deg) and time 0 s, "
+        "as the capture's\n# first column (its measurement id 0, or the column its "
+        "azimuth gives).\n"
     )
     return write_atomic(
         folder / "frames" / f"{number:04d}.yaml", text + yaml.safe_dump(survey, sort_keys=False)
@@ -363,7 +365,15 @@ def reconstruct(
     files += scene_files
     (folder / "frames").mkdir(exist_ok=True)
     surveys = {
-        k: _frame_survey(folder, k, waypoints[k], offset_m, options.seed, k in options.hold_out)
+        k: _frame_survey(
+            folder,
+            k,
+            waypoints[k],
+            offset_m,
+            options.seed,
+            k in options.hold_out,
+            config.start_azimuth_deg,
+        )
         for k in chosen
     }
     files += list(surveys.values())
