@@ -445,6 +445,12 @@ def reconstruct(
         "timings_s": {k: round(v, 3) for k, v in clock.timings_s.items()},
     }
     files.append(write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n"))
+    if options.pages:  # after summary.json, which it links to
+        from ..viz.reconstruct import write_reconstruct_page
+
+        files += write_reconstruct_page(folder, summary, fused.vertices_m, fused.faces,
+                                        faces.reflectance, poses[chosen])  # fmt: skip
+        clock.lap("page")
     return ReconstructResult(summary, files, clock.timings_s)
 
 
