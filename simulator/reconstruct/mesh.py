@@ -60,6 +60,8 @@ class MeshParams:
     slope_share : float
         A larger step continues it when it differs from the step before or after it by
         at most this share of itself (and ``step_m``).
+    min_grazing_deg : float
+        And is no steeper than a surface seen this close to grazing, deg.
     cover_m, cover_share : float
         A face counts as seen by a nearer frame when that frame's surface lies within
         ``cover_m + cover_share * distance`` of it along that frame's line of sight, m.
@@ -69,6 +71,7 @@ class MeshParams:
 
     step_m: float = 0.05
     slope_share: float = 0.25
+    min_grazing_deg: float = 3.0
     cover_m: float = 0.1
     cover_share: float = 0.01
     overlap: float = 0.1
@@ -120,12 +123,20 @@ def _grid_order(grid: BeamGrid) -> tuple[NDArray[np.int64], NDArray[np.float64]]
     return order, med[order]
 
 
-def _continues(r: NDArray[np.float64], axis: int, wrap: bool, params: MeshParams) -> NDArray:
+def _continues(
+    r: NDArray[np.float64],
+    axis: int,
+    wrap: bool,
+    params: MeshParams,
+    step_rad: float | NDArray[np.float64],
+) -> NDArray:
     """(C, W) bool: whether the surface runs on from each beam to the next along ``axis``
     (see the module): both returned, and the range step ``d1`` to the next is small
     (``|d1| <= params.step_m``, twice the noise and more) or continues the step before
-    it or after it (``|d1 - d0| <= params.slope_share |d1|``). The last beam of an axis
-    that does not wrap is never joined on."""
+    it or after it (``|d1 - d0| <= params.slope_share |d1|``), and is not steeper than a
+    surface seen at ``params.min_grazing_deg`` (``|d1| <= r step_rad / tan(min)``, with
+    ``step_rad`` the angle between the two beams). The last beam of an axis that does not
+    wrap is never joined on."""
 
     def shift(x: NDArray[np.float64], k: int) -> NDArray[np.float64]:
         if wrap:
@@ -147,6 +158,8 @@ def _continues(r: NDArray[np.float64], axis: int, wrap: bool, params: MeshParams
         d2 = shift(r, 2) - shift(r, 1)
         tol = params.step_m + params.slope_share * np.abs(d1)
         ok = (np.abs(d1) <= params.step_m) | (np.abs(d1 - d0) <= tol) | (np.abs(d1 - d2) <= tol)
+        grazing = np.tan(np.radians(params.min_grazing_deg))
+        ok &= np.abs(d1) <= params.step_m + np.fmin(r, r + d1) * step_rad / grazing
     return ok & np.isfinite(d1)
 
 
@@ -188,9 +201,10 @@ def triangulate(
     right, left = np.roll(idx, -1, axis=1), np.roll(idx, 1, axis=1)
     down = np.vstack([idx[1:], idx[-1:]])  # the next lower channel (itself at the bottom)
     up = np.vstack([idx[:1], idx[:-1]])
-    j_r = _continues(r, 1, True, params)
+    row_gap = np.abs(np.diff(elevation, append=elevation[-1:]))[:, None]  # to the next row
+    j_r = _continues(r, 1, True, params, 2.0 * np.pi / w)
     j_l = np.roll(j_r, 1, axis=1)
-    j_d = _continues(r, 0, False, params)
+    j_d = _continues(r, 0, False, params, row_gap)
     j_u = np.vstack([np.zeros((1, w), dtype=bool), j_d[:-1]])
     rows = np.flatnonzero(returned.reshape(-1))
     rot = world[0][order].reshape(-1, 3, 3)
