@@ -137,20 +137,24 @@ def loop(capture: list[Path]) -> Loop:
     return Loop(folder, result, mesh, readings, kept["face_reflectance"][1])
 
 
-def _truth(capture: list[Path]) -> tuple[np.ndarray, np.ndarray]:
-    """(frames, C * W) each pixel's object (-1: none) and effective incidence cosine, from
-    the frames' diagnostics (pixel ``channel * W + column``, as the mesh's ``pixels``)."""
+def _truth(capture: list[Path]) -> dict[str, np.ndarray]:
+    """(frames, C * W) each pixel's ``object_id`` (-1: none), ``cos_effective`` and
+    ``energy_fraction``, from the frames' diagnostics (pixel ``channel * W + column``, as
+    the mesh's ``pixels``)."""
     pattern = SpinningPattern(load_scanner(SCANNER))
     columns = int(pattern.scanner.firings_per_revolution or 1)
-    size = pattern.channels * columns
-    obj = np.full((len(capture), size), -1, dtype=np.int64)
-    cos = np.full((len(capture), size), np.nan)
+    size = (len(capture), pattern.channels * columns)
+    truth = {
+        "object_id": np.full(size, -1, dtype=np.int64),
+        "cos_effective": np.full(size, np.nan),
+        "energy_fraction": np.zeros(size),
+    }
     for k, path in enumerate(capture):
         cloud = read(path)
         pixel = cloud["ring"].astype(np.int64) * columns + pattern.column(cloud["pulse_id"])
-        obj[k, pixel] = cloud["object_id"]
-        cos[k, pixel] = cloud["cos_effective"]
-    return obj, cos
+        for name, grid in truth.items():
+            grid[k, pixel] = cloud[name]
+    return truth
 
 
 def _material_arrays(scene: Scene) -> dict[str, np.ndarray]:
@@ -178,56 +182,76 @@ def test_a_scanned_frame_lands_on_its_own_beams(capture: list[Path]) -> None:
 
 
 def test_the_reflectance_of_a_face_gives_back_its_readings(loop: Loop, capture: list[Path]) -> None:
-    """On the faces read at least 20 times whose corners are returns of one object of an
-    opaque material that does not saturate the sensor (reflectance x intensity_scale <
-    intensity_max), the recovered reflectance is within 5 % of the truth in the median
-    (of the absolute relative error), and unbiased to 2 %.
+    """The recovered reflectance is within 5 % of the truth in the median (of the absolute
+    relative error) and unbiased to 2 %: on all the faces judged, on those of the classes
+    whose fitted Minnaert exponent is not 0 (where the inversion divides by ``cos^k``),
+    and, to 5 %, on the faces of each material that has 500 judged or more.
 
-    The truth: the reflectance that, under the Minnaert exponent the reconstruction fitted
-    for the face's class (``k_fit``), returns the backscatter the material returned at the
-    true effective incidence of the face's returns (with the micro-slope tilt):
-    ``rho cos_eff^(k - k_fit)``, the median over the face's corners. A face of a class
-    whose fitted exponent is its material's (asphalt, lane paint: k 0) is compared with
-    its material's reflectance itself.
+    Judged: the faces read at least 20 times whose three corners are echoes of one
+    surface (``energy_fraction`` 1: a mixed echo, as on the walkers' clothes, has no one
+    material) of one object, of an opaque material that does not saturate the sensor
+    (reflectance x intensity_scale < intensity_max) and whose reading at that incidence is
+    10 counts or more (rounded to whole counts, a weaker one is known to no better than
+    5 %).
 
-    Not the material's reflectance on every face: the frames are scanned from one spot, so
-    each face is seen at one incidence; the class fits (calibrate's fit over a class's
-    readings) find exponents well below the materials' (measured 2026-12-05: car 0.10
-    against car paint's 1.03, building 0.32 against the walls' 0.71, pole 0 against 1.04),
-    and the reflectance of such a face absorbs the difference at the incidence it was seen
-    at. Measured (2026-12-05) on 177,745 faces: median error +0.2 %, median absolute error
-    2.3 % (against the material's own reflectance: -7.5 % and 9.1 %). Left out:
-    see-through materials (glass, foliage, wire mesh: a pane or gap model), and the
-    retroreflective signs (4.3 x 100 > 255: every reading saturated).
+    The truth: the reflectance that, under the exponent the reconstruction fitted for the
+    face's class (``k_fit``), gives back what the material returned at the true effective
+    incidence of the face's returns (with the micro-slope tilt): ``rho cos_eff^(k -
+    k_fit)``, the median over the face's corners; a face whose class's fitted exponent is
+    its material's (asphalt, lane paint: 0) is compared with its material's reflectance
+    itself. Not the material's reflectance on every face: the frames are scanned from one
+    spot, so each face is seen at one incidence; the class fits (calibrate's fit over a
+    class's readings) find exponents well below the materials' (measured 2026-12-05: car
+    0.09 against car paint's 1.03, building 0.32 against the walls' 0.71, pole 0 against
+    1.04), and the reflectance of such a face absorbs the difference at the incidence it
+    was seen at.
+
+    Measured (2026-12-05), 161,570 faces judged: median error +0.3 %, absolute 1.8 % (the
+    92,192 with k_fit > 0: +0.1 %, 3.0 %; the worst material, car paint, 4.3 %); against
+    the material's own reflectance -6.2 % and 8.6 %. With the division by ``cos^k`` left
+    out of the inversion (a scratch break): those with k_fit > 0 -7.1 %, 7.6 %; the
+    building walls 9.6 %. Left out: see-through materials (glass, foliage, wire mesh: a
+    pane or gap model), and the retroreflective signs (4.3 x 100 > 255: every reading
+    saturated).
     """
     mesh, faces = loop.mesh, loop.faces
-    obj, cos_eff = _truth(capture)
+    truth = _truth(capture)
     scanner = load_scanner(SCANNER)
     m = _material_arrays(load_scene(capture[0].parent / "street.yaml"))
-    corner_obj = obj[mesh.frame[:, None], mesh.pixels]
-    o = corner_obj[:, 0]
-    one_object = (corner_obj == o[:, None]).all(axis=1) & (o >= 0)
-    plain = (m["transmittance"][o] == 0) & (
-        m["reflectance"][o] * scanner.intensity_scale < scanner.intensity_max
+    corner = {name: grid[mesh.frame[:, None], mesh.pixels] for name, grid in truth.items()}
+    o = corner["object_id"][:, 0]
+    cos = np.median(corner["cos_effective"], axis=1)
+    rho, k = m["reflectance"][o], m["minnaert_k"][o]
+    judged = (
+        (corner["object_id"] == o[:, None]).all(axis=1)
+        & (o >= 0)
+        & (corner["energy_fraction"] >= 0.99).all(axis=1)
+        & (m["transmittance"][o] == 0)
+        & (rho * scanner.intensity_scale < scanner.intensity_max)
+        & (rho * cos**k * scanner.intensity_scale >= 10 * scanner.intensity_step)
+        & (faces.readings >= MIN_READINGS)
     )
-    judged = one_object & plain & (faces.readings >= MIN_READINGS)
-    c = np.median(cos_eff[mesh.frame[:, None], mesh.pixels], axis=1)
-    truth = m["reflectance"][o] * c ** (m["minnaert_k"][o] - faces.minnaert_k)
-    rel = faces.reflectance[judged] / truth[judged] - 1.0
-    print(f"faces {len(faces.reflectance)}, judged {judged.sum()}; relative error: median "
-          f"{np.median(rel):+.4f}, median |.| {np.median(np.abs(rel)):.4f}")  # fmt: skip
-    plain_rel = faces.reflectance[judged] / m["reflectance"][o[judged]] - 1.0
-    print(f"against the material's own reflectance: median {np.median(plain_rel):+.4f}, "
-          f"median |.| {np.median(np.abs(plain_rel)):.4f}")  # fmt: skip
-    names, k, k_fit = m["name"][o[judged]], m["minnaert_k"][o[judged]], faces.minnaert_k[judged]
+    expected = rho * cos ** (k - faces.minnaert_k)
+    rel = faces.reflectance[judged] / expected[judged] - 1.0
+    own = faces.reflectance[judged] / rho[judged] - 1.0
+    bent = faces.minnaert_k[judged] > 0
+    names = m["name"][o[judged]]
+    print(f"faces {len(faces.reflectance)}, judged {judged.sum()}, k_fit > 0 {bent.sum()}")
+    for what, r in (("all", rel), ("k_fit > 0", rel[bent]), ("against rho", own)):
+        print(f"  {what:12s} median error {np.median(r):+.4f}, |.| {np.median(np.abs(r)):.4f}")
+    worst = {}
     for name in np.unique(names):
-        s = names == name
-        print(f"  {name:20s} faces {s.sum():7d}  k {np.median(k[s]):.2f}  k_fit "
-              f"{np.median(k_fit[s]):.2f}  median error {np.median(rel[s]):+.3f}  |.| "
-              f"{np.median(np.abs(rel[s])):.3f}")  # fmt: skip
-    assert judged.sum() >= 10_000, judged.sum()
-    assert np.median(np.abs(rel)) <= 0.05
-    assert abs(np.median(rel)) <= 0.02
+        sel = names == name
+        print(f"  {name:20s} faces {sel.sum():7d}  k {np.median(k[judged][sel]):.2f}  k_fit "
+              f"{np.median(faces.minnaert_k[judged][sel]):.2f}  median error "
+              f"{np.median(rel[sel]):+.3f}  |.| {np.median(np.abs(rel[sel])):.3f}")  # fmt: skip
+        if sel.sum() >= 500:
+            worst[str(name)] = float(np.median(np.abs(rel[sel])))
+    assert judged.sum() >= 100_000 and bent.sum() >= 50_000, (judged.sum(), bent.sum())
+    for r in (rel, rel[bent]):
+        assert np.median(np.abs(r)) <= 0.05
+        assert abs(np.median(r)) <= 0.02
+    assert len(worst) >= 8 and max(worst.values()) <= 0.05, worst
 
 
 def _goal(value: float, sense: str, bound: float) -> bool:
