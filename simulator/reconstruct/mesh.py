@@ -1,39 +1,38 @@
 """Surfaces of real frames: each frame's beam grid triangulated, frames fused into one mesh.
 
-**Triangulation.** Four neighbouring beams (two channels by two columns, the columns
-wrapping round a whole revolution) make a quad, cut along the diagonal whose two ranges
-agree better. A triangle is kept when its three beams returned (the sky and drop-outs are
-never bridged) and the surface it spans is one the beams can have seen continuously: its
-normal must not be nearly perpendicular to the beams (``|n . d| >= min_cos``, measured
-from the sensor to the triangle's centre). A triangle across a depth edge joins a near
-and a far return a fraction of a degree apart, so it lies almost along the beams
-(``|n . d|`` is the angular step times the near range over the range jump: 0.003 for a
-pole at 5 m before a wall at 15 m with 0.35 deg beams), while the ground at 40 m below a
-sensor 2 m up is seen at 0.05. Its edges must also be continuous in orientation: a
-triangle whose normal turns by more than ``max_turn_deg`` from both neighbours' along a
-row and a column is a lone bridge, not a surface.
+**Continuity.** Two neighbouring beams (in a row, the columns wrapping round a whole
+revolution; in a column, the channels in elevation order) are joined when both returned
+and the surface between them is one the beams can have seen continuously: the range step
+``d1`` between them is small (``step_m``, twice the noise and more) or continues the step
+before or after it (``|d1 - d0| <= step_m + slope_share |d1|``: the ground at grazing
+incidence, whose steps grow smoothly from ring to ring, stays joined; a depth edge, one
+step its neighbours do not continue, is cut), and the surface is not seen closer to
+grazing than ``min_grazing_deg`` (``|d1| <= step_m + r step / tan(min_grazing_deg)``,
+``step`` the angle between the beams: a run of unrelated returns at growing ranges, in
+foliage or past a corner, continues its own steps but lies almost along the beams).
 
-**Splats.** A return that no triangle holds (a lone return on a pole, a leaf or a wire;
-the rim of a surface, where a beam through a mesh's last vertex may pass either side of
-it) still happened. A return on the rim of the frame's triangles, or whose beam, cast at
-them, misses them or meets them farther than ``splat_tolerance_m`` from the return (it
-is hidden by a nearer triangle), gets a splat of its own: a square facing the beam, as
-wide and as tall as the beam's share of the grid at that range (the column step and the
-gap to the neighbouring channels).
+**Triangles.** Four neighbouring beams make a quad. A quad whose four edges are joined
+gives two triangles, split along the diagonal whose ranges agree better; a quad with a
+broken edge keeps the triangles whose two grid edges are joined. The sky and drop-outs
+are never bridged.
 
-**Fusion.** Frames overlap; their triangles are not stacked. The world is cut into cubes
-of ``cell_m``; each cube is owned by the frame that saw it nearest (the least range of
-its triangles' centres from that frame's sensor), and only the owner's triangles inside
-it are kept. The nearest frame samples a surface most finely and with the least
-footprint, which is why it wins. TSDF integration (Open3D's ``ScalableTSDFVolume``) was
-the other choice: it averages noise but needs pinhole depth images (a spinning scanner's
-grid is not one), smooths edges by its voxel, and costs far more; the range noise here
-(about 1 cm) is below what a voxel small enough to keep poles and kerbs would average.
+**Surfels.** A return on no triangle's inside (a lone return on a leaf, a pole or a wire;
+the rim of a surface, where a beam through the last vertex may pass either side of it)
+gets a square of its own, two triangles spanned by the steps to its joined neighbours (or
+the beam's share of the grid at that range, facing the beam, where it has none), reaching
+``overlap`` past half-way; ``rim_scale`` and ``lone_scale`` scale it.
 
-**Simplification.** A flat patch seen by many beams becomes a few large triangles
-(Open3D's quadric decimation, stopped at ``max_error_m`` rms from the original
-surface), so a face gathers many readings for its reflectance, and the mesh is lighter
-to cast against.
+**Fusion.** Frames overlap; their surfaces are fused, not stacked. A triangle of one
+frame is left out where a frame that sees its place nearer has a surface there (that
+frame's line of sight to its centre meets one of its triangles within ``cover_m +
+cover_share * distance``; equal distances go to the first frame). So each surface comes
+from the frame that sampled it most finely and with the smallest footprint, and a surface
+only one frame saw is kept. Surfels are not surfaces: they are kept from every frame, and
+foliage, a volume, is sampled by all of them together. TSDF integration (Open3D's
+``ScalableTSDFVolume``) was the other choice: it needs pinhole depth images (a spinning
+scanner's grid is not one), smooths edges and thin poles by its voxel, and costs far
+more; the range noise here (about 1 cm) is below what a voxel small enough to keep poles
+and kerbs would average.
 """
 
 from __future__ import annotations
