@@ -7,7 +7,7 @@ The steps, each a function of its own module:
 2. **organise** each frame on the scanner's beam grid (:mod:`.grid`);
 3. **pose** the frames in one world frame: a KITTI poses file, else the capture's own
    per-column poses, else KISS-ICP (:mod:`simulator.odometry`);
-4. **mesh** each scene frame's returns as surfels, fuse the frames (:mod:`.mesh`);
+4. **mesh** each scene frame's grid as triangles and surfels, fuse the frames (:mod:`.mesh`);
 5. **reflect**: a reflectance per face from every reading of it (:mod:`.reflectance`);
 6. **write** ``scene.yaml`` with its meshes (per-face materials as face attributes),
    ``scanner.yaml`` and a survey per frame, ``frames/NNNN.yaml``, that lands on the real

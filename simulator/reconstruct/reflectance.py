@@ -1,24 +1,28 @@
 """Per-face reflectance: the scanner's per-hit model inverted on every reading of a face.
 
-The faces come in surfels, one a return (:mod:`.mesh`), and a surfel has one value. Its
-readings are its own return, and every other frame's return that lies on it: those beams
-are cast from their frames' poses into the reconstructed mesh, and the surfel they meet
-counts when the hit is where the return was measured (within ``tolerance_m``). A
-reading's reported intensity ``I`` is taken back through the sensor, step by step in
-reverse of :func:`simulator.hits.reported_intensity`: the range response at the measured
-range, the channel's gain, the intensity scale, which leaves the backscatter ``b``; then
-the Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
+The mesh's corners are returns (:mod:`.mesh`: a triangle's three, a surfel's one). A
+return's readings are its own, and every other frame's return that lies on a face of
+its: those beams are cast from their frames' poses into the reconstructed mesh, and the
+face they meet counts when the hit is where the return was measured (within
+``tolerance_m``); the reading goes to that face's corner nearest the hit. A reading's
+reported intensity ``I`` is taken back through the sensor, step by step in reverse of
+:func:`simulator.hits.reported_intensity`: the range response at the measured range, the
+channel's gain, the intensity scale, which leaves the backscatter ``b``; then the
+Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
 intensity is an energy measure, so neither the range's ``1/R^2`` nor the footprint's
 peak factor is in it: they decide only whether the return was detected (what the scan
 back reproduces on its own).
 
-A surfel seen by several beams gets one value: the median of its readings. Readings at
+A return seen by several beams gets one value: the median of its readings. Readings at
 zero (the reading rounded away) or at the sensor's maximum (saturated) are censored:
 each still counts in the median's rank, below or above every real value, but not with
-its value, so a surfel that is mostly dark is not made bright by its few brighter
+its value, so a return that is mostly dark is not made bright by its few brighter
 readings, and a saturated one is not dimmed to the maximum. When the median itself falls
-on a censored reading, the surfel gets the censoring bound (half a step's reflectance
-below; the maximum's above).
+on a censored reading, the return gets the censoring bound (half a step's reflectance
+below; the maximum's above). A face's value is the median over its corners of the
+reflectance that makes each corner's own beam read as it did under the face's normal
+(``rho_j (cos_j / cos_Fj)^k``, ``cos_j`` the return's own incidence, the mean over the
+faces meeting at it: a beam through a corner may meet any of them).
 
 The Minnaert exponent ``k``: where the capture has labels, one ``k`` is fitted per class
 over its readings (:func:`simulator.calibrate.fits.fit_intensity`, calibrate's own fit,
