@@ -12,9 +12,15 @@ novel-view-synthesis papers computed as LiDAR4D's evaluation code computes them
 short terminal summary.
 
 Fields a cloud lacks (a real capture may hold only ``xyz``) make the figures that need
-them ``None`` and the plots say "not in A" (or B). Points with a non-finite coordinate,
-range or intensity, or a coordinate or range beyond :data:`RANGE_LIMIT_M`, are left out of
-every figure (as if they had not returned) and counted in ``nvs["points_left_out"]``.
+them ``None`` and the plots say "not in A" (or B).
+
+Bad values: the ``compare`` command refuses them. It reads its clouds with
+:func:`simulator.io.read.read`, which refuses a file holding a non-finite or out-of-range
+coordinate, range or intensity (one line naming the file, the field and how many points:
+:func:`simulator.io.read.check_values`), and a survey's scan holds none. A cloud handed to
+:func:`compare_clouds` in code is not refused: its points with a non-finite coordinate, range
+or intensity, or a coordinate or range beyond :data:`RANGE_LIMIT_M`, are left out of every
+figure (as if they had not returned), never binned, and counted in ``nvs["points_left_out"]``.
 """
 
 from __future__ import annotations
@@ -354,7 +360,9 @@ def compare_clouds(a: PointCloud, b: PointCloud, f_score_threshold_m: float = 0.
         those equal to 1; all points when absent), ``column`` and ``meta["beam_grid"]``.
         Points with a non-finite coordinate, range or intensity, or a coordinate or range
         beyond :data:`RANGE_LIMIT_M`, are left out of every figure (as if they had not
-        returned); ``nvs["points_left_out"]`` counts them.
+        returned); ``nvs["points_left_out"]`` counts them. (A file holding such points is
+        refused by the reader, :func:`simulator.io.read.check_values`: this is for clouds
+        made in code.)
     f_score_threshold_m : float
         Distance in metres within which a point counts as matched for the F-score.
 

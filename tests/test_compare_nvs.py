@@ -321,6 +321,39 @@ def test_bad_values_are_left_out_counted_and_said() -> None:
     json.dumps(r2, allow_nan=False)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("range_m", 1e30, "range_m: 1 of 512 points negative, non-finite or beyond"),
+        ("intensity", np.inf, "intensity: 1 of 512 points negative, non-finite or above"),
+    ],
+    ids=["range-1e30", "intensity-inf"],
+)
+def test_the_command_refuses_a_file_with_a_bad_value(
+    tmp_path: Path, field: str, value: float, said: str
+) -> None:
+    """``compare`` on a file with one range of 1e30 (once: a histogram of 4e30 bins) or one
+    intensity of inf (once: a TV distance of 1.000 between otherwise equal clouds): one
+    line naming the file, the field and how many points, exit code 2, no figures. The
+    library's leave-out (above) is for clouds made in code."""
+    from simulator.io import write
+
+    from .conftest import lidar_sim
+
+    good = grid_cloud()
+    values = good[field].copy()
+    values[9] = value
+    write(good, tmp_path / "good.npz")
+    write(with_fields(good, **{field: values}), tmp_path / "bad.npz")
+    json_path = tmp_path / "r.json"
+    for args in (("good.npz", "bad.npz"), ("bad.npz", "good.npz")):
+        res = lidar_sim("compare", *(tmp_path / a for a in args), "--json", json_path)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert lines[0].startswith(f"error: {tmp_path / 'bad.npz'}: ") and said in lines[0]
+        assert not json_path.exists() and not res.stdout
+
+
 def test_page_of_clouds_with_bad_values(tmp_path: Path) -> None:
     from simulator.compare import write_compare_page
 

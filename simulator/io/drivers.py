@@ -28,7 +28,12 @@ tier4/nebula's ``PointXYZIRCAEDT``: ``channel`` u16, ``return_type`` u8, ``azimu
 An *organised* cloud (``height > 1``: one row a beam, one column a firing, as ouster-ros
 writes it) records its whole beam grid: its points with no return (``x = y = z = 0`` or NaN)
 are dropped, the others keep their ``column``, and ``meta["beam_grid"]`` says the grid's
-``rows`` and ``columns``: every beam that fired is known, and so are its drop-outs.
+``rows`` and ``columns``: every beam that fired is known, and so are its drop-outs. In any
+cloud a point whose ``x``, ``y`` and ``z`` are all NaN is PCL's mark of no return and is
+dropped; any other non-finite coordinate is kept, for the reader's check to refuse
+(:func:`simulator.io.read.check_values`). A field of the record with an integer type
+(``label``, ``instance``, ...) must hold whole numbers its type holds: a uint32 ``label`` of
+70000 is refused, not wrapped to 4464.
 """
 
 from __future__ import annotations
@@ -60,8 +65,10 @@ def _first(fields: dict[str, NDArray[Any]], names: tuple[str, ...]) -> str | Non
     return next((n for n in names if n in fields), None)
 
 
-def _whole(source: Path, name: str, values: NDArray[Any], top: int) -> NDArray[Any]:
-    """``values`` as whole numbers in ``[0, top]``, or a clear error."""
+def _whole(
+    source: Path, name: str, values: NDArray[Any], top: int, bottom: int = 0
+) -> NDArray[Any]:
+    """``values`` as whole numbers in ``[bottom, top]``, or a clear error."""
     v = np.asarray(values)
     if v.dtype.kind not in "uif":
         raise InputError(source, f"field {name!r} is {v.dtype}; expected numbers")
@@ -69,8 +76,10 @@ def _whole(source: Path, name: str, values: NDArray[Any], top: int) -> NDArray[A
         finite = v[np.isfinite(v)]
         if len(finite) != len(v) or np.any(finite != np.round(finite)):
             raise InputError(source, f"field {name!r} holds non-whole values; expected indices")
-    if len(v) and (v.min() < 0 or v.max() > top):
-        raise InputError(source, f"field {name!r} runs {v.min()}..{v.max()}; expected 0..{top}")
+    if len(v) and (v.min() < bottom or v.max() > top):
+        raise InputError(
+            source, f"field {name!r} runs {v.min()}..{v.max()}; expected {bottom}..{top}"
+        )
     return v
 
 
@@ -134,14 +143,14 @@ def cloud_from_fields(
         rows, columns = grid
         if rows * columns != len(xyz):
             raise InputError(source, f"{len(xyz)} points do not fill a {rows} x {columns} grid")
-        keep = np.all(np.isfinite(xyz), axis=1) & np.any(xyz != 0.0, axis=1)
+        keep = ~np.isnan(xyz).all(axis=1) & np.any(xyz != 0.0, axis=1)
         index = np.arange(len(xyz))
         out["column"] = (index % columns).astype(np.uint16)
         if _first(rest, RING_NAMES) is None:
             rest["ring"] = index // columns
         meta.update(grid_meta(rows, columns))
     else:
-        keep = np.all(np.isfinite(xyz), axis=1)
+        keep = ~np.isnan(xyz).all(axis=1)  # PCL's point with no return
     out["xyz"] = xyz.astype(np.float32)
 
     name = _first(rest, INTENSITY_NAMES)
@@ -183,6 +192,9 @@ def cloud_from_fields(
     for name, values in list(out.items()):
         if name in known:
             dtype, shape = known[name]
+            if np.dtype(dtype).kind in "ui" and np.asarray(values).dtype != dtype:
+                info = np.iinfo(dtype)
+                _whole(source, name, values, int(info.max), int(info.min))
             out[name] = np.asarray(values).astype(dtype).reshape(len(values), *shape)
         if grid is not None or not keep.all():
             out[name] = out[name][keep]

@@ -27,6 +27,21 @@ PointCloud2: ``column`` and ``meta["beam_grid"]``). What each format gives:
 Bad input (a file that is none of these, a pcap without metadata, a truncated OSF, a topic or
 frame that is not there, a field of the wrong type) raises
 :class:`~simulator.errors.InputError`, one line naming the file and what was expected.
+
+Every frame is checked before it is handed on (:func:`check_values`, the one check every
+format goes through): values no scanner records (a damaged file, a sentinel such as 1e30,
+bytes that are not the format its name says) are refused, one line naming the file, each bad
+field, how many points hold it and an example value, never drawn or compared as figures:
+
+- ``xyz``: finite and within :data:`COORDINATE_LIMIT_M` of the origin on every axis;
+- ``range_m``: finite, 0 to :data:`RANGE_LIMIT_M`;
+- ``intensity``: finite, 0 to the format's ``meta["intensity_max"]`` (LAS 65535, KITTI and
+  nuScenes 255, Ouster 255), else to :data:`INTENSITY_LIMIT`;
+- ``time_s``: finite;
+- ``ring``: 0 to ``RING_LIMIT - 1``;
+- ``label``: a SemanticKITTI id (:data:`~simulator.labels.SEMANTIC_KITTI`), except a LAS
+  file's classification (ASPRS classes, taken as the label when the file has no ``label``
+  dimension).
 """
 
 from __future__ import annotations
@@ -37,21 +52,48 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..errors import InputError
+from ..labels import SEMANTIC_KITTI
 from ..pointcloud import PointCloud
 from .drivers import cloud_from_fields
 from .kitti import read_kitti
 from .labels import unpack_labels
 from .npz import read_npz
 
-__all__ = ["READ_FORMATS", "ReadOptions", "read", "read_frames"]
+__all__ = [
+    "COORDINATE_LIMIT_M",
+    "INTENSITY_LIMIT",
+    "RANGE_LIMIT_M",
+    "READ_FORMATS",
+    "RING_LIMIT",
+    "ReadOptions",
+    "check_values",
+    "read",
+    "read_frames",
+]
 
 #: What :func:`read` takes, for messages.
 READ_FORMATS = (
     ".npz .pcd .ply .las .laz .bin (KITTI) .pcd.bin (nuScenes) .pcap or .osf (Ouster) "
     "or a ROS 2 bag folder"
 )
+
+#: A coordinate beyond this, in metres, is no point of any frame (UTM northings reach 1e7 m,
+#: Earth-centred coordinates 6.4e6 m): the file is damaged or holds a sentinel such as 1e30.
+COORDINATE_LIMIT_M = 1e8
+#: A range beyond this, in metres, is no LiDAR measurement: the longest ``range_max_m`` a
+#: scanner of this simulator takes (:class:`~simulator.config.scanner.ScannerConfig`).
+RANGE_LIMIT_M = 1e5
+#: The largest intensity of a format that declares no ``intensity_max``: 16-bit readings,
+#: the largest ``intensity_max`` a scanner takes.
+INTENSITY_LIMIT = 65535.0
+#: Rings run from 0 to ``RING_LIMIT - 1``: the largest grid a scanner of this simulator has
+#: (a raster of 4096 rows; spinning units have up to 128 channels).
+RING_LIMIT = 4096
+
+_SEMANTIC_KITTI_IDS = np.array(sorted(SEMANTIC_KITTI.values()), dtype=np.uint16)
 
 _PCD_TYPES = {
     ("F", 4): "f4",
@@ -151,7 +193,9 @@ def _read_pcd(path: Path) -> PointCloud:
     points = int(header["POINTS"][0])
     if points == 0:
         return PointCloud.empty()
-    pc = o3d.t.io.read_point_cloud(str(path), remove_nan_points=False)
+    # Open3D's warnings on a failed read left out: the error below says it, in one line.
+    with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
+        pc = o3d.t.io.read_point_cloud(str(path), remove_nan_points=False)
     if "positions" not in pc.point or len(pc.point.positions) != points:
         got = len(pc.point.positions) if "positions" in pc.point else 0
         raise InputError(
@@ -163,11 +207,59 @@ def _read_pcd(path: Path) -> PointCloud:
     return cloud_from_fields(_open3d_fields(pc), path, grid)
 
 
+_PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2,
+              "int16": 2, "uint16": 2, "int": 4, "uint": 4, "int32": 4, "uint32": 4,
+              "float": 4, "float32": 4, "double": 8, "float64": 8}  # fmt: skip
+
+
+def _ply_vertices(path: Path) -> int:
+    """The vertex count a PLY file's header declares, checked: a binary file must hold
+    every vertex its header declares (Open3D reads a cut one without failing)."""
+    with open(path, "rb") as f:
+        lines = []
+        for _ in range(256):
+            lines.append(f.readline().decode("ascii", "replace").strip())
+            if lines[-1] == "end_header":
+                break
+        header_bytes = f.tell()
+    if lines[0] != "ply" or lines[-1] != "end_header":
+        raise InputError(path, "not a PLY file (expected 'ply' ... 'end_header')")
+    binary = any(line.startswith("format binary") for line in lines)
+    elements: list[str] = []
+    vertices = 0
+    row: int | None = 0  # bytes of a binary vertex; None with a list property
+    for words in (line.split() for line in lines):
+        if words[:1] == ["element"] and len(words) == 3:
+            elements.append(words[1])
+            if words[1] == "vertex" and words[2].isdigit():
+                vertices = int(words[2])
+        elif words[:1] == ["property"] and elements[-1:] == ["vertex"] and row is not None:
+            width = _PLY_SIZES.get(words[1])
+            row = None if width is None else row + width
+    size = path.stat().st_size
+    if binary and elements[:1] == ["vertex"] and row and size < header_bytes + vertices * row:
+        raise InputError(
+            path,
+            f"the header says {vertices} vertices of {row} bytes, the file holds "
+            f"{(size - header_bytes) // row} (a truncated file)",
+        )
+    return vertices
+
+
 def _read_ply(path: Path) -> PointCloud:
     import open3d as o3d
 
-    pc = o3d.t.io.read_point_cloud(str(path))
-    if "positions" not in pc.point:
+    vertices = _ply_vertices(path)
+    with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
+        pc = o3d.t.io.read_point_cloud(str(path))  # (warnings left out, as for a PCD)
+    got = len(pc.point.positions) if "positions" in pc.point else 0
+    if got != vertices:
+        raise InputError(
+            path,
+            f"the header says {vertices} vertices, {got} could be read "
+            "(a truncated file, or properties Open3D cannot read)",
+        )
+    if vertices == 0:
         return PointCloud.empty()
     return cloud_from_fields(_open3d_fields(pc), path)
 
@@ -191,11 +283,13 @@ def _read_las(path: Path) -> PointCloud:
         fields["time_s"] = np.asarray(las.gps_time)
     for name in las.point_format.extra_dimension_names:
         fields[name] = np.asarray(las[name])
-    if "label" not in fields:
+    meta: dict[str, Any] = {"intensity_max": 65535.0}
+    if "label" not in fields:  # ASPRS classes, not SemanticKITTI ids: said in meta
         fields["label"] = np.asarray(las.classification)
+        meta["label_field"] = "classification"
     if "range" in fields:
         fields["range_m"] = fields.pop("range")
-    return cloud_from_fields(fields, path, meta={"intensity_max": 65535.0})
+    return cloud_from_fields(fields, path, meta=meta)
 
 
 def _read_bin(path: Path) -> PointCloud:
@@ -243,8 +337,89 @@ def _read_bin(path: Path) -> PointCloud:
     return cloud
 
 
+def _bad_values(cloud: PointCloud) -> Iterator[tuple[str, NDArray[np.bool_], Any, str]]:
+    """Per checked field the cloud has: its name, the (N,) mask of the points whose value no
+    scanner records, the value at the first of them, and the rule they break."""
+    xyz = np.asarray(cloud["xyz"], dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        off = ~(np.abs(xyz) <= COORDINATE_LIMIT_M)  # NaN fails every comparison
+    bad = off.any(axis=1)
+    first = xyz[bad][0, np.argmax(off[bad][0])] if bad.any() else None
+    yield "xyz", bad, first, f"non-finite or beyond {COORDINATE_LIMIT_M:g} m"
+
+    def outside(name: str, low: float, high: float, rule: str) -> Iterator[Any]:
+        if name in cloud:
+            v = np.asarray(cloud[name])
+            with np.errstate(invalid="ignore"):
+                bad = ~((v >= low) & (v <= high))
+            yield name, bad, v[bad][0] if bad.any() else None, rule
+
+    yield from outside(
+        "range_m", 0.0, RANGE_LIMIT_M, f"negative, non-finite or beyond {RANGE_LIMIT_M:g} m"
+    )
+    declared = "intensity_max" in cloud.meta
+    top = float(cloud.meta.get("intensity_max", INTENSITY_LIMIT))
+    said = " (the format's intensity_max)" if declared else ""
+    yield from outside("intensity", 0.0, top, f"negative, non-finite or above {top:g}{said}")
+    yield from outside("time_s", -np.inf, np.inf, "non-finite")
+    yield from outside("ring", 0, RING_LIMIT - 1, f"above {RING_LIMIT - 1}")
+    if "label" in cloud and cloud.meta.get("label_field") != "classification":
+        label = np.asarray(cloud["label"])
+        bad = ~np.isin(label, _SEMANTIC_KITTI_IDS)
+        yield "label", bad, label[bad][0] if bad.any() else None, "not SemanticKITTI ids"
+
+
+def check_values(cloud: PointCloud, source: str | Path, frame: int | None = None) -> PointCloud:
+    """Refuse a cloud that holds values no scanner records (the rules: see the module).
+
+    Every reader's frames go through this one check (:func:`read_frames`, :func:`read`).
+
+    Parameters
+    ----------
+    cloud : PointCloud
+        A frame as a reader made it.
+    source : str or Path
+        The file, for the message.
+    frame : int, optional
+        The frame's index in a multi-frame capture, for the message.
+
+    Returns
+    -------
+    PointCloud
+        ``cloud``, unchanged.
+
+    Raises
+    ------
+    InputError
+        One line: the file (and frame), then each bad field with how many points hold a bad
+        value and the first of them, e.g. ``ring: 120 of 41,142 points above 4095 (e.g.
+        48906)``.
+    """
+    n = len(cloud)
+    problems = []
+    for name, bad, example, rule in _bad_values(cloud):
+        count = int(np.count_nonzero(bad))
+        if count:
+            value = f"{float(example):g}" if np.asarray(example).dtype.kind == "f" else example
+            problems.append(f"{name}: {count:,} of {n:,} points {rule} (e.g. {value})")
+    if problems:
+        where = f"frame {frame}: " if frame is not None else ""
+        raise InputError(
+            source,
+            f"{where}values no scanner records (a damaged file, or not the format its name "
+            f"says): {'; '.join(problems)}",
+        )
+    return cloud
+
+
+def _multi_frame(path: Path) -> bool:
+    """Whether ``path`` is a capture of several frames (a bag folder, a pcap, an OSF)."""
+    return path.is_dir() or path.suffix.lower() in (".pcap", ".osf")
+
+
 def read_frames(path: str | Path, options: ReadOptions | None = None) -> Iterator[PointCloud]:
-    """Every frame of a capture, in order (a single-frame file yields one).
+    """Every frame of a capture, in order (a single-frame file yields one), each checked
+    (:func:`check_values`).
 
     Parameters
     ----------
@@ -252,9 +427,21 @@ def read_frames(path: str | Path, options: ReadOptions | None = None) -> Iterato
         A file of a format :func:`read` takes, or a ROS 2 bag folder.
     options : ReadOptions, optional
         ``topic`` of a bag, ``meta`` of a pcap (``frame`` is not used here).
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read, or a frame holds values no scanner records (raised when
+        that frame is reached).
     """
     path = Path(path)
-    options = options or ReadOptions()
+    multi = _multi_frame(path)
+    for index, cloud in enumerate(_frames(path, options or ReadOptions())):
+        yield check_values(cloud, path, index if multi else None)
+
+
+def _frames(path: Path, options: ReadOptions) -> Iterator[PointCloud]:
+    """Every frame of a capture as its reader makes it (not checked)."""
     if path.is_dir():
         if not (path / "metadata.yaml").is_file():
             raise InputError(
@@ -300,7 +487,8 @@ def read_frames(path: str | Path, options: ReadOptions | None = None) -> Iterato
 
 
 def read(path: str | Path, options: ReadOptions | None = None) -> PointCloud:
-    """Read one frame of a point cloud file, a capture or a bag (see the module).
+    """Read one frame of a point cloud file, a capture or a bag (see the module), checked
+    (:func:`check_values`; the frames before it are not).
 
     Parameters
     ----------
@@ -312,14 +500,21 @@ def read(path: str | Path, options: ReadOptions | None = None) -> PointCloud:
     Returns
     -------
     PointCloud
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read, the frame is not there, or it holds values no scanner
+        records.
     """
     options = options or ReadOptions()
     if options.frame < 0:
         raise InputError(path, f"frame {options.frame}; expected 0 or more")
+    path = Path(path)
     count = 0
-    for index, cloud in enumerate(read_frames(path, options)):
+    for index, cloud in enumerate(_frames(path, options)):
         if index == options.frame:
-            return cloud
+            return check_values(cloud, path, index if _multi_frame(path) else None)
         count = index + 1
     raise InputError(
         path, f"has {count} frame(s); frame {options.frame} is not there (frames count from 0)"
