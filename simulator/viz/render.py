@@ -4,10 +4,19 @@ Two default cameras: ``sensor``, a chase view from behind and above the sensor l
 forward (the cloud's frame origin is taken as the sensor), and ``bev``, a bird's-eye
 view from straight above that fits the central 95 % of the points. A legend (SemanticKITTI
 classes present, or a colour bar) is drawn beside the picture with matplotlib.
+
+The engine's logs (Open3D's and Filament's: the window system, the Vulkan device, the
+engine's set-up, 9 lines a render) are left out unless ``LIDAR_SIM_VERBOSE=1`` is set
+(:func:`engine_logs_silenced`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +27,52 @@ from ..labels import label_name
 from ..pointcloud import PointCloud
 from .colors import SEMANTIC_KITTI_RGB, colors_for
 
-__all__ = ["box_corners", "render", "render_array"]
+__all__ = ["VERBOSE_VARIABLE", "box_corners", "engine_logs_silenced", "render", "render_array"]
 
 
 #: The 12 edges of a box by corner index (corner k has signs (x, y, z) from its bits).
 _EDGES = [(0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (1, 3), (4, 6), (5, 7),
           (0, 4), (1, 5), (2, 6), (3, 7)]  # fmt: skip
+
+
+#: Set to 1 to see the renderer's engine logs.
+VERBOSE_VARIABLE = "LIDAR_SIM_VERBOSE"
+
+
+@contextmanager
+def engine_logs_silenced() -> Iterator[None]:
+    """Leave out what the renderer's engine prints while inside: Open3D's log (its verbosity
+    set to errors) and Filament's native lines (file descriptors 1 and 2 sent to
+    ``os.devnull``, the C library's buffers flushed before they are given back), unless
+    ``LIDAR_SIM_VERBOSE=1``. Python's own ``sys.stdout`` and ``sys.stderr`` are flushed first,
+    so nothing of the command's is lost."""
+    import open3d as o3d
+
+    if os.environ.get(VERBOSE_VARIABLE, "") == "1":
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    libc = ctypes.CDLL(None)
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no descriptor 1 or 2 to silence (a daemon's)
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            try:
+                yield
+            finally:
+                libc.fflush(None)
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in (*saved, null):
+            os.close(fd)
 
 
 def box_corners(boxes: Boxes) -> NDArray[np.float64]:
@@ -48,7 +97,8 @@ def render_array(
     import open3d as o3d
     import open3d.visualization.rendering as rendering
 
-    renderer = rendering.OffscreenRenderer(width, height)
+    with engine_logs_silenced():
+        renderer = rendering.OffscreenRenderer(width, height)
     pcd = o3d.geometry.PointCloud()
     xyz = cloud["xyz"].astype(np.float64)
     pcd.points = o3d.utility.Vector3dVector(xyz)
