@@ -225,35 +225,238 @@ def _firing_times(pattern: SpinningPattern) -> NDArray[np.float64]:
     return pattern.schedule(0, c * w).time_s.reshape(w, c).T
 
 
-def _frame_survey(
+@dataclass
+class _Place:
+    """A capture's frames on the scanner's grid, posed: what every later step reads.
+
+    Attributes
+    ----------
+    frames : list of PointCloud
+        Every frame of the captures.
+    chosen, scene_frames : list of int
+        The frames used, and those the scene is built from.
+    config : ScannerConfig
+    scanner_name : str
+    mapping : dict
+        The scanner as written to ``scanner.yaml``.
+    pattern : SpinningPattern
+    offset_m : (3,) float64
+        The scanner model's origin in the capture's sensor frame.
+    grids : dict of int to BeamGrid
+    poses : (F, 4, 4) float64
+        World from sensor, one a frame of the capture.
+    pose_source : str
+    waypoints : dict of int to list
+        Each used frame's survey waypoints.
+    motion : dict of int to ((C, W, 3, 3), (C, W, 3))
+        Each used frame's world-from-sensor pose at each beam's firing.
+    origin_m, directions : (C, W, 3) float64
+        The beams in the sensor frame.
+    """
+
+    frames: list[PointCloud]
+    chosen: list[int]
+    scene_frames: list[int]
+    config: ScannerConfig
+    scanner_name: str
+    mapping: dict[str, Any]
+    pattern: SpinningPattern
+    offset_m: NDArray[np.float64]
+    grids: dict[int, BeamGrid]
+    poses: NDArray[np.float64]
+    pose_source: str
+    waypoints: dict[int, list[dict[str, Any]]]
+    motion: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]]
+    origin_m: NDArray[np.float64]
+    directions: NDArray[np.float64]
+
+    def world_beams(self, k: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Frame ``k``'s beams in the world: (C, W, 3) origins (m) and directions."""
+        rot, pos = self.motion[k]
+        origin = np.einsum("cwij,cwj->cwi", rot, self.origin_m) + pos
+        return origin, np.einsum("cwij,cwj->cwi", rot, self.directions)
+
+
+def _frames_used(captures: list[Path], n_all: int, options: ReconstructOptions) -> list[int]:
+    """The frames ``--frames`` picks, checked against ``--hold-out``."""
+    a, b = options.frames if options.frames is not None else (0, n_all)
+    if not (0 <= a < b <= n_all):
+        raise InputError(captures[0], f"--frames {a}:{b} is outside its {n_all} frames (0:{n_all})")
+    chosen = list(range(a, b))
+    for n in options.hold_out:
+        if n not in chosen:
+            raise InputError(
+                captures[0], f"--hold-out {n}: no such frame among those used ({a} to {b - 1})"
+            )
+    if all(k in options.hold_out for k in chosen):
+        raise InputError(
+            captures[0],
+            f"--hold-out leaves no frame for the scene ({len(chosen)} frame(s) used): "
+            "hold out fewer, or give more frames",
+        )
+    return chosen
+
+
+def _place(captures: list[Path], options: ReconstructOptions, clock: _Clock) -> _Place:
+    """Steps 1 to 3: read, organise, pose."""
+    frames = _read_capture(captures)
+    chosen = _frames_used(captures, len(frames), options)
+    clock.lap("read")
+    config, scanner_name, mapping = _scanner(captures, options.scanner)
+    if config.pattern != "spinning":
+        raise InputError(str(options.scanner), "reconstruct takes a spinning scanner's frames")
+    pattern = SpinningPattern(config)
+    offset_m = sensor_offset_m(frames[chosen[0]], pattern)
+    grids = {k: organize(frames[k], pattern, offset_m) for k in chosen}
+    clock.lap("organise")
+    poses, pose_source = _poses(captures, frames, options.poses)
+    period_s = 1.0 / float(config.rotation_hz)
+    waypoints = {k: frame_waypoints(poses, k, period_s, options.pose_time_share) for k in chosen}
+    fire_s = _firing_times(pattern)
+    motion = {k: pixel_poses(frame_trajectory(waypoints[k]), fire_s) for k in chosen}
+    origin_m, directions = beam_rays(pattern)
+    clock.lap("poses")
+    return _Place(
+        frames, chosen, [k for k in chosen if k not in options.hold_out], config,
+        scanner_name, mapping, pattern, offset_m, grids, poses, pose_source, waypoints,
+        motion, origin_m + offset_m, directions,
+    )  # fmt: skip
+
+
+def _reflect(
+    place: _Place, fused: FrameMesh, options: ReconstructOptions
+) -> tuple[FaceReflectance, dict[str, float]]:
+    """Step 5: a reflectance per face, and the detection threshold (as the scanner's
+    ``detection`` section)."""
+    model = ReturnModel.from_scanner(place.config, pattern=place.pattern)
+    scene = [(k, place.grids[k], place.motion[k]) for k in place.scene_frames]
+    readings = read_faces(fused, scene, place.origin_m, model)
+    faces = face_reflectance(readings, len(fused.faces), DEFAULT_MINNAERT_K,
+                             model.intensity_scale, model.intensity_max)  # fmt: skip
+    threshold = detection_threshold(readings, model, options.threshold_quantile)
+    ref_m = float(place.config.detection.reference_range_m)
+    return faces, {"reference_range_m": ref_m, "reference_reflectance": threshold * ref_m**2}
+
+
+def _write(
     folder: Path,
-    number: int,
-    waypoints: list[dict[str, Any]],
-    offset_m: NDArray[np.float64],
-    seed: int,
-    held_out: bool,
-    start_azimuth_deg: float,
-) -> Path:
+    place: _Place,
+    fused: FrameMesh,
+    faces: FaceReflectance,
+    options: ReconstructOptions,
+) -> tuple[list[Path], dict[int, Path]]:
+    """Step 6: the scanner, the scene and a survey per frame; the files and the surveys."""
+    from ..config.vendor import write_scanner_yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [
+        write_scanner_yaml(
+            place.mapping,
+            f"# The scanner of the capture: {place.scanner_name}.\n# detection: the received "
+            f"peak of the weakest {options.threshold_quantile:.1%} of the scene frames' "
+            "echoes\n# (reconstruct's detection_threshold); the rest as the scanner has it.\n",
+            folder / "scanner.yaml",
+        )
+    ]
+    files += _write_scene(folder, fused, faces, DEFAULT_MINNAERT_K)[0]
+    (folder / "frames").mkdir(exist_ok=True)
+    surveys = {k: _frame_survey(folder, k, place, options) for k in place.chosen}
+    return [*files, *surveys.values()], surveys
+
+
+def _score_frames(
+    folder: Path,
+    place: _Place,
+    fused: FrameMesh,
+    surveys: dict[int, Path],
+    options: ReconstructOptions,
+    clock: _Clock,
+) -> list[dict[str, Any]]:
+    """Step 7: the held-out frames (with the baseline) and the rescans, scored."""
+    from .findings import findings
+    from .protocol import baseline_cloud, scan_frame, score, surface_ranges
+
+    first = place.frames[place.chosen[0]]
+    meta = {"intensity_max": float(first.meta.get("intensity_max", place.config.intensity_max))}
+    lidar_origin = place.pattern.scanner.range_reference == "lidar_origin"
+    r0 = place.pattern.scanner.beam_origin_offset_m if lidar_origin else 0.0
+    jobs = [("heldout", k) for k in options.hold_out]
+    jobs += [("rescan", k) for k in place.scene_frames] if options.rescan else []
+    rows: list[dict[str, Any]] = []
+    for kind, k in jobs:
+        real = cloud_of_grid(place.grids[k], meta)
+        sim, _ = scan_frame(surveys[k])
+        clock.lap("scan")
+        names = (f"real {k}", f"simulated {k}")
+        result = score(real, sim, folder / kind / f"{k:04d}", names, options.pages)
+        surface = surface_ranges(fused.vertices_m, fused.faces, *place.world_beams(k), r0)
+        rows.append({"frame": k, "protocol": kind, "method": "simulated",
+                     "nvs": result.get("nvs"), "same_beams": result.get("same_beams"),
+                     "findings": findings(place.grids[k], sim, surface)})  # fmt: skip
+        if kind == "heldout":
+            sources = [(place.grids[j], place.poses[j]) for j in place.scene_frames]
+            base = baseline_cloud(sources, place.poses[k], place.pattern, meta, place.offset_m)
+            names = (f"real {k}", "moved points")
+            bres = score(real, base, folder / "baseline" / f"{k:04d}", names, options.pages)
+            rows.append({"frame": k, "protocol": kind, "method": "baseline",
+                         "nvs": bres.get("nvs"), "same_beams": bres.get("same_beams")})  # fmt: skip
+        clock.lap("compare")
+    return rows
+
+
+def _summary(
+    captures: list[Path],
+    place: _Place,
+    fused: FrameMesh,
+    faces: FaceReflectance,
+    rows: list[dict[str, Any]],
+    timings_s: dict[str, float],
+) -> dict[str, Any]:
+    """``summary.json``'s content."""
+    return {
+        "captures": [str(p) for p in captures],
+        "scanner": place.scanner_name,
+        "frames": place.chosen,
+        "scene_frames": place.scene_frames,
+        "held_out": [k for k in place.chosen if k not in place.scene_frames],
+        "poses_from": place.pose_source,
+        "detection": place.mapping["detection"],
+        "poses": [p[:3, :].round(9).tolist() for p in place.poses[place.chosen]],
+        "mesh": {
+            "faces": len(fused.faces),
+            "vertices": len(fused.vertices_m),
+            "faces_by_frame": {int(k): int((fused.frame == k).sum()) for k in place.scene_frames},
+            "reflectance_median": float(np.median(faces.reflectance)),
+            "faces_with_readings": int((faces.readings > 0).sum()),
+            "readings_per_face_median": float(np.median(faces.readings)),
+            "minnaert_k_of_label": {label_name(k): v for k, v in faces.k_of_label.items()},
+        },
+        "results": rows,
+        "timings_s": {k: round(v, 3) for k, v in timings_s.items()},
+    }
+
+
+def _frame_survey(folder: Path, k: int, place: _Place, options: ReconstructOptions) -> Path:
     """``frames/NNNN.yaml``: one revolution moving as the sensor moved, on its beam grid."""
     survey = {
         "scanner": "../scanner.yaml",
         "scene": "../scene.yaml",
-        "trajectory": {"waypoints": waypoints},
+        "trajectory": {"waypoints": place.waypoints[k]},
         # the scanner model's origin in the capture's sensor frame (grid.sensor_offset_m)
-        "mount": {"position_m": [round(float(x), 9) for x in offset_m]},
+        "mount": {"position_m": [round(float(x), 9) for x in place.offset_m]},
         "revolutions": 1,
-        "seed": seed,
-        "output": {"path": f"../out/{number:04d}.npz", "frame": "sensor"},
+        "seed": options.seed,
+        "output": {"path": f"../out/{k:04d}.npz", "frame": "sensor"},
     }
+    held = " (held out of the scene)" if k in options.hold_out else ""
     text = (
-        f"# Frame {number} of the capture{' (held out of the scene)' if held_out else ''}: "
-        "one revolution, moving as the sensor moved.\n# The first firing: column 0, at "
-        f"azimuth {start_azimuth_deg:g} deg (the scanner's start_azimuth_deg) and time 0 s, "
-        "as the capture's\n# first column (its measurement id 0, or the column its "
-        "azimuth gives).\n"
+        f"# Frame {k} of the capture{held}: one revolution, moving as the sensor moved.\n"
+        f"# The first firing: column 0, at azimuth {place.config.start_azimuth_deg:g} deg (the "
+        "scanner's start_azimuth_deg) and time 0 s, as the capture's\n# first column (its "
+        "measurement id 0, or the column its azimuth gives).\n"
     )
     return write_atomic(
-        folder / "frames" / f"{number:04d}.yaml", text + yaml.safe_dump(survey, sort_keys=False)
+        folder / "frames" / f"{k:04d}.yaml", text + yaml.safe_dump(survey, sort_keys=False)
     )
 
 
@@ -285,171 +488,25 @@ def reconstruct(
         For a capture, poses file or frame choice that cannot be used (one line, naming
         the file and what was expected).
     """
-    from .findings import findings
-    from .protocol import baseline_cloud, scan_frame, score, surface_ranges
-
     clock = _Clock(report)
-    frames = _read_capture(captures)
-    n_all = len(frames)
-    a, b = options.frames if options.frames is not None else (0, n_all)
-    if not (0 <= a < b <= n_all):
-        raise InputError(captures[0], f"--frames {a}:{b} is outside its {n_all} frames (0:{n_all})")
-    chosen = list(range(a, b))
-    for n in options.hold_out:
-        if n not in chosen:
-            raise InputError(
-                captures[0], f"--hold-out {n}: no such frame among those used ({a} to {b - 1})"
-            )
-    scene_frames = [k for k in chosen if k not in options.hold_out]
-    if not scene_frames:
-        raise InputError(
-            captures[0],
-            f"--hold-out leaves no frame for the scene ({len(chosen)} frame(s) used): "
-            "hold out fewer, or give more frames",
-        )
-    clock.lap("read")
-
-    config, scanner_name, mapping = _scanner(captures, options.scanner)
-    pattern = SpinningPattern(config) if config.pattern == "spinning" else None
-    if pattern is None:
-        raise InputError(str(options.scanner), "reconstruct takes a spinning scanner's frames")
-    offset_m = sensor_offset_m(frames[chosen[0]], pattern)
-    grids: dict[int, BeamGrid] = {k: organize(frames[k], pattern, offset_m) for k in chosen}
-    clock.lap("organise")
-
-    poses, pose_source = _poses(captures, frames, options.poses)
-    clock.lap("poses")
-
-    origin_m, directions = beam_rays(pattern)
-    origin_m = origin_m + offset_m
-    lidar_origin = pattern.scanner.range_reference == "lidar_origin"
-    period_s = 1.0 / float(config.rotation_hz)
-    waypoints = {k: frame_waypoints(poses, k, period_s, options.pose_time_share) for k in chosen}
-    fire_s = _firing_times(pattern)
-    motion = {k: pixel_poses(frame_trajectory(waypoints[k]), fire_s) for k in chosen}
-    meshes = [triangulate(grids[k], origin_m, motion[k], k, options.mesh) for k in scene_frames]
-    fused = fuse(meshes, poses[:, :3, 3], options.mesh)
+    place = _place(captures, options, clock)
+    meshes = [triangulate(place.grids[k], place.origin_m, place.motion[k], k, options.mesh)
+              for k in place.scene_frames]  # fmt: skip
+    fused = fuse(meshes, place.poses[:, :3, 3], options.mesh)
     clock.lap("mesh")
-
-    model = ReturnModel.from_scanner(config, pattern=pattern)
-    readings = read_faces(
-        fused,
-        [(k, grids[k], motion[k]) for k in scene_frames],
-        origin_m,
-        model,
-    )
-    default_k = DEFAULT_MINNAERT_K
-    faces = face_reflectance(readings, len(fused.faces), default_k, model.intensity_scale,
-                             model.intensity_max)  # fmt: skip
-    threshold = detection_threshold(readings, model, options.threshold_quantile)
-    reference = mapping.setdefault("detection", {})
-    ref_m = float(config.detection.reference_range_m)
-    reference.update(
-        {"reference_range_m": ref_m, "reference_reflectance": float(threshold * ref_m**2)}
-    )
+    faces, detection = _reflect(place, fused, options)
+    place.mapping.setdefault("detection", {}).update(detection)
     clock.lap("reflectance")
-
-    folder.mkdir(parents=True, exist_ok=True)
-    from ..config.vendor import write_scanner_yaml
-
-    files = [
-        write_scanner_yaml(
-            mapping,
-            f"# The scanner of the capture: {scanner_name}.\n# detection: the received peak of "
-            f"the weakest {options.threshold_quantile:.1%} of the scene frames' echoes\n"
-            "# (reconstruct's detection_threshold); the rest as the scanner has it.\n",
-            folder / "scanner.yaml",
-        )
-    ]
-    scene_files, _ = _write_scene(folder, fused, faces, default_k)
-    files += scene_files
-    (folder / "frames").mkdir(exist_ok=True)
-    surveys = {
-        k: _frame_survey(
-            folder,
-            k,
-            waypoints[k],
-            offset_m,
-            options.seed,
-            k in options.hold_out,
-            config.start_azimuth_deg,
-        )
-        for k in chosen
-    }
-    files += list(surveys.values())
+    files, surveys = _write(folder, place, fused, faces, options)
     clock.lap("write")
-
-    meta = {
-        "intensity_max": float(frames[chosen[0]].meta.get("intensity_max", config.intensity_max))
-    }
-    rows: list[dict[str, Any]] = []
-    jobs = [("heldout", k) for k in options.hold_out]
-    if options.rescan:
-        jobs += [("rescan", k) for k in scene_frames]
-    for kind, k in jobs:
-        real = cloud_of_grid(grids[k], meta)
-        sim, _ = scan_frame(surveys[k])
-        clock.lap("scan")
-        result = score(
-            real, sim, folder / kind / f"{k:04d}", (f"real {k}", f"simulated {k}"), options.pages
-        )
-        rot, pos = motion[k]
-        beam_o = np.einsum("cwij,cwj->cwi", rot, origin_m) + pos
-        beam_d = np.einsum("cwij,cwj->cwi", rot, directions)
-        r0 = pattern.scanner.beam_origin_offset_m if lidar_origin else 0.0
-        surface = surface_ranges(fused.vertices_m, fused.faces, beam_o, beam_d, r0)
-        row = {"frame": k, "protocol": kind, "method": "simulated", "nvs": result.get("nvs"),
-               "same_beams": result.get("same_beams"),
-               "findings": findings(grids[k], sim, surface)}  # fmt: skip
-        rows.append(row)
-        if kind == "heldout":
-            base = baseline_cloud([(grids[j], poses[j]) for j in scene_frames], poses[k],
-                                  pattern, meta, offset_m)  # fmt: skip
-            bres = score(
-                real,
-                base,
-                folder / "baseline" / f"{k:04d}",
-                (f"real {k}", "moved points"),
-                options.pages,
-            )
-            rows.append(
-                {
-                    "frame": k,
-                    "protocol": kind,
-                    "method": "baseline",
-                    "nvs": bres.get("nvs"),
-                    "same_beams": bres.get("same_beams"),
-                }
-            )
-        clock.lap("compare")
-
-    summary = {
-        "captures": [str(p) for p in captures],
-        "scanner": scanner_name,
-        "frames": chosen,
-        "scene_frames": scene_frames,
-        "held_out": list(options.hold_out),
-        "poses_from": pose_source,
-        "detection": reference,
-        "poses": [p[:3, :].round(9).tolist() for p in poses[chosen]],
-        "mesh": {
-            "faces": len(fused.faces),
-            "vertices": len(fused.vertices_m),
-            "faces_by_frame": {int(k): int((fused.frame == k).sum()) for k in scene_frames},
-            "reflectance_median": float(np.median(faces.reflectance)),
-            "faces_with_readings": int((faces.readings > 0).sum()),
-            "readings_per_face_median": float(np.median(faces.readings)),
-            "minnaert_k_of_label": {label_name(k): v for k, v in faces.k_of_label.items()},
-        },
-        "results": rows,
-        "timings_s": {k: round(v, 3) for k, v in clock.timings_s.items()},
-    }
+    rows = _score_frames(folder, place, fused, surveys, options, clock)
+    summary = _summary(captures, place, fused, faces, rows, clock.timings_s)
     files.append(write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n"))
     if options.pages:  # after summary.json, which it links to
         from ..viz.reconstruct import write_reconstruct_page
 
         files += write_reconstruct_page(folder, summary, fused.vertices_m, fused.faces,
-                                        faces.reflectance, poses[chosen])  # fmt: skip
+                                        faces.reflectance, place.poses[place.chosen])  # fmt: skip
         clock.lap("page")
     return ReconstructResult(summary, files, clock.timings_s)
 
