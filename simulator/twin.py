@@ -10,7 +10,8 @@ with the same scanner, and the two frames are compared beam by beam:
   twin's geometry (Open3D casts them); the beams that meet a surface first are its beams;
 - the real frame's points are put on the same grid (a capture that records its grid, an
   Ouster frame, gives its own ``column``; for others the column follows from each point's
-  azimuth and the pattern, and rings are matched by elevation, :func:`match_rings`);
+  azimuth and the pattern, and rings are matched by elevation:
+  :func:`simulator.reconstruct.grid.beam_indices`);
 - a surface's beam counts where the real frame either returned from that surface or
   returned nothing; a beam whose real return lies on something else (an object in front
   the twin does not have) is left out;
@@ -35,11 +36,12 @@ import yaml
 from numpy.typing import NDArray
 
 from .calibrate import Calibration
-from .compare import compare_clouds, grouped_median, match_rings
+from .compare import compare_clouds, grouped_median
 from .errors import ConfigError
 from .io.atomic import atomic_path, write_atomic
 from .pipeline import Simulation
 from .pointcloud import PointCloud
+from .reconstruct.grid import beam_indices
 from .scanner import SpinningPattern
 
 __all__ = ["INTENSITY_TOLERANCE", "SHARE_TOLERANCE", "TwinResult", "run_twin", "write_twin"]
@@ -251,40 +253,6 @@ def write_twin(
     return write_atomic(folder / "survey.yaml", header + yaml.safe_dump(survey, sort_keys=False))
 
 
-def _real_grid(
-    cloud: PointCloud, pattern: SpinningPattern, origin: NDArray[np.float64]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Each real point's (ring as the scanner numbers it, column) on one revolution's grid."""
-    channels = pattern.channels
-    columns = int(pattern.scanner.firings_per_revolution or 1)
-    elevation = np.degrees(pattern.elevation_rad)
-    if "ring" in cloud.names:
-        ring_of_channel = match_rings(cloud, elevation)
-        if ring_of_channel is None:
-            raise ConfigError(
-                cloud.meta.get("source", "scan"),
-                "ring",
-                "its rings cannot be matched to the scanner's channels",
-            )
-        channel_of_ring = np.full(int(ring_of_channel.max()) + 1, -1, dtype=np.int64)
-        channel_of_ring[ring_of_channel] = np.arange(channels)
-        ring = channel_of_ring[cloud["ring"].astype(np.int64)]
-    else:
-        xyz = cloud["xyz"].astype(np.float64) - origin
-        el = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
-        ring = np.argmin(np.abs(el[:, None] - elevation[None, :]), axis=1)
-    if "column" in cloud.names and cloud.meta.get("beam_grid", {}).get("columns") == columns:
-        return ring, cloud["column"].astype(np.int64)
-    xyz = cloud["xyz"].astype(np.float64) - origin
-    azimuth = np.arctan2(xyz[:, 1], xyz[:, 0])
-    head = azimuth - pattern.azimuth_offset_rad[ring]
-    turns = (head - np.radians(pattern.scanner.start_azimuth_deg)) / (2.0 * np.pi) * pattern.sign
-    if pattern.scanner.firing_azimuth == "physical":  # the head turned during the delay
-        turns = turns - pattern.scanner.rotation_hz * pattern.firing_offset_s[ring]
-    column = np.mod(np.rint(turns * columns), columns).astype(np.int64)
-    return ring, column
-
-
 def _ring_figures(
     beams: NDArray[np.bool_],
     real: NDArray[np.bool_],
@@ -367,7 +335,7 @@ def run_twin(
     surface_of_beam = surface_of_beam.reshape(columns, channels).T  # (C, W)
     range_of_beam = range_of_beam.reshape(columns, channels).T
 
-    ring, column = _real_grid(cloud, pattern, origin)
+    ring, column = beam_indices(cloud, pattern, origin)
     first = (
         cloud["return_number"] <= 1 if "return_number" in cloud.names else np.ones(len(xyz), bool)
     )
