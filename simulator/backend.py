@@ -28,11 +28,18 @@ two steps whose kernels are specific to spinning scanners (``pattern_rays`` and
 ``record``, which derive directions, rings and times from the spinning tables) run the
 specification for the other patterns. :func:`select_backend` picks one, once, for a
 :class:`~simulator.pipeline.Simulation`.
+
+numba compiles a kernel on its first call unless its cache holds the kernel's machine code
+for this machine and these sources (beside the package, or under ``NUMBA_CACHE_DIR``). That
+takes tens of seconds once, after an install or a change of the kernels, so the numba
+backend says so on stderr before the first compile of a process
+(:func:`announce_first_compile`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -54,7 +61,61 @@ from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
 from .scanner import ScanPattern, SpinningPattern
 
-__all__ = ["KERNELS_AVAILABLE", "Backend", "NumbaBackend", "NumpyBackend", "select_backend"]
+__all__ = [
+    "COMPILE_NOTE",
+    "FIRST_COMPILE_S",
+    "KERNELS_AVAILABLE",
+    "Backend",
+    "NumbaBackend",
+    "NumpyBackend",
+    "announce_first_compile",
+    "select_backend",
+]
+
+#: Seconds the first scan of a fresh clone spends compiling the kernels: the set-up of
+#: ``lidar-sim scan scenes/farm/survey.yaml -o out/demo.npz -o out/demo.pcd -o out/demo.las``
+#: (``make demo``'s scan) with numba's cache empty, on this project's 2-core machines:
+#: 23-26 s measured (up to 36 s with other work on the cores). Two thirds of it is the
+#: see-through kernel the farm's vegetation needs; a survey with weather or footprints
+#: compiles more kernels.
+FIRST_COMPILE_S = 25
+#: What the numba backend prints on stderr before the first kernel of a process compiles.
+COMPILE_NOTE = f"compiling the kernels once for this machine (about {FIRST_COMPILE_S} s)"
+
+_first_compile: Any = None  # the numba event listener, once registered
+
+
+def announce_first_compile(say: Callable[[str], None] | None = None) -> None:
+    """Have ``say`` (default: a line on stderr) told :data:`COMPILE_NOTE` before numba
+    compiles the first kernel of :mod:`simulator.kernels` in this process, i.e. on the
+    first call that misses numba's cache; nothing when every kernel comes from the cache.
+    Once a process: a second call changes nothing (needs numba)."""
+    global _first_compile
+    if _first_compile is not None:
+        return
+    from numba.core import event
+
+    package = f"{__package__}.kernels"
+
+    def to_stderr(note: str) -> None:
+        print(note, file=sys.stderr, flush=True)
+
+    class FirstCompile(event.Listener):  # type: ignore[misc]
+        """Says the note at the start of the first compile of one of the kernels."""
+
+        said = False
+
+        def on_start(self, ev: event.Event) -> None:
+            func = getattr((ev.data or {}).get("dispatcher"), "py_func", None)
+            if not self.said and getattr(func, "__module__", "").startswith(package):
+                self.said = True
+                (say or to_stderr)(COMPILE_NOTE)
+
+        def on_end(self, ev: event.Event) -> None:
+            del ev
+
+    _first_compile = FirstCompile()
+    event.register("numba:compile", _first_compile)
 
 
 class Backend(Protocol):
@@ -260,6 +321,7 @@ class NumbaBackend:
     name = "numba"
 
     def __init__(self) -> None:
+        announce_first_compile()
         from .kernels import cull as k_cull
         from .kernels import echoes as k_echoes
         from .kernels import footprint as k_footprint
