@@ -7,10 +7,12 @@ code 2, without a traceback.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperCommand
 
 from .constants import OUTPUT_SUFFIXES
 from .errors import ConfigError, SimulatorError
@@ -30,7 +33,9 @@ __all__ = ["app", "main"]
 #: ``--set dotted.key=value`` (repeatable), as every survey-taking command accepts it.
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a survey key: dotted.key=value (YAML value)."),
+    typer.Option(
+        "--set", metavar="KEY=VALUE", help="Override a survey key: dotted.key=value (YAML value)."
+    ),
 ]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")]
 #: Which frame of a multi-frame capture (an Ouster pcap, a ROS 2 bag), as every command that
@@ -43,6 +48,108 @@ MetaOption = Annotated[
     Path | None,
     typer.Option("--meta", help="An Ouster pcap's metadata JSON (default: found beside it)."),
 ]
+
+#: The cameras of ``render --view`` (:func:`simulator.viz.render.render_array` draws them).
+RENDER_VIEWS = {"sensor": "a chase view from behind the sensor", "bev": "bird's-eye: the top view"}
+
+
+def _literal(module: str, model: str, field: str) -> tuple[str, ...]:
+    """The values a config model's ``Literal`` field accepts."""
+    import importlib
+    import typing
+
+    cls = getattr(importlib.import_module(f"simulator.config.{module}"), model)
+    return typing.get_args(cls.model_fields[field].annotation)
+
+
+def _color_fields() -> tuple[str, ...]:
+    from .viz.colors import COLOR_FIELDS
+
+    return COLOR_FIELDS
+
+
+def _bench_scenes() -> tuple[str, ...]:
+    from .generators import GENERATORS
+
+    return ("bench", *GENERATORS)
+
+
+#: The values of each option with fixed choices, each taken from the list it is registered
+#: in; looked up when a command checks one or a help page names them (so that --help does
+#: not import pydantic and numpy).
+CHOICES: dict[str, Callable[[], Sequence[str] | Mapping[str, str]]] = {
+    "color": _color_fields,
+    "view": lambda: RENDER_VIEWS,
+    "frame_format": lambda: (*(s.lstrip(".") for s in OUTPUT_SUFFIXES), "rosbag2"),
+    "bench_format": lambda: (*(s.lstrip(".") for s in OUTPUT_SUFFIXES), "none"),
+    "beam_sampling": lambda: _literal("scanner", "ScannerConfig", "beam_sampling"),
+    "bench_scene": _bench_scenes,
+    "layout": lambda: _literal("dataset", "DatasetSpec", "layout"),
+}
+
+
+def _listing(choices: Sequence[str] | Mapping[str, str]) -> str:
+    """``a, b, c``, each with its description when there is one."""
+    if isinstance(choices, Mapping):
+        return ", ".join(f"{name} ({what})" for name, what in choices.items())
+    return ", ".join(choices)
+
+
+def _read_formats() -> str:
+    from .io.read import READ_FORMATS
+
+    return READ_FORMATS
+
+
+#: What a help text's ``{key}`` stands for: each option's choices, and the formats a cloud
+#: is read from.
+HELP_LISTS: dict[str, Callable[[], str]] = {
+    **{key: (lambda key=key: _listing(CHOICES[key]())) for key in CHOICES},
+    "read_formats": _read_formats,
+}
+
+
+def _choose(option: str, value: str, choices: str) -> str:
+    """``value`` when it is one of the ``CHOICES[choices]``, else a :class:`ConfigError`
+    naming the option, the value, the valid ones and the closest of them."""
+    valid = CHOICES[choices]()
+    if value in valid:
+        return value
+    from .config.base import did_you_mean
+
+    hint = did_you_mean(value, valid)
+    raise ConfigError(
+        option, "", f"{value!r} is not one of {_listing(valid)}" + (f" ({hint})" if hint else "")
+    )
+
+
+def _for_the_terminal(text: str) -> str:
+    """A docstring's reST literals (````x````) as plain quotes: help is read as text."""
+    return re.sub(r"``(.+?)``", r"'\1'", text, flags=re.DOTALL)
+
+
+class _Command(TyperCommand):
+    """A command whose help reads as text: reST literals become quotes, and ``{color}``
+    (any key of :data:`HELP_LISTS`) names that option's values, looked up when the help is
+    shown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _for_the_terminal(self.help or "")
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        def fill(text: str) -> str:
+            return re.sub(
+                r"\{(\w+)\}",
+                lambda m: HELP_LISTS[m[1]]() if m[1] in HELP_LISTS else m[0],
+                text,
+            )
+
+        self.help = fill(self.help or "")
+        for param in self.params:
+            if getattr(param, "help", None):
+                param.help = fill(param.help)  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)
 
 
 def _progress_bar(label: str, disable: bool) -> Progress:
@@ -58,15 +165,46 @@ def _progress_bar(label: str, disable: bool) -> Progress:
     )
 
 
+def _version(show: bool) -> None:
+    """``--version``: the installed distribution's version."""
+    if show:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"lidar-sim {version('lidar-sim')}")
+        except PackageNotFoundError:
+            typer.echo("lidar-sim (not installed: run from a source tree)")
+        raise typer.Exit()
+
+
 app = typer.Typer(
     name="lidar-sim",
     help="Ray-traced synthetic LiDAR scans with calibrated sensor radiometry.",
+    epilog="\b\nExample:\n  lidar-sim scan scenes/farm/survey.yaml -o out/farm.las\n\n"
+    "Guide: docs/index.md; each command's own: lidar-sim COMMAND --help.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: it wraps at any width, and a flag shows no value (rich's shows <bool>).
+    rich_markup_mode=None,
 )
 _out = Console()
 _err = Console(stderr=True)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """The options before a command: --version (the help is the app's)."""
+
+
+def _command(example: str, guide: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a command whose help ends with one example and its page of the guide."""
+    return app.command(cls=_Command, epilog=f"\b\nExample:\n  {example}\n\nGuide: docs/{guide}")
 
 
 def _setup_note(sim: Simulation) -> str:
@@ -101,7 +239,7 @@ def _print_summary(summary: ScanSummary) -> None:
         _out.print(f"wrote {f}")
 
 
-@app.command()
+@_command("lidar-sim scan scenes/farm/survey.yaml -o out/farm.las --set scanner=vlp-16", "scan.md")
 def scan(
     survey: Annotated[Path, typer.Argument(help="Survey YAML.")],
     output: Annotated[
@@ -148,13 +286,13 @@ def scan(
         _print_summary(summary)
 
 
-@app.command()
+@_command("lidar-sim sequence scenes/street/drive.yaml -o out/street --format bin", "motion.md")
 def sequence(
     survey: Annotated[Path, typer.Argument(help="Survey YAML (usually with a trajectory).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Output folder.")],
     fmt: Annotated[
         str,
-        typer.Option("--format", help="Frame format: npz, bin, pcd, ply, las, laz, rosbag2."),
+        typer.Option("--format", help="Frame format: {frame_format}."),
     ] = "npz",
     compensate: Annotated[
         bool, typer.Option(help="Remove the motion: points in the frame-start sensor frame.")
@@ -162,12 +300,15 @@ def sequence(
     set_: SetOption = None,
     quiet: QuietOption = False,
 ) -> None:
-    """Write a survey as frames (one per revolution) with ground-truth poses."""
+    """Write a survey as frames with ground-truth poses.
+
+    One frame per revolution, in frames/ (rosbag2: one bag in bag/), with poses_tum.txt,
+    poses_kitti.txt and times.txt beside them."""
     from .io import check_writable
     from .pipeline import Simulation
     from .sequence import write_sequence
 
-    fmt = fmt.lstrip(".").lower()
+    fmt = _choose("--format", fmt.lstrip(".").lower(), "frame_format")
     if fmt != "rosbag2":
         check_writable(output / "frames" / f"000000.{fmt}")
     sim = Simulation.from_file(survey, set_ or [])
@@ -192,7 +333,7 @@ def sequence(
         )
 
 
-@app.command()
+@_command("lidar-sim dataset configs/datasets/demo.yaml -o out/dataset", "datasets.md")
 def dataset(
     spec: Annotated[Path, typer.Argument(help="Dataset YAML (e.g. configs/datasets/demo.yaml).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Output folder.")],
@@ -204,7 +345,9 @@ def dataset(
     resume: Annotated[bool, typer.Option(help="Skip samples already written.")] = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Generate a labelled dataset (SemanticKITTI, nuScenes-style or npz layout)."""
+    """Generate a labelled training dataset from a dataset YAML.
+
+    The spec's layout key chooses how the samples are written: {layout}."""
     from .config import load_dataset_spec
     from .datasets import run_dataset
 
@@ -268,9 +411,10 @@ def _cloud_of(source: Path, sets: list[str], diagnostics: bool = False, options=
     return read(source, options), None
 
 
-@app.command()
+@_command("lidar-sim compare out/farm.las scenes/farm/survey.yaml -o out/compare",
+          "real-sensors.md")  # fmt: skip
 def compare(
-    a: Annotated[Path, typer.Argument(help="A cloud, capture or bag, or a survey YAML to scan.")],
+    a: Annotated[Path, typer.Argument(help="A survey YAML to scan, or a cloud: {read_formats}.")],
     b: Annotated[Path, typer.Argument(help="The other one (e.g. the simulated frame).")],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for the HTML page and plots.")
@@ -286,9 +430,11 @@ def compare(
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Compare two clouds (real against simulated, or any two): Chamfer distance, F-score,
-    returns per ring, intensity and range distributions, and pixel by pixel where both
-    share one beam grid."""
+    """Compare two clouds: Chamfer distance, F-score and more.
+
+    Real against simulated, or any two: Chamfer distance, F-score, returns per ring,
+    intensity and range distributions, and pixel by pixel where both share one beam
+    grid."""
     import json
 
     from .compare import compare_clouds, format_compare, write_compare_page
@@ -359,16 +505,14 @@ def _with_beam_grid(cloud, sim):  # type: ignore[no-untyped-def]
     return cloud
 
 
-@app.command()
+@_command("lidar-sim render scenes/farm/survey.yaml -o out/farm.png --color label", "scan.md")
 def render(
-    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
+    source: Annotated[
+        Path, typer.Argument(help="A survey YAML to scan, or a cloud: {read_formats}.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")],
-    color: Annotated[str, typer.Option(help="intensity, label, ring, range or return.")] = (
-        "intensity"
-    ),
-    view_: Annotated[str, typer.Option("--view", help="sensor (chase) or bev (above).")] = (
-        "sensor"
-    ),
+    color: Annotated[str, typer.Option(help="Colour by: {color}.")] = "intensity",
+    view_: Annotated[str, typer.Option("--view", help="Camera: {view}.")] = "sensor",
     width: Annotated[int, typer.Option(help="Image width, px.")] = 1280,
     height: Annotated[int, typer.Option(help="Image height, px.")] = 720,
     point_size: Annotated[float, typer.Option(help="Point size, px.")] = 2.0,
@@ -383,14 +527,12 @@ def render(
 ) -> None:
     """Render a cloud headless (Open3D offscreen) to a PNG."""
     from .datasets.read import read_boxes
-    from .viz.colors import COLOR_SOURCES
     from .viz.render import render as render_png
 
+    _choose("--color", color, "color")
+    _choose("--view", view_, "view")
     cloud, _ = _cloud_of(source, set_ or [], options=_read_options(frame, topic, meta))
-    needed = COLOR_SOURCES.get(color)
-    if needed is not None and needed not in cloud.names:
-        raise ConfigError(source, "--color", f"{color}: the cloud has no {needed} "
-                          f"field (it has {', '.join(cloud.names)})")  # fmt: skip
+    _check_color_field(source, cloud, color)
     shown = None
     if boxes is not None:
         if not boxes.is_file():
@@ -401,9 +543,21 @@ def render(
     _out.print(f"wrote {path}")
 
 
-@app.command()
+def _check_color_field(source: Path, cloud, color: str) -> None:  # type: ignore[no-untyped-def]
+    """Refuse to colour ``cloud`` by a field it does not hold."""
+    from .viz.colors import COLOR_SOURCES
+
+    needed = COLOR_SOURCES.get(color)
+    if needed is not None and needed not in cloud.names:
+        raise ConfigError(source, "--color", f"{color}: the cloud has no {needed} "
+                          f"field (it has {', '.join(cloud.names)})")  # fmt: skip
+
+
+@_command("lidar-sim rangeimage scenes/farm/survey.yaml -o out/farm_range.png", "scan.md")
 def rangeimage(
-    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
+    source: Annotated[
+        Path, typer.Argument(help="A survey YAML to scan, or a cloud: {read_formats}.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")],
     width: Annotated[int, typer.Option(help="Azimuth columns.")] = 1024,
     npy: Annotated[bool, typer.Option(help="Also write the (6, rings, width) float32 .npy.")] = (
@@ -414,7 +568,9 @@ def rangeimage(
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Write a range image (rows = rings, columns = azimuth): range, intensity, label."""
+    """Write a range image (rings by azimuth) as a PNG.
+
+    Rows are rings and columns azimuth; the picture shows range, intensity and label."""
     from .viz.rangeimage import write_range_image
 
     cloud, _ = _cloud_of(source, set_ or [], options=_read_options(frame, topic, meta))
@@ -422,12 +578,12 @@ def rangeimage(
         _out.print(f"wrote {path}")
 
 
-@app.command()
+@_command("lidar-sim view scenes/farm/survey.yaml --color label", "scan.md")
 def view(
-    source: Annotated[Path, typer.Argument(help="A cloud file, or a survey YAML to scan.")],
-    color: Annotated[str, typer.Option(help="intensity, label, ring, range or return.")] = (
-        "intensity"
-    ),
+    source: Annotated[
+        Path, typer.Argument(help="A survey YAML to scan, or a cloud: {read_formats}.")
+    ],
+    color: Annotated[str, typer.Option(help="Colour by: {color}.")] = "intensity",
     screenshot: Annotated[
         Path | None, typer.Option(help="Draw once, save this PNG and close (no interaction).")
     ] = None,
@@ -436,28 +592,41 @@ def view(
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Open an Open3D window on a cloud (a survey also shows its scene: key M)."""
+    """Open a window on a cloud, coloured by one of its fields.
+
+    A survey is scanned first and also shows its scene (key M). A window needs a display:
+    without one, draw a picture (--screenshot, or lidar-sim render), or run it under
+    xvfb-run."""
+    from .viz.viewer import require_display
     from .viz.viewer import view as open_view
 
+    _choose("--color", color, "color")
+    if screenshot is None:
+        require_display()  # at once, before any scanning
     sets = list(set_ or [])
     if source.suffix.lower() in (".yaml", ".yml"):
         sets.append("output.frame=world")  # so that the scene mesh lines up
     cloud, sim = _cloud_of(source, sets, options=_read_options(frame, topic, meta))
+    _check_color_field(source, cloud, color)
     path = open_view(cloud, color, sim.scene if sim is not None else None, screenshot)
     if path is not None:
         _out.print(f"wrote {path}")
 
 
-@app.command()
+@_command("lidar-sim report scenes/farm/survey.yaml -o out/report", "scan.md")
 def report(
-    source: Annotated[Path, typer.Argument(help="A survey YAML (full report) or a cloud file.")],
+    source: Annotated[
+        Path, typer.Argument(help="A survey YAML (full report), or a cloud: {read_formats}.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")],
     set_: SetOption = None,
     frame: FrameOption = 0,
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Plots of the physics (Minnaert, detection, range error, rings) and an HTML page."""
+    """Plot the physics of a scan and write an HTML page.
+
+    Minnaert, detection, range error and rings: a survey's full report, or a cloud's."""
     import numpy as np
 
     from .viz.report import write_report
@@ -510,7 +679,7 @@ def _pattern_summary(scanner) -> dict[str, str]:  # type: ignore[no-untyped-def]
     }
 
 
-@app.command()
+@_command("lidar-sim scanners livox-avia --plot out/avia.png", "scanner.md")
 def scanners(
     name: Annotated[
         str | None, typer.Argument(help="One preset (with --plot), or: import FILE [FILE2].")
@@ -533,8 +702,10 @@ def scanners(
         typer.Option(help="With import: the preset whose radiometry the unit takes."),
     ] = None,
 ) -> None:
-    """List the bundled scanner presets; with NAME --plot, draw one's pattern; with
-    ``import FILE -o scanner.yaml``, make a scanner of one unit's own calibration."""
+    """List the scanner presets, draw one, or import a unit's own.
+
+    With NAME --plot PNG, draw one preset's pattern; with ``import FILE -o scanner.yaml``,
+    make a scanner of one unit's own calibration."""
     from .config import load_scanner, scanner_presets
 
     if name == "import":
@@ -558,8 +729,12 @@ def scanners(
     presets = scanner_presets()
     if name is not None:
         if name not in presets:
+            from .config.base import did_you_mean
+
+            hint = did_you_mean(name, presets)
             raise SimulatorError(
-                f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}"
+                f"unknown scanner preset {name!r}{f' ({hint})' if hint else ''}; "
+                f"choose one of {', '.join(presets)}"
             )
         if plot is not None:
             from .viz.pattern import plot_pattern
@@ -579,23 +754,26 @@ def scanners(
     Console(width=max(_out.width, 110)).print(table)
 
 
-@app.command()
+@_command("lidar-sim validate scenes/farm/survey.yaml", "scene.md")
 def validate(
-    file: Annotated[Path, typer.Argument(help="A survey, scanner, scene or material file.")],
+    file: Annotated[
+        Path, typer.Argument(help="A survey, scanner, scene, material or dataset file.")
+    ],
 ) -> None:
-    """Check a survey, scanner, scene, material or dataset file (a survey in depth)."""
+    """Check a survey, scanner, scene, material or dataset file.
+
+    A survey is checked in depth: its scanner (with its overrides) and its scene too."""
     from .validate import validate_file
 
     _out.print(f"{file}: ok ({validate_file(file)})")
 
 
-@app.command()
+@_command("lidar-sim calibrate out/farm.las --scanner rs-helios-5515 -o out/farm.yaml",
+          "calibrate.md")  # fmt: skip
 def calibrate(
     scan: Annotated[
         Path,
-        typer.Argument(
-            help="A real scan: .las .laz .pcd .ply .bin .pcd.bin .npz .pcap .osf, a bag."
-        ),
+        typer.Argument(help="A real scan: {read_formats}."),
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The material library YAML to write.")
@@ -621,7 +799,9 @@ def calibrate(
     ] = 1.0,
     surface: Annotated[
         list[str] | None,
-        typer.Option(help="Group and name surfaces: NAME=found1,found2 (repeatable)."),
+        typer.Option(
+            metavar="NAME=A,B", help="Group and name surfaces: NAME=found1,found2 (repeatable)."
+        ),
     ] = None,
     ego_box: Annotated[
         str | None,
@@ -638,9 +818,11 @@ def calibrate(
     topic: TopicOption = None,
     meta: MetaOption = None,
 ) -> None:
-    """Fit the per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) and
-    the sensor's intensity response (per-ring gains, range response) to a real scan; write
-    a material library and scanner overrides a survey uses as they are."""
+    """Fit the per-hit model and sensor response to a real scan.
+
+    The per-hit model (reflectance, Minnaert k, roughness, micro-slope, threshold) and the
+    sensor's intensity response (per-ring gains, range response); writes a material
+    library and scanner overrides a survey uses as they are."""
     from .calibrate import calibrate as fit
     from .calibrate.report import write_report
 
@@ -720,7 +902,8 @@ def calibrate(
             _out.print(f"wrote {path}")
 
 
-@app.command()
+@_command("lidar-sim reconstruct capture.pcap --frames 0:10 --hold-out 5 -o out/place",
+          "reconstruct.md")  # fmt: skip
 def reconstruct(
     captures: Annotated[
         list[Path],
@@ -746,10 +929,11 @@ def reconstruct(
     ] = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Turn a real capture into a scene any survey can scan (meshes with a reflectance per
-    face, a survey per frame on its beam grid), and score it the way the neural LiDAR
-    simulators are scored: held-out frames and rescans against the real frames, beside the
-    reprojection baseline."""
+    """Turn a real capture into a scene any survey can scan.
+
+    Meshes with a reflectance per face and a survey per frame on its beam grid, scored the
+    way the neural LiDAR simulators are scored: held-out frames and rescans against the
+    real frames, beside the reprojection baseline."""
     from .reconstruct import ReconstructOptions, format_summary
     from .reconstruct import reconstruct as run
 
@@ -789,14 +973,14 @@ def _frame_list(text: str | None) -> tuple[int, ...]:
         ) from None
 
 
-@app.command()
+@_command("lidar-sim bench --revolutions 10 --format none", "performance.md")
 def bench(
     revolutions: Annotated[float, typer.Option(help="Survey length in revolutions.")] = 50.0,
     duration: Annotated[
         float | None, typer.Option("--duration", help="Survey length in seconds (overrides).")
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="Output written during the run: npz, las, ..., none.")
+        str, typer.Option("--format", help="Output written during the run: {bench_format}.")
     ] = "npz",
     chunk_pulses: Annotated[int, typer.Option(help="Pulses per chunk.")] = 2**18,
     scene_scale: Annotated[
@@ -808,7 +992,7 @@ def bench(
     numpy: Annotated[bool, typer.Option(help="Use the numpy specification, not numba.")] = False,
     beam_samples: Annotated[int, typer.Option(help="Sub-rays per pulse: 1, 7, 19, ...")] = 1,
     beam_sampling: Annotated[
-        str, typer.Option(help="Footprint sampling: full (every sub-ray) or adaptive.")
+        str, typer.Option(help="Footprint sampling: {beam_sampling} (full: every sub-ray).")
     ] = "full",
     moving: Annotated[bool, typer.Option(help="Drive the sensor at 5 m/s.")] = False,
     bare_script: Annotated[
@@ -831,19 +1015,29 @@ def bench(
     ] = None,
     weather: Annotated[
         list[str] | None,
-        typer.Option(help="Weather: fog=MOR_M, dust=MOR_M, rain=MM_H or snow=MM_H (repeatable)."),
+        typer.Option(
+            metavar="KIND=VALUE",
+            help="Weather: fog=MOR_M, dust=MOR_M, rain=MM_H or snow=MM_H (repeatable).",
+        ),
     ] = None,
     scene: Annotated[
-        str, typer.Option(help="bench (~1 M triangles) or a generated street or farm_yard.")
+        str, typer.Option(help="Scene: {bench_scene} (bench: ~1 M triangles; else generated).")
     ] = "bench",
     seed: Annotated[int, typer.Option(help="Scene seed.")] = 0,
 ) -> None:
-    """Benchmark the pipeline against the bare ray cast on a ~1 M-triangle scene."""
+    """Benchmark the pipeline against the bare ray cast.
+
+    On a ~1 M-triangle scene by default; --sequence, --load and --dataset-workers time
+    something else instead."""
     import json
     import subprocess
     import tempfile
 
     from .bench import format_load, format_result, run_bench, write_load_mesh
+
+    output_format = _choose("--format", output_format.lstrip("."), "bench_format")
+    _choose("--beam-sampling", beam_sampling, "beam_sampling")
+    _choose("--scene", scene, "bench_scene")
 
     if sequence:
         from .bench import format_sequence, run_sequence_bench
@@ -879,7 +1073,7 @@ def bench(
     result = run_bench(
         revolutions,
         duration_s=duration,
-        output_format=output_format.lstrip("."),
+        output_format=output_format,
         chunk_pulses=chunk_pulses,
         scene_scale=scene_scale,
         compare_trimesh=compare_trimesh,

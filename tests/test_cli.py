@@ -6,6 +6,7 @@ sees, compiling with an empty numba cache, what a command imports) runs in a chi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,9 +134,72 @@ def _edit(path: Path, **changes: object) -> None:
 def test_misspelt_key_names_file_and_key_path(ws: Workspace) -> None:
     survey = _good_survey(ws)
     _edit(survey, pose={"positon_m": [0, 0, 1]})
+    told = f"error: {survey}: pose.positon_m: unknown key (did you mean 'position_m'?)\n"
     # A child process: the exit code and the stderr a shell sees.
-    _expect_error(run_process("scan", survey), str(survey), "pose.positon_m", "unknown key")
-    _expect_error(run("scan", survey), str(survey), "pose.positon_m", "unknown key")
+    res = run_process("scan", survey)
+    _expect_error(res)
+    assert res.stderr == told
+    _expect_error(res := run("scan", survey))
+    assert res.stderr == told
+
+
+def test_an_unknown_key_with_no_close_name_lists_the_keys_of_its_section(ws: Workspace) -> None:
+    res = run("scan", _good_survey(ws), "--set", "weather.hail.rate_mm_h=3")
+    _expect_error(res, "weather.hail: unknown key (misspelt?); this section accepts "
+                  "dust, fog, rain, snow")  # fmt: skip
+    assert "did you mean" not in res.stderr
+
+
+def test_a_misspelt_preset_is_answered_with_the_closest(ws: Workspace) -> None:
+    """``--set scanner=vlp16`` (in a survey, and as ``scanners NAME``): the closest preset
+    first, then every preset; one line, exit code 2."""
+    from simulator.config import scanner_presets
+
+    every = ", ".join(scanner_presets())
+    survey = _good_survey(ws)
+    res = run("scan", survey, "--set", "scanner=vlp16")
+    _expect_error(res)
+    assert res.stderr == (
+        f"error: {survey}: scanner: unknown scanner preset 'vlp16' (did you mean 'vlp-16'?); "
+        f"choose one of {every}\n"
+    )
+    res = run("scanners", "os1128")
+    _expect_error(res)
+    assert res.stderr == (
+        f"error: unknown scanner preset 'os1128' (did you mean 'os1-128'?); choose one of {every}\n"
+    )
+
+
+def test_a_file_with_several_problems_lists_them_all(ws: Workspace) -> None:
+    """A dataset spec with four problems: one line, each key with its problem (the
+    misspelt layout and key with the closest names), no "[and N more]"; with twelve, ten
+    are listed and the others counted."""
+    spec = yaml.safe_load((REPO / "configs/datasets/demo.yaml").read_text())
+    spec["layout"] = "semantic-kitti"
+    spec["groups"][0]["frames"] = 0
+    spec["groups"][1]["mount"] = {"positon_m": [0, 0, 1.9]}
+    spec["groups"][1]["trajectory"]["velocity_mps"] = [8, 0]
+    path = ws.write("dataset.yaml", spec)
+    res = run("validate", path)
+    _expect_error(res)
+    assert res.stderr == (
+        f"error: {path}: layout: Input should be 'semantickitti', 'nuscenes', 'npz', "
+        "'openpcdet' or 'kitti' (got 'semantic-kitti', did you mean 'semantickitti'?); "
+        "also groups[0].frames: Input should be greater than or equal to 1 (got 0); "
+        "also groups[1].trajectory.velocity_mps: List should have at least 3 items after "
+        "validation, not 2 (got [8, 0]); "
+        "also groups[1].mount.positon_m: unknown key (did you mean 'position_m'?)\n"
+    )
+    assert "more" not in res.stderr
+    spec = yaml.safe_load((REPO / "configs/datasets/demo.yaml").read_text())
+    path = ws.write("dataset.yaml", {**spec, **{f"extra_{i:02d}": 1 for i in range(12)}})
+    res = run("validate", path)
+    _expect_error(res)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1
+    listed = re.findall(r"extra_(\d\d): unknown key", lines[0])
+    assert listed == [f"{i:02d}" for i in range(10)]
+    assert lines[0].endswith("; and 2 more")
 
 
 @pytest.mark.parametrize(

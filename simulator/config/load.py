@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from .base import raise_validation
+from .base import did_you_mean, raise_validation
 from .dataset import DatasetSpec
 from .scanner import ScannerConfig
 from .scene import Material, SceneSpec
@@ -168,10 +168,12 @@ def _scanner_path(name: str, base_dir: Path, source: str | Path) -> Path:
         return path if path.is_absolute() else base_dir / path
     presets = scanner_presets()
     if name not in presets:
+        hint = did_you_mean(name, presets)
         raise ConfigError(
             source,
             "scanner",
-            f"unknown scanner preset {name!r}; choose one of {', '.join(presets)}",
+            f"unknown scanner preset {name!r}{f' ({hint})' if hint else ''}; "
+            f"choose one of {', '.join(presets)}",
         )
     return presets[name]
 

@@ -2,19 +2,36 @@
 
 Keys: ``I`` intensity, ``L`` label, ``R`` ring, ``D`` range (distance), ``N`` return
 number, ``M`` show or hide the scene mesh, ``S`` save a screenshot, ``Q``/``Esc`` quit.
+
+Without a display a window cannot open (Open3D would draw into an invisible offscreen
+context and wait forever for a key), so :func:`view` refuses at once
+(:func:`display_problem`); a screenshot needs no display.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import SimulatorError
 from ..pointcloud import PointCloud
 from ..scene import Scene
 from .colors import colors_for
 
-__all__ = ["KEYS", "view"]
+__all__ = ["KEYS", "display_problem", "require_display", "view"]
+
+#: What to do instead of opening a window where none can open.
+_NO_DISPLAY_HINT = (
+    "draw a picture instead (lidar-sim view ... --screenshot out/view.png, or lidar-sim "
+    "render ... -o out/view.png), or run it on a virtual display: xvfb-run lidar-sim view ..."
+)
 
 #: Key -> what it does (printed when the window opens).
 KEYS = {
@@ -46,6 +63,81 @@ def _scene_mesh(scene: Scene):  # type: ignore[no-untyped-def]
     return mesh
 
 
+def _x11_answers(display: str) -> bool:
+    """Whether the X server ``display`` names accepts a connection (Xlib's XOpenDisplay,
+    which Open3D's window library calls too)."""
+    import ctypes
+
+    try:
+        xlib = ctypes.CDLL("libX11.so.6")
+    except OSError:
+        return False  # no Xlib: Open3D cannot use X either
+    xlib.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    xlib.XOpenDisplay.restype = ctypes.c_void_p
+    xlib.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    handle = xlib.XOpenDisplay(display.encode())
+    if not handle:
+        return False
+    xlib.XCloseDisplay(handle)
+    return True
+
+
+def _wayland_answers(display: str) -> bool:
+    """Whether the Wayland compositor socket ``display`` names accepts a connection."""
+    path = Path(display)
+    if not path.is_absolute():
+        path = Path(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent")) / display
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def display_problem() -> str | None:
+    """Why no window can open here (on Linux: neither ``DISPLAY`` nor ``WAYLAND_DISPLAY``
+    set, or the display they name does not answer), or None when one can."""
+    if not sys.platform.startswith("linux"):
+        return None  # macOS and Windows always have their own window system
+    x11, wayland = os.environ.get("DISPLAY", ""), os.environ.get("WAYLAND_DISPLAY", "")
+    if not x11 and not wayland:
+        return "no display to open a window on (DISPLAY and WAYLAND_DISPLAY are not set)"
+    if (wayland and _wayland_answers(wayland)) or (x11 and _x11_answers(x11)):
+        return None
+    named = " or ".join(repr(d) for d in (x11, wayland) if d)
+    return f"no display to open a window on ({named} does not answer)"
+
+
+def require_display() -> None:
+    """Raise :class:`~simulator.errors.SimulatorError` (what is wrong and what to do
+    instead) when no window can open here (:func:`display_problem`)."""
+    problem = display_problem()
+    if problem is not None:
+        raise SimulatorError(f"{problem}; {_NO_DISPLAY_HINT}")
+
+
+@contextmanager
+def _runtime_dir() -> Iterator[None]:
+    """``XDG_RUNTIME_DIR`` set to a private temporary folder while Open3D makes its window
+    when it is not set: libwayland, which Open3D's window library probes, would print
+    ``error: XDG_RUNTIME_DIR is invalid or not set``, a line that reads as ours."""
+    current = os.environ.get("XDG_RUNTIME_DIR", "")
+    if current and Path(current).is_dir():
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="lidar-sim-runtime-") as private:  # mode 0700
+        os.environ["XDG_RUNTIME_DIR"] = private
+        try:
+            yield
+        finally:
+            if current:
+                os.environ["XDG_RUNTIME_DIR"] = current
+            else:
+                del os.environ["XDG_RUNTIME_DIR"]
+
+
 def view(
     cloud: PointCloud,
     color_by: str = "intensity",
@@ -54,12 +146,34 @@ def view(
     width: int = 1280,
     height: int = 800,
 ) -> Path | None:
-    """Open the viewer. With ``screenshot``, draw once, save the picture and close."""
+    """Open the viewer. With ``screenshot``, draw once, save the picture and close.
+
+    Raises
+    ------
+    SimulatorError
+        Without ``screenshot``, when no window can open (:func:`display_problem`); with
+        or without, when Open3D cannot make its window.
+    """
+    if screenshot is None:
+        require_display()
+    with _runtime_dir():
+        return _show(cloud, color_by, scene, screenshot, width, height)
+
+
+def _show(
+    cloud: PointCloud,
+    color_by: str,
+    scene: Scene | None,
+    screenshot: str | Path | None,
+    width: int,
+    height: int,
+) -> Path | None:
+    """The window of :func:`view`, on a display it has checked."""
     import open3d as o3d
 
     vis = o3d.visualization.VisualizerWithKeyCallback()
     if not vis.create_window("lidar-sim", width, height, visible=screenshot is None):
-        raise RuntimeError("Open3D could not open a window (no display? try xvfb-run)")
+        raise SimulatorError(f"Open3D could not open a window; {_NO_DISPLAY_HINT}")
     pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(cloud["xyz"].astype(np.float64)))
     pcd.colors = o3d.utility.Vector3dVector(colors_for(cloud, color_by))
     vis.add_geometry(pcd)
