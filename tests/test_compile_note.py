@@ -54,3 +54,9 @@ def test_one_note_before_the_first_compile_and_none_from_the_cache(tmp_path: Pat
     warm = _run(tmp_path / "numba")
     assert warm.stdout.split() == ["64", "0"]  # loaded from the cache: nothing compiled
     assert warm.stderr == ""
+
+
+def test_the_guide_shows_the_note_as_printed() -> None:
+    """The getting-started page quotes the note, with its figure, as the backend prints it."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
+    assert COMPILE_NOTE in page.read_text()
