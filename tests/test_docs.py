@@ -17,7 +17,10 @@ Every block carries one of the two (``test_every_block_is_marked``). The runnabl
 page run in order in one temporary copy of the repository per page (its ``configs/``,
 ``scenes/``, ``docs/`` and ``benchmarks/``; the package is the installed one), so a block may
 use what an earlier block of its page wrote; a page's blocks are one xdist group (one worker,
-one process), the pages spread over the workers. A shell block runs under
+one process), the pages spread over the workers. A block leaves the repository as it was:
+it fails if it changes or removes a file of the copy or writes a file outside ``out/``
+(:func:`changes_outside_out`; a guide's command writes into ``out/`` or a folder it names
+there, never over a committed file or into the repository's root). A shell block runs under
 ``bash -e -o pipefail`` with the environment's ``lidar-sim`` and ``python`` first on the path,
 a Python block as a script; a non-zero exit fails the block's test with its output. A shell
 block made of plain ``lidar-sim`` calls alone (no variables, pipes, redirections or globs
@@ -30,6 +33,7 @@ the test process) and any other block keep the child process.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import shlex
@@ -158,8 +162,9 @@ def test_readme_links_resolve() -> None:
 
 
 def _tool_dir(folder: Path, args: str) -> Path:
-    """A folder holding a ``lidar-sim`` that appends ``args`` to every call."""
-    bindir = folder / f".doc-bin-{len(args)}-{abs(hash(args))}"
+    """A folder holding a ``lidar-sim`` that appends ``args`` to every call (beside the
+    repository's copy ``folder``, not in it)."""
+    bindir = folder.parent / f".doc-bin-{len(args)}-{abs(hash(args))}"
     bindir.mkdir(exist_ok=True)
     exe = Path(sys.executable).parent / "lidar-sim"
     real = str(exe) if exe.exists() else shutil.which("lidar-sim")
@@ -174,8 +179,9 @@ def _tool_dir(folder: Path, args: str) -> Path:
 def run_block(
     block: Block, folder: Path, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one block (or ``code`` in its place) in ``folder``: in this process when it is
-    plain ``lidar-sim`` calls (:func:`plain_calls`), else in a child."""
+    """Run one block (or ``code`` in its place) in ``folder``, a copy of the repository: in
+    this process when it is plain ``lidar-sim`` calls (:func:`plain_calls`), else in a child
+    (its helper files beside ``folder``, not in it)."""
     extra = block.arg if block.marker == "run" else ""
     calls = plain_calls(code or block.code, folder) if block.language != "python" else None
     if calls is not None:
@@ -192,8 +198,9 @@ def run_block(
     # A worker a core: a thread each (the output is the same for any number of threads).
     env.setdefault("NUMBA_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the copy
     if block.language == "python":
-        script = folder / f".doc-block-{block.line}.py"
+        script = folder.parent / f".doc-block-{block.line}.py"
         script.write_text(block.code)
         command = [sys.executable, str(script)]
     else:
@@ -250,34 +257,87 @@ def run_in_process(
     return subprocess.CompletedProcess(calls, code, "".join(out), "".join(err))
 
 
+def files_of(folder: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file under ``folder``: its path relative to it -> the SHA-256 of its bytes, its
+    modification time (ns) and its inode (a file written anew, even with the same bytes,
+    has another of either)."""
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            files[path.relative_to(folder).as_posix()] = (digest, st.st_mtime_ns, st.st_ino)
+    return files
+
+
+#: Where a guide's command may write: ``out/`` and any folder it names under it.
+OUTPUT_FOLDER = "out"
+
+
+def changes_outside_out(
+    before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
+) -> list[str]:
+    """What a block did to the repository's copy beyond writing into ``out/``: the files of
+    the repository it changed, wrote over with the same bytes, or removed, and the files it
+    wrote elsewhere."""
+    done = []
+    for name, (digest, *stat) in before.items():
+        if name.startswith(f"{OUTPUT_FOLDER}/"):
+            continue
+        if name not in after:
+            done.append(f"removed {name}")
+        elif after[name][0] != digest:
+            done.append(f"changed {name}")
+        elif list(after[name][1:]) != stat:
+            done.append(f"wrote over {name} (the same bytes)")
+    for name in after:
+        if name not in before and not name.startswith(f"{OUTPUT_FOLDER}/"):
+            done.append(f"wrote {name}")
+    return done
+
+
 def run_page(blocks: list[Block], folder: Path) -> dict[str, str | None]:
-    """Run a page's blocks in order in a fresh copy of the repository: per block, None if it
-    exited 0, else what went wrong (the blocks after a failed one are not run)."""
+    """Run a page's blocks in order in a fresh copy of the repository (``folder/repo``):
+    per block, None if it exited 0 and left the copy as it was but for ``out/``, else what
+    went wrong (the blocks after a failed one are not run)."""
+    repo = folder / "repo"
     for name in COPIED:
-        shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("out"))
+        shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("out"))
     outcome: dict[str, str | None] = {}
     failed = None
     for block in blocks:
         if failed:
             outcome[block.id] = f"not run: the page's earlier block {failed} failed"
             continue
+        before = files_of(repo)
         if block.marker == "fails":
-            outcome[block.id] = failed = _check_failures(block, folder)
-            continue
-        try:
-            result = run_block(block, folder)
-        except subprocess.TimeoutExpired:
-            outcome[block.id] = failed = f"timed out after {BLOCK_TIMEOUT_S} s"
-            continue
-        if result.returncode == 0:
-            outcome[block.id] = None
+            problem = _check_failures(block, repo)
         else:
-            failed = block.id
-            outcome[block.id] = (
-                f"exited {result.returncode}:\n{block.code}\n"
-                f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+            problem = _run_problem(block, repo)
+        left = changes_outside_out(before, files_of(repo))
+        if problem is None and left:
+            problem = (
+                f"left the repository changed (a guide's command writes into {OUTPUT_FOLDER}/ "
+                f"or a folder it names there): {', '.join(left)}\n{block.code}"
             )
+        outcome[block.id] = problem
+        if problem is not None:
+            failed = block.id
     return outcome
+
+
+def _run_problem(block: Block, repo: Path) -> str | None:
+    """None if the block exits 0 in ``repo``, else what went wrong."""
+    try:
+        result = run_block(block, repo)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {BLOCK_TIMEOUT_S} s"
+    if result.returncode == 0:
+        return None
+    return (
+        f"exited {result.returncode}:\n{block.code}\n"
+        f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+    )
 
 
 def _check_failures(block: Block, folder: Path) -> str | None:
@@ -342,3 +402,76 @@ def test_block_runs(block: Block, page_outcomes: Callable[[Path], dict[str, str 
     problem = page_outcomes(block.page)[block.id]
     if problem is not None:
         pytest.fail(f"{block.id} ({block.language}) {problem}", pytrace=False)
+
+
+def test_a_block_that_changes_the_repository_fails(tmp_path: Path) -> None:
+    """The check itself: a block that overwrites a committed file, removes one, or leaves a
+    file outside ``out/`` fails with what it did; one that writes into ``out/`` (or a
+    folder it names there) passes, and a later block of its page may read it."""
+    page = ROOT / "docs" / "index.md"
+
+    def block(code: str, line: int) -> Block:
+        return Block(page, line, "sh", code, "run", "")
+
+    cases = {
+        "over": "cp docs/index.md docs/scan.md\n",
+        "same": "cp docs/scan.md x.md && mv x.md docs/scan.md\n",
+        "gone": "rm scenes/farm/survey.yaml\n",
+        "root": "mkdir my_scene && echo x > my_scene/scene.yaml && echo y > my_scanner.yaml\n",
+        "fine": "mkdir -p out/my_scene && echo x > out/my_scene/scene.yaml\n",
+    }
+    outcome = {}
+    for k, (name, code) in enumerate(cases.items()):
+        result = run_page([block(code, k + 1)], tmp_path / name)
+        outcome[name] = result[f"docs/index.md:{k + 1}"]
+    assert "left the repository changed" in str(outcome["over"])
+    assert "changed docs/scan.md" in str(outcome["over"])
+    assert "wrote over docs/scan.md (the same bytes)" in str(outcome["same"])
+    assert "removed scenes/farm/survey.yaml" in str(outcome["gone"])
+    assert "wrote my_scanner.yaml, wrote my_scene/scene.yaml" in str(outcome["root"])
+    assert outcome["fine"] is None
+    later = run_page(
+        [block(cases["fine"], 1), block("test -s out/my_scene/scene.yaml\n", 2)],
+        tmp_path / "later",
+    )
+    assert later == {"docs/index.md:1": None, "docs/index.md:2": None}
+
+
+def test_the_guide_links_pages_as_html_files() -> None:
+    """``use_directory_urls: false``: the built guide's links are ``page.html`` files, so it
+    works opened from disk (``site/index.html``), not only served."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^use_directory_urls:\s*false\s*$", text, flags=re.M)
+
+
+HREF = re.compile(r"""(?:href|src)=["']?(?P<url>[^"' >]+)""")
+
+
+def test_the_built_guide_opens_from_disk(tmp_path: Path) -> None:
+    """Built (``mkdocs build --strict``, as ``make docs``), every page's links to other
+    pages, pictures and styles are relative paths to files of the site: none a folder
+    (which a browser shows as "Index of ...") and none missing."""
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.exists():
+        pytest.skip("mkdocs is not installed (the [dev] extra)")
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    built = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--quiet", "--site-dir", str(site)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    bad, pages = [], 0
+    for page in sorted(site.rglob("*.html")):
+        if page.name == "404.html":  # served by a web server for any missing path
+            continue
+        pages += 1
+        for m in HREF.finditer(page.read_text(encoding="utf-8")):
+            url = m["url"].split("#")[0].split("?")[0]
+            if not url or re.match(r"^[a-z][a-z0-9+.-]*:", url) or url.startswith("//"):
+                continue  # an anchor on the page, or another site
+            target = page.parent / url
+            if url.endswith("/") or target.is_dir() or not target.is_file():
+                bad.append(f"{page.relative_to(site)} -> {m['url']}")
+    assert pages >= 15
+    assert not bad, f"links a browser cannot open from disk: {bad[:20]}"
