@@ -142,6 +142,13 @@ def test_every_bad_field_is_said_on_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_an_npz_without_coordinates_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "no_xyz.npz"
+    np.savez(path, intensity=np.float32([1, 2]))
+    with pytest.raises(InputError, match=r"no_xyz\.npz: no xyz field; .* \(it has intensity\)"):
+        read(path)
+
+
 def test_a_pcd_with_corrupted_data_bytes_is_refused_by_every_command(tmp_path: Path) -> None:
     """A scan's binary PCD with 600 data bytes overwritten (once drawn by ``render`` and
     ``rangeimage`` with ring 48906 and label 45106): one line and exit code 2."""

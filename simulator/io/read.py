@@ -395,6 +395,10 @@ def check_values(cloud: PointCloud, source: str | Path, frame: int | None = None
         value and the first of them, e.g. ``ring: 120 of 41,142 points above 4095 (e.g.
         48906)``.
     """
+    if "xyz" not in cloud:
+        raise InputError(
+            source, f"no xyz field; expected x y z coordinates (it has {', '.join(cloud.names)})"
+        )
     n = len(cloud)
     problems = []
     for name, bad, example, rule in _bad_values(cloud):
