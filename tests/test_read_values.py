@@ -78,6 +78,7 @@ BAD = [
     ("intensity", 3, np.inf, "intensity: 1 of 40 points negative, non-finite or above 65535"),
     ("intensity", 3, -1.0, "intensity: 1 of 40 points negative, non-finite or above 65535"),
     ("time_s", 3, np.nan, "time_s: 1 of 40 points non-finite (e.g. nan)"),
+    ("time_s", 3, -np.inf, "time_s: 1 of 40 points non-finite (e.g. -inf)"),
     ("ring", 3, 48906, "ring: 1 of 40 points above 4095 (e.g. 48906)"),
     ("label", 3, 45106, "label: 1 of 40 points not SemanticKITTI ids (e.g. 45106)"),
 ]

@@ -351,7 +351,7 @@ def _bad_values(cloud: PointCloud) -> Iterator[tuple[str, NDArray[np.bool_], Any
         if name in cloud:
             v = np.asarray(cloud[name])
             with np.errstate(invalid="ignore"):
-                bad = ~((v >= low) & (v <= high))
+                bad = ~(np.isfinite(v) & (v >= low) & (v <= high))
             yield name, bad, v[bad][0] if bad.any() else None, rule
 
     yield from outside(
