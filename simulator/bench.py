@@ -48,7 +48,7 @@ from .config import (
 from .pipeline import Simulation, Window
 from .scene import Scene, build_scene
 
-__all__ = ["BenchResult", "format_result", "run_bench"]
+__all__ = ["BenchResult", "bench_text", "format_result", "run_bench"]
 
 
 @dataclass
@@ -433,6 +433,23 @@ def run_load_bench(path: str | Path) -> dict[str, Any]:
     }
 
 
+def run_load_bench_apart(triangles: int) -> dict[str, Any]:
+    """:func:`run_load_bench` on a mesh of ``triangles`` (:func:`write_load_mesh`), in a
+    fresh process, so that its peak memory is the load's alone; a failed process raises
+    :class:`subprocess.CalledProcessError` with its stderr."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mesh = Path(tmp) / "terrain.ply"
+        write_load_mesh(mesh, triangles)
+        code = (
+            "import json, sys, simulator.bench as b; "
+            "print(json.dumps(b.run_load_bench(sys.argv[1])))"
+        )
+        res = subprocess.run(
+            [sys.executable, "-c", code, str(mesh)], capture_output=True, text=True, check=True
+        )
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def format_load(figures: dict[str, Any]) -> str:
     """Human-readable lines of :func:`run_load_bench`'s figures."""
     f = figures
@@ -603,3 +620,30 @@ def format_dataset_scaling(f: dict[str, Any]) -> str:
             f"({c['speedup']:.2f} x on its whole process)"
         )
     return "\n".join(lines)
+
+
+def bench_text(
+    bench: dict[str, Any],
+    *,
+    sequence: bool = False,
+    load_triangles: int = 0,
+    dataset_spec: str | Path | None = None,
+    as_json: bool = False,
+) -> str:
+    """What ``lidar-sim bench`` prints, as text or JSON: the figures of :func:`run_bench`
+    with the keywords ``bench``, or instead of a moving sequence (:func:`run_sequence_bench`
+    over ``bench``'s revolutions, 20 unless given), of loading a mesh of ``load_triangles``
+    (:func:`run_load_bench_apart`), or of a dataset spec (:func:`run_dataset_scaling`)."""
+    if sequence:
+        revolutions = bench.get("revolutions", 50.0)  # run_bench's default: not given
+        revolutions = 20.0 if revolutions == 50.0 else revolutions
+        figures = run_sequence_bench(revolutions, bench.get("scene_scale", 1.0))
+        return json.dumps(figures) if as_json else format_sequence(figures)
+    if dataset_spec is not None:
+        figures = run_dataset_scaling(dataset_spec, cluster_workers=2)
+        return json.dumps(figures) if as_json else format_dataset_scaling(figures)
+    if load_triangles:
+        figures = run_load_bench_apart(load_triangles)
+        return json.dumps(figures, indent=2) if as_json else format_load(figures)
+    result = run_bench(**bench)
+    return result.to_json() if as_json else format_result(result)

@@ -23,12 +23,14 @@ from .config import ScannerConfig
 __all__ = [
     "FiringSchedule",
     "OscillatingPattern",
+    "PatternSummary",
     "RasterPattern",
     "RisleyPattern",
     "ScanPattern",
     "SpinningPattern",
     "TablePattern",
     "pattern_for",
+    "pattern_summary",
 ]
 
 
@@ -403,3 +405,71 @@ def pattern_for(scanner: ScannerConfig) -> ScanPattern:
         "table": TablePattern,
     }
     return patterns[scanner.pattern](scanner)
+
+
+@dataclass(frozen=True)
+class PatternSummary:
+    """A scanner's field of view, steps and rates, from one frame of its pattern (what
+    ``lidar-sim scanners`` lists; :func:`pattern_summary`).
+
+    Attributes
+    ----------
+    channels : int
+    elevation_deg : (float, float)
+        The lowest and highest beam's elevation.
+    azimuth_fov_deg : float
+        360 for a spinning scanner; else the azimuth span of one frame's pulses.
+    azimuth_step_deg : float or None
+        A spinning scanner's azimuth between firings; None for the others.
+    pulses_per_second : float
+    range_m : (float, float)
+        The scanner's minimum and maximum range.
+    rotation_hz : float or None
+        A spinning scanner's rotation rate; None for the others.
+    frame_s : float
+        One frame's duration.
+    """
+
+    channels: int
+    elevation_deg: tuple[float, float]
+    azimuth_fov_deg: float
+    azimuth_step_deg: float | None
+    pulses_per_second: float
+    range_m: tuple[float, float]
+    rotation_hz: float | None
+    frame_s: float
+
+    def cells(self) -> tuple[str, ...]:
+        """The summary as text: channels, elevation, azimuth, azimuth step, points/s,
+        range and frame (a spinning scanner's rate, or a frame's duration)."""
+        spinning = self.rotation_hz is not None
+        return (
+            str(self.channels),
+            f"{self.elevation_deg[0]:+.1f}..{self.elevation_deg[1]:+.1f}",
+            "360" if spinning else f"{self.azimuth_fov_deg:.1f}",
+            "-" if self.azimuth_step_deg is None else f"{self.azimuth_step_deg:.3f}",
+            f"{self.pulses_per_second:,.0f}",
+            f"{self.range_m[0]:g}-{self.range_m[1]:g}",
+            f"{self.rotation_hz:g} Hz" if spinning else f"{self.frame_s:g} s",
+        )
+
+
+def pattern_summary(scanner: ScannerConfig) -> PatternSummary:
+    """FOV, angular step and rate of a scanner, from one frame of its pattern (a spinning
+    scanner's elevations from one firing of every channel; at most 400,000 pulses of any
+    other's frame)."""
+    pattern = pattern_for(scanner)
+    spinning = isinstance(pattern, SpinningPattern)
+    pulses = pattern.channels if spinning else min(pattern.frame_pulses, 400_000)
+    sched = pattern.schedule(0, pulses)
+    elevation = np.degrees(sched.elevation_rad)
+    return PatternSummary(
+        channels=pattern.channels,
+        elevation_deg=(float(elevation.min()), float(elevation.max())),
+        azimuth_fov_deg=360.0 if spinning else float(np.ptp(np.degrees(sched.azimuth_rad))),
+        azimuth_step_deg=360.0 / (scanner.firings_per_revolution or 1) if spinning else None,
+        pulses_per_second=pattern.pulses_per_second,
+        range_m=(scanner.range_min_m, scanner.range_max_m),
+        rotation_hz=scanner.rotation_hz if spinning else None,
+        frame_s=pattern.frame_pulses / pattern.pulses_per_second,
+    )

@@ -36,6 +36,7 @@ import yaml
 from numpy.typing import NDArray
 
 from .calibrate import Calibration
+from .calibrate.outputs import CalibrationFiles
 from .compare import compare_clouds, grouped_median
 from .errors import ConfigError
 from .io.atomic import atomic_path, write_atomic
@@ -44,7 +45,14 @@ from .pointcloud import PointCloud
 from .reconstruct.grid import beam_indices
 from .scanner import SpinningPattern
 
-__all__ = ["INTENSITY_TOLERANCE", "SHARE_TOLERANCE", "TwinResult", "run_twin", "write_twin"]
+__all__ = [
+    "INTENSITY_TOLERANCE",
+    "SHARE_TOLERANCE",
+    "TwinResult",
+    "run_twin",
+    "twin_of",
+    "write_twin",
+]
 
 #: A ring's return share agrees when within this of the real one.
 SHARE_TOLERANCE = 0.05
@@ -62,6 +70,21 @@ class TwinResult:
     compare: dict[str, Any]
     surfaces: dict[str, dict[str, Any]]
     files: list[Path]
+
+    def lines(self) -> list[str]:
+        """Per surface, the rings judged and the shares of them within the goals, and what
+        the twin misses; then the files written."""
+        lines = []
+        for name, f in self.surfaces.items():
+            share, level = f["share_within_0.05"], f["intensity_within_15pct"]
+            lines.append(
+                f"twin {name}: {f['rings_judged']} rings judged; return share within 0.05 on "
+                + ("-" if share is None else f"{100 * share:.0f} %")
+                + ", median intensity within 15 % on "
+                + ("-" if level is None else f"{100 * level:.0f} %")
+            )
+            lines += [f"  misses: {verdict}" for verdict in f["verdicts"]]
+        return lines + [f"wrote {path}" for path in self.files]
 
 
 def _basis(normal: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
@@ -306,6 +329,16 @@ def _ring_figures(
         "share_within_0.05": float(share_ok[judged].mean()) if judged.any() else None,
         "intensity_within_15pct": float(intensity_ok[both].mean()) if both.any() else None,
     }
+
+
+def twin_of(calibrated: CalibrationFiles, folder: Path, scanner: str | Path) -> TwinResult:
+    """:func:`run_twin` on what ``lidar-sim calibrate`` found and wrote: its scan, with the
+    scanner overrides as written beside the library."""
+    overrides = yaml.safe_load(calibrated.written[1].read_text()) or {}
+    cloud = calibrated.calibration.cloud
+    if cloud is None:
+        raise ValueError("the calibration keeps no scan to compare the twin with")
+    return run_twin(calibrated.calibration, cloud, folder, scanner, overrides)
 
 
 def run_twin(

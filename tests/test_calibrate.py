@@ -210,6 +210,43 @@ def test_surfaces_grouped_and_named_by_the_user(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no surface wall_9; found ground, wall_1, wall_2" in bad.stderr
 
 
+def test_calibrate_to_files_writes_the_library_and_says_what_it_fitted(tmp_path: Path) -> None:
+    """What ``lidar-sim calibrate`` writes and prints: the library and the overrides as
+    :meth:`Calibration.write` writes them, the report when asked; each file written, each
+    note and each surface with its fitted values and verdicts. A scan with no surface is an
+    error that writes nothing."""
+    from simulator.calibrate.outputs import calibrate_to_files
+    from simulator.errors import ConfigError
+
+    ground, wall = CASES["rough_dark_ground"]
+    _scene(tmp_path, ground, wall)
+    scan = _scan(tmp_path, "rs-helios-5515", "scan.npz")
+    done = calibrate_to_files(scan, tmp_path / "lib.yaml", report=tmp_path / "report")
+    assert done.written == [tmp_path / "lib.yaml", tmp_path / "lib_scanner.yaml"]
+    assert (tmp_path / "report" / "index.html") in done.report
+    assert all(path.is_file() for path in done.written + done.report)
+    by_hand = done.calibration.write(tmp_path / "again.yaml")
+    assert by_hand[0].read_text() == done.written[0].read_text()
+    lines = done.lines()
+    assert lines[:2] == [f"wrote {path}" for path in done.written]
+    assert lines[-len(done.report) :] == [f"wrote {path}" for path in done.report]
+    assert [f"note: {note}" for note in done.calibration.notes] == lines[2 : 2 + len(
+        done.calibration.notes)]  # fmt: skip
+    for s in done.calibration.surfaces:
+        said = lines.index(f"{s.surface.name} ({len(s.cos):,} points): {s.described()}")
+        assert lines[said + 1 : said + 1 + len(s.verdicts)] == [f"  note: {v}" for v in s.verdicts]
+    ground_fit = next(s for s in done.calibration.surfaces if s.surface.name == "ground")
+    assert ground_fit.described().startswith(
+        f"reflectance {ground_fit.intensity_fit.value('reflectance'):.4g} +- "
+    )
+    few = tmp_path / "few.npz"
+    xyz = np.random.default_rng(0).random((100, 3)) * 10 + 1
+    np.savez(few, xyz=xyz.astype(np.float32), intensity=np.full(100, 20, np.float32))
+    with pytest.raises(ConfigError, match="no surface with enough points was found"):
+        calibrate_to_files(few, tmp_path / "none.yaml", report=tmp_path / "none")
+    assert not (tmp_path / "none.yaml").exists() and not (tmp_path / "none").exists()
+
+
 def test_a_rescan_with_the_fitted_library_matches_the_real_one(tmp_path: Path) -> None:
     """The fitted library and scanner overrides, used as they are, give a cloud whose
     per-ring counts and intensity histogram match the original's."""

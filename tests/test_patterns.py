@@ -9,7 +9,7 @@ import pytest
 
 import simulator
 from simulator.config import ScannerConfig, load_scanner, scanner_presets
-from simulator.scanner import pattern_for
+from simulator.scanner import pattern_for, pattern_summary
 
 from .conftest import PLAIN, Workspace, single_channel_scanner
 
@@ -167,6 +167,28 @@ def test_non_spinning_schedules_are_chunk_invariant(name: str) -> None:
     part = p.schedule(3333, 4444)
     np.testing.assert_array_equal(part.direction, whole.direction[2333:3444])
     np.testing.assert_array_equal(part.time_s, whole.time_s[2333:3444])
+
+
+def test_pattern_summary_of_a_spinning_and_a_non_spinning_scanner() -> None:
+    """``lidar-sim scanners``'s row: the VLP-16 spins (360, a step per firing, its rate in
+    Hz) with its lasers from -15 to +15 deg; the Avia's azimuth span is one frame's, within
+    its field of view, with no step and a frame's duration."""
+    vlp16 = load_scanner("vlp-16")
+    s = pattern_summary(vlp16)
+    assert (s.channels, s.rotation_hz) == (16, vlp16.rotation_hz)
+    np.testing.assert_allclose(s.elevation_deg, (-15.0, 15.0), atol=1e-9)
+    assert s.azimuth_step_deg == pytest.approx(360.0 / vlp16.firings_per_revolution)
+    assert s.pulses_per_second == pattern_for(vlp16).pulses_per_second
+    assert s.cells() == ("16", "-15.0..+15.0", "360", f"{s.azimuth_step_deg:.3f}",
+                         f"{s.pulses_per_second:,.0f}", f"{vlp16.range_min_m:g}-"
+                         f"{vlp16.range_max_m:g}", f"{vlp16.rotation_hz:g} Hz")  # fmt: skip
+    avia = load_scanner("livox-avia")
+    s = pattern_summary(avia)
+    assert s.azimuth_step_deg is None and s.rotation_hz is None
+    assert 60.0 < s.azimuth_fov_deg <= 70.4 + 1e-6  # the Avia's 70.4 deg horizontal FOV
+    p = pattern_for(avia)
+    assert s.frame_s == p.frame_pulses / p.pulses_per_second
+    assert s.cells()[3] == "-" and s.cells()[6] == f"{s.frame_s:g} s"
 
 
 def test_scanners_plot(tmp_path: Path) -> None:

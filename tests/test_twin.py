@@ -12,8 +12,9 @@ import yaml
 
 import simulator
 from simulator.calibrate import calibrate
+from simulator.calibrate.outputs import calibrate_to_files
 from simulator.io.read import read
-from simulator.twin import run_twin
+from simulator.twin import run_twin, twin_of
 
 from .conftest import REPO
 
@@ -38,10 +39,11 @@ def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
     it was fitted to: per-ring return share within 0.05 and median intensity within 15 %
     on at least 90 % of the rings; compare.json has compare's keys."""
     scan = yard / "real.npz"
-    fitted = calibrate(scan, "rs-helios-5515")  # the scan is in the sensor frame
-    files = fitted.write(yard / "fitted.yaml")
-    overrides = yaml.safe_load(files[1].read_text()) or {}
-    result = run_twin(fitted, read(scan), yard / "twin", "rs-helios-5515", overrides)
+    # as ``lidar-sim calibrate real.npz -o fitted.yaml --twin twin`` (the scan is in the
+    # sensor frame): the twin takes the scanner overrides as written
+    calibrated = calibrate_to_files(scan, yard / "fitted.yaml")
+    fitted = calibrated.calibration
+    result = twin_of(calibrated, yard / "twin", "rs-helios-5515")
     names = {s.surface.name for s in fitted.surfaces}
     assert {"ground", "wall_1", "wall_2"} <= names
     for name, figures in result.surfaces.items():
@@ -57,6 +59,12 @@ def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
     share_a = np.array(saved["rings"]["share_a"], dtype=float)
     assert np.nanmax(share_a) <= 1.0 and len(share_a) == 32
     assert (yard / "twin" / "index.html").is_file() and (yard / "twin" / "rings.png").is_file()
+    lines = result.lines()  # what the command prints
+    assert lines[-len(result.files) :] == [f"wrote {path}" for path in result.files]
+    ground = result.surfaces["ground"]
+    assert (f"twin ground: {ground['rings_judged']} rings judged; return share within 0.05 on "
+            f"{100 * ground['share_within_0.05']:.0f} %, median intensity within 15 % on "
+            f"{100 * ground['intensity_within_15pct']:.0f} %") in lines  # fmt: skip
 
 
 def test_a_surface_whose_reflectance_was_not_fitted_is_left_out(yard: Path) -> None:

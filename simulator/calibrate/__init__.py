@@ -72,6 +72,12 @@ class SurfaceFit:
     slope_fit: Fit
     detection_fit: Fit = field(default_factory=Fit)
 
+    def described(self) -> str:
+        """Every fitted value with its standard error: ``k v +- e, ...``."""
+        fits = (self.intensity_fit, self.range_fit, self.slope_fit, self.detection_fit)
+        values = {key: value for fit in fits for key, value in fit.values.items()}
+        return ", ".join(f"{k} {v:.4g} +- {e:.2g}" for k, (v, e) in values.items())
+
     @property
     def verdicts(self) -> list[str]:
         return (self.intensity_fit.verdicts + self.range_fit.verdicts + self.slope_fit.verdicts
@@ -164,10 +170,7 @@ class Calibration:
         ]
         lines += [f"# note: {note}" for note in self.notes]
         for s in self.surfaces:
-            vals = {**s.intensity_fit.values, **s.range_fit.values, **s.slope_fit.values,
-                    **s.detection_fit.values}  # fmt: skip
-            text = ", ".join(f"{k} {v:.4g} +- {e:.2g}" for k, (v, e) in vals.items())
-            lines.append(f"#   {s.surface.name} ({len(s.cos)} points): {text}")
+            lines.append(f"#   {s.surface.name} ({len(s.cos)} points): {s.described()}")
             lines += [f"#     note: {verdict}" for verdict in s.verdicts]
         body = yaml.safe_dump(self.library(), sort_keys=False)
         files = [write_atomic(path, "\n".join(lines) + "\n" + body)]

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ConfigError
 from ..pointcloud import PointCloud
 
-__all__ = ["COLOR_FIELDS", "COLOR_SOURCES", "SEMANTIC_KITTI_RGB", "colors_for", "label_colors"]
+__all__ = [
+    "COLOR_FIELDS",
+    "COLOR_SOURCES",
+    "SEMANTIC_KITTI_RGB",
+    "check_color_field",
+    "colors_for",
+    "label_colors",
+]
 
 # semantic-kitti.yaml's color_map, which is BGR.
 _BGR: dict[int, tuple[int, int, int]] = {
@@ -34,6 +44,15 @@ COLOR_FIELDS = ("intensity", "label", "ring", "range", "return")
 #: The point field each colouring needs (``range`` falls back to the coordinates).
 COLOR_SOURCES = {"intensity": "intensity", "label": "label", "ring": "ring",
                  "return": "return_number"}  # fmt: skip
+
+
+def check_color_field(cloud: PointCloud, color: str, source: str | Path) -> None:
+    """Refuse to colour ``cloud`` (read from ``source``) by a field it does not hold: a
+    :class:`~simulator.errors.ConfigError` naming the source, ``--color`` and the fields."""
+    needed = COLOR_SOURCES.get(color)
+    if needed is not None and needed not in cloud.names:
+        raise ConfigError(source, "--color", f"{color}: the cloud has no {needed} "
+                          f"field (it has {', '.join(cloud.names)})")  # fmt: skip
 
 
 def label_colors(label: NDArray) -> NDArray[np.float64]:

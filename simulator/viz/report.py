@@ -24,7 +24,14 @@ from .. import physics
 from ..labels import label_name
 from ..pointcloud import PointCloud
 
-__all__ = ["MinnaertFit", "fit_minnaert", "fit_scan_minnaert", "material_palette", "write_report"]
+__all__ = [
+    "MinnaertFit",
+    "fit_minnaert",
+    "fit_scan_minnaert",
+    "material_lines",
+    "material_palette",
+    "write_report",
+]
 
 
 def fit_minnaert(cos: np.ndarray, intensity: np.ndarray) -> tuple[float, float]:
@@ -289,6 +296,26 @@ def write_report(
     )
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
+
+
+def material_lines(summary: dict[str, Any]) -> list[str]:
+    """A line a material whose exponent was fitted (:func:`write_report`'s summary): its
+    points, its Minnaert k, and the k fitted to its points (or why not), with the
+    saturated points left out."""
+    lines = []
+    for name, m in summary["materials"].items():
+        if "fitted_k" not in m:
+            continue
+        left_out = (
+            f", {m['saturated_points']:,} saturated left out" if m["saturated_points"] else ""
+        )
+        fitted = (
+            f"not fitted ({m['fitted_points']} unsaturated points)"
+            if np.isnan(m["fitted_k"])
+            else f"fitted {m['fitted_k']:.3f} from {m['fitted_points']:,}"
+        )
+        lines.append(f"{name}: {m['points']:,} points, k {m['minnaert_k']:g}, {fitted}{left_out}")
+    return lines
 
 
 def weather_panel(
