@@ -556,120 +556,145 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
     Hit ``j`` of the first surfaces is of ray ``idx[j]`` (increasing); ``range_true`` and
     ``obj`` are by ray. Layer ``l`` behind has the rows ``row_start[l]`` to
     ``row_start[l + 1]`` of the ``l_*`` by-row arrays (its rays increasing), and
-    ``l_hit`` the hit of each row among the ``l_*`` by-hit arrays (-1: none)."""
+    ``l_hit`` the hit of each row among the ``l_*`` by-hit arrays (-1: none).
+
+    The loop body is one call of :func:`_see_through_block`, a plain function the per-pulse
+    helpers are inlined into: inlined into this parallel loop instead, numba's parfor passes
+    over their code made this kernel take 16 s to compile, not 9 s (docs/performance.md)."""
     pulses = range_true.shape[0]
+    blocks = block_count.shape[0]
+    for block in prange(blocks):
+        block_count[block] = _see_through_block(
+            block * pulses // blocks, (block + 1) * pulses // blocks, idx, keep, range_meas,
+            intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true, obj, row_start,
+            l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b, l_spread, l_cos_inc,
+            l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m, resolution, pulse_m,
+            threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, response,
+            diagnostics, o_pulse, o_number, o_total, o_range, o_intensity, o_obj,
+            o_range_true, o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+        )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _see_through_block(  # type: ignore[no-untyped-def]
+    p0, p1, idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff,
+    range_true, obj, row_start, l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b,
+    l_spread, l_cos_inc, l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m,
+    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep,
+    response, diagnostics, o_pulse, o_number, o_total, o_range, o_intensity, o_obj,
+    o_range_true, o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+):  # fmt: skip
+    """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block): writes
+    their returns from ``p0 * max_returns`` on and returns how many."""
     layers = row_start.shape[0] - 1
     width = layers + 1
     hits = idx.shape[0]
-    blocks = block_count.shape[0]
-    for block in prange(blocks):
-        p0, p1 = block * pulses // blocks, (block + 1) * pulses // blocks
-        # scratch: one pulse's surfaces (slot l: layer l) and its echoes
-        f8 = np.zeros((20, width))
-        w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
-        s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
-        e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
-        e_ce, obj_e, obj_w, obj_wr, keys = f8[15], f8[16], f8[17], f8[18], f8[19]
-        i8 = np.zeros((6, width), dtype=np.int64)
-        hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
-        count = np.zeros(1, dtype=np.int64)
-        scratch = np.empty((4, width))
-        s_order = np.empty(width, dtype=np.int64)
-        detected = np.empty(width, dtype=np.bool_)
-        out_slot = np.empty((1, max_returns), dtype=np.int64)
-        out_number = np.empty((1, max_returns), dtype=np.uint8)
-        out_total = np.empty((1, max_returns), dtype=np.uint8)
-        out_range, out_spread, out_peak = (
-            np.empty((1, max_returns)),
-            np.empty((1, max_returns)),
-            np.empty((1, max_returns)),
-        )
-        # merge walks over the first surfaces' hits and the first layer's rays
-        at = p0 * max_returns  # the block's returns from here, to be moved together
-        j = np.searchsorted(idx, p0)
-        f = row_start[0] + np.searchsorted(l_rays[row_start[0] : row_start[1]], p0)
-        for p in range(p0, p1):
-            while j < hits and idx[j] < p:
-                j += 1
-            if j >= hits or idx[j] != p:
-                continue  # a miss: no surface at all
-            while f < row_start[1] and l_rays[f] < p:
-                f += 1
-            if f >= row_start[1] or l_rays[f] != p:  # one surface: the single ray's return
-                if keep[j]:
-                    o_pulse[at] = p
-                    o_number[at] = 1
-                    o_total[at] = 1
-                    o_range[at] = range_meas[j]
-                    o_intensity[at] = intensity[j]
-                    o_obj[at] = obj[p]
-                    if diagnostics:
-                        o_range_true[at] = np.float64(range_true[p])
-                        o_cos_inc[at] = cos_inc[j]
-                        o_cos_eff[at] = cos_eff[j]
-                        o_spread[at] = spread[j]
-                        o_peak[at] = peak[j]
-                        o_fraction[at] = 1.0
-                    at += 1
-                continue
-            # Its surfaces, slot by slot as _layer_slots lays them out.
-            w_slot[0] = weight
-            hit_of_slot[0] = 0 if weight > 0.0 else -1
-            s_rng[0] = np.float64(range_true[p])
-            s_obj[0] = obj[p]
-            s_rel[0], s_b[0], s_spr[0] = relief[j], b[j], spread[j]
-            s_ci[0], s_ce[0] = cos_inc[j], cos_eff[j]
-            used = 1 if weight > 0.0 else 0
-            row = f
-            for layer in range(layers):
-                if layer > 0 and row >= 0:  # (not in a layer: in none behind it)
-                    a, z = row_start[layer], row_start[layer + 1]
-                    row = a + np.searchsorted(l_rays[a:z], p)
-                    row = row if row < z and l_rays[row] == p else -1
-                w = weight
-                hit_of_slot[layer + 1] = -1
-                if row >= 0:
-                    w = w * l_two_way[row]
-                    h = l_hit[row]
-                    if h >= 0 and w > 0.0:
-                        hit_of_slot[layer + 1] = used
-                        s_rng[used] = np.float64(l_range[row])
-                        s_obj[used] = l_obj[row]
-                        s_rel[used], s_b[used], s_spr[used] = l_relief[h], l_b[h], l_spread[h]
-                        s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
-                        used += 1
-                w_slot[layer + 1] = w
-            _echoes_of_pulse(
-                0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
-                separation, count, e_energy, e_norm, e_range, e_relief, e_sp, e_between,
-                e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
-            )  # fmt: skip
-            n_out = _select_of_pulse(
-                0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
-                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
-                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
-                out_range, out_spread, out_peak, scratch, s_order, detected,
-            )  # fmt: skip
-            for t in range(n_out):
-                k = out_slot[0, t]
-                energy = e_energy[k]
-                o_pulse[at + t] = p
-                o_number[at + t] = out_number[0, t]
-                o_total[at + t] = out_total[0, t]
-                o_range[at + t] = out_range[0, t]
-                o_intensity[at + t] = intensity_of(
-                    energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
-                )
-                o_obj[at + t] = e_obj[k]
+    # scratch: one pulse's surfaces (slot l: layer l) and its echoes
+    f8 = np.zeros((20, width))
+    w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
+    s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
+    e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
+    e_ce, obj_e, obj_w, obj_wr, keys = f8[15], f8[16], f8[17], f8[18], f8[19]
+    i8 = np.zeros((6, width), dtype=np.int64)
+    hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
+    count = np.zeros(1, dtype=np.int64)
+    scratch = np.empty((4, width))
+    s_order = np.empty(width, dtype=np.int64)
+    detected = np.empty(width, dtype=np.bool_)
+    out_slot = np.empty((1, max_returns), dtype=np.int64)
+    out_number = np.empty((1, max_returns), dtype=np.uint8)
+    out_total = np.empty((1, max_returns), dtype=np.uint8)
+    out_range, out_spread, out_peak = (
+        np.empty((1, max_returns)),
+        np.empty((1, max_returns)),
+        np.empty((1, max_returns)),
+    )
+    # merge walks over the first surfaces' hits and the first layer's rays
+    at = p0 * max_returns  # the block's returns from here, to be moved together
+    j = np.searchsorted(idx, p0)
+    f = row_start[0] + np.searchsorted(l_rays[row_start[0] : row_start[1]], p0)
+    for p in range(p0, p1):
+        while j < hits and idx[j] < p:
+            j += 1
+        if j >= hits or idx[j] != p:
+            continue  # a miss: no surface at all
+        while f < row_start[1] and l_rays[f] < p:
+            f += 1
+        if f >= row_start[1] or l_rays[f] != p:  # one surface: the single ray's return
+            if keep[j]:
+                o_pulse[at] = p
+                o_number[at] = 1
+                o_total[at] = 1
+                o_range[at] = range_meas[j]
+                o_intensity[at] = intensity[j]
+                o_obj[at] = obj[p]
                 if diagnostics:
-                    o_range_true[at + t] = e_range[k]
-                    o_cos_inc[at + t] = e_ci[k]
-                    o_cos_eff[at + t] = e_ce[k]
-                    o_spread[at + t] = out_spread[0, t]
-                    o_peak[at + t] = out_peak[0, t]
-                    o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
-            at += n_out
-        block_count[block] = at - p0 * max_returns
+                    o_range_true[at] = np.float64(range_true[p])
+                    o_cos_inc[at] = cos_inc[j]
+                    o_cos_eff[at] = cos_eff[j]
+                    o_spread[at] = spread[j]
+                    o_peak[at] = peak[j]
+                    o_fraction[at] = 1.0
+                at += 1
+            continue
+        # Its surfaces, slot by slot as _layer_slots lays them out.
+        w_slot[0] = weight
+        hit_of_slot[0] = 0 if weight > 0.0 else -1
+        s_rng[0] = np.float64(range_true[p])
+        s_obj[0] = obj[p]
+        s_rel[0], s_b[0], s_spr[0] = relief[j], b[j], spread[j]
+        s_ci[0], s_ce[0] = cos_inc[j], cos_eff[j]
+        used = 1 if weight > 0.0 else 0
+        row = f
+        for layer in range(layers):
+            if layer > 0 and row >= 0:  # (not in a layer: in none behind it)
+                a, z = row_start[layer], row_start[layer + 1]
+                row = a + np.searchsorted(l_rays[a:z], p)
+                row = row if row < z and l_rays[row] == p else -1
+            w = weight
+            hit_of_slot[layer + 1] = -1
+            if row >= 0:
+                w = w * l_two_way[row]
+                h = l_hit[row]
+                if h >= 0 and w > 0.0:
+                    hit_of_slot[layer + 1] = used
+                    s_rng[used] = np.float64(l_range[row])
+                    s_obj[used] = l_obj[row]
+                    s_rel[used], s_b[used], s_spr[used] = l_relief[h], l_b[h], l_spread[h]
+                    s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
+                    used += 1
+            w_slot[layer + 1] = w
+        _echoes_of_pulse(
+            0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
+            separation, count, e_energy, e_norm, e_range, e_relief, e_sp, e_between,
+            e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
+        )  # fmt: skip
+        n_out = _select_of_pulse(
+            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
+            mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
+            ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
+            out_range, out_spread, out_peak, scratch, s_order, detected,
+        )  # fmt: skip
+        for t in range(n_out):
+            k = out_slot[0, t]
+            energy = e_energy[k]
+            o_pulse[at + t] = p
+            o_number[at + t] = out_number[0, t]
+            o_total[at + t] = out_total[0, t]
+            o_range[at + t] = out_range[0, t]
+            o_intensity[at + t] = intensity_of(
+                energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+            )
+            o_obj[at + t] = e_obj[k]
+            if diagnostics:
+                o_range_true[at + t] = e_range[k]
+                o_cos_inc[at + t] = e_ci[k]
+                o_cos_eff[at + t] = e_ce[k]
+                o_spread[at + t] = out_spread[0, t]
+                o_peak[at + t] = out_peak[0, t]
+                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+        at += n_out
+    return at - p0 * max_returns
 
 
 def _joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
