@@ -78,7 +78,7 @@ __all__ = [
 #: 23-26 s measured (up to 36 s with other work on the cores). Two thirds of it is the
 #: see-through kernel the farm's vegetation needs; a survey with weather or footprints
 #: compiles more kernels.
-FIRST_COMPILE_S = 25
+FIRST_COMPILE_S = 18
 #: What the numba backend prints on stderr before the first kernel of a process compiles.
 COMPILE_NOTE = f"compiling the kernels once for this machine (about {FIRST_COMPILE_S} s)"
 

@@ -39,10 +39,16 @@ from .io.atomic import write_atomic, write_figure
 from .labels import label_name
 from .pointcloud import PointCloud
 
+#: The papers' headline measures of the ``nvs`` block, in the order their tables (and
+#: reconstruct's summary table and page) give them.
+NVS_TABLE_KEYS = ("ray_drop_accuracy", "ray_drop_f1", "depth_medae_m", "depth_rmse_m", "cd",
+                  "f_score", "intensity_rmse")  # fmt: skip
+
 __all__ = [
     "AZIMUTH_COLUMNS",
     "INTENSITY_BINS",
     "LIDAR4D_COMMIT",
+    "NVS_TABLE_KEYS",
     "RANGE_BIN_M",
     "RANGE_LIMIT_M",
     "compare_clouds",

@@ -30,6 +30,7 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from ..compare import NVS_TABLE_KEYS
 from ..config import ScannerConfig, load_scanner
 from ..errors import InputError
 from ..hits import ReturnModel
@@ -52,8 +53,7 @@ __all__ = ["ReconstructOptions", "ReconstructResult", "reconstruct"]
 DEFAULT_MINNAERT_K = 0.0
 
 #: The nvs figures the summary table prints, in order.
-TABLE_KEYS = ("ray_drop_accuracy", "ray_drop_f1", "depth_medae_m", "depth_rmse_m", "cd",
-              "f_score", "intensity_rmse")  # fmt: skip
+TABLE_KEYS = NVS_TABLE_KEYS
 
 
 @dataclass(frozen=True)

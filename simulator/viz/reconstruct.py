@@ -47,8 +47,8 @@ import numpy as np
 from matplotlib.artist import Artist
 from numpy.typing import ArrayLike, NDArray
 
+from ..compare import NVS_TABLE_KEYS as TABLE_KEYS
 from ..io.atomic import atomic_path, write_atomic, write_figure
-from ..reconstruct import TABLE_KEYS
 from ..transforms import rpy_deg_from_rotation
 
 __all__ = ["write_reconstruct_page"]
