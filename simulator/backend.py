@@ -1,32 +1,16 @@
 """The one place that chooses how the pipeline's steps are computed.
 
 A backend offers the steps that have both a numpy specification and a numba kernel, with
-one name and one signature each:
-
-- ``pattern_rays``: a scan pattern's rays with the sensor's pose (:mod:`simulator.rays`);
-- ``sub_rays``: the footprint sub-rays of each beam;
-- ``evaluate_hits``: the per-hit model (:mod:`simulator.hits`);
-- ``echo_returns``: echoes of sub-rays and of the surfaces behind see-through ones
-  formed, measured and selected (:mod:`simulator.echoes`);
-- ``see_through_returns``: the returns of a chunk cast one ray a pulse where some rays
-  passed see-through surfaces (:mod:`simulator.echoes`), and ``merge_returns``: a
-  chunk's single-ray returns joined with those recomputed for some of its pulses;
-- ``single_surface``: which footprints adaptive sampling leaves to the central ray
-  (:mod:`simulator.footprint`), and ``interleave``: the sub-rays it casts in parts, in
-  pulse-major order;
-- ``record``: the point record of the returns (:mod:`simulator.record`);
-- ``rays_into_boxes``: which rays can meet which moving objects, the ray engine's cull
-  (:mod:`simulator.raycast`);
-- ``pack_las``: LAS records of a point record;
-- ``count_particles``, ``draw_particles`` and ``medium_returns``: the weather's particles
-  counted and drawn per pulse, and the returns of the pulses it touches
-  (:mod:`simulator.weather`).
+one name and one signature each. :data:`STEPS` lists them, once, with what each does: a
+:class:`Step` names its specification's module and its kernel's module. Both backends, the
+count of compiled kernels and the tests' list of steps are read from it; the
+:class:`Backend` protocol gives each step's types, and a test holds it to the list.
 
 :class:`NumpyBackend` runs the specification; :class:`NumbaBackend` the kernels of
 :mod:`simulator.kernels`, over every core. The kernels cover what the hot path needs; the
-two steps whose kernels are specific to spinning scanners (``pattern_rays`` and
-``record``, which derive directions, rings and times from the spinning tables) run the
-specification for the other patterns. :func:`select_backend` picks one, once, for a
+steps whose kernels are specific to spinning scanners (``for_spinning``: their kernels
+derive directions, rings and times from the spinning tables) run the specification for
+the other patterns. :func:`select_backend` picks one, once, for a
 :class:`~simulator.pipeline.Simulation`.
 
 numba compiles a kernel on its first call unless its cache holds the kernel's machine code
@@ -38,20 +22,17 @@ backend says so on stderr before the first compile of a process
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from . import echoes as _echoes
-from . import footprint as _footprint
-from . import hits as _hits
-from . import raycast as _raycast
-from . import rays as _rays
-from . import record as _record
-from . import weather as _weather
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .echoes import Behind, Returns
@@ -60,14 +41,17 @@ from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
 from .scanner import ScanPattern, SpinningPattern
+from .weather import Medium, Particles, Population
 
 __all__ = [
     "COMPILE_NOTE",
     "FIRST_COMPILE_S",
     "KERNELS_AVAILABLE",
+    "STEPS",
     "Backend",
     "NumbaBackend",
     "NumpyBackend",
+    "Step",
     "announce_first_compile",
     "select_backend",
 ]
@@ -81,6 +65,67 @@ __all__ = [
 FIRST_COMPILE_S = 18
 #: What the numba backend prints on stderr before the first kernel of a process compiles.
 COMPILE_NOTE = f"compiling the kernels once for this machine (about {FIRST_COMPILE_S} s)"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step both backends compute: the numpy specification
+    ``simulator.<specification>.<name>`` and the numba kernel
+    ``simulator.kernels.<kernel>.<kernel_name>`` (by default ``<name>``), of the same
+    signature. A kernel ``for_spinning`` computes spinning patterns only; the numba
+    backend runs the specification for the others."""
+
+    name: str
+    specification: str
+    kernel: str
+    kernel_name: str = ""
+    for_spinning: bool = False
+
+    def specification_function(self) -> Callable[..., Any]:
+        """The numpy specification."""
+        return getattr(importlib.import_module(f"{__package__}.{self.specification}"), self.name)
+
+    def kernel_module(self) -> Any:
+        """The module of :mod:`simulator.kernels` that holds the kernel (needs numba)."""
+        return importlib.import_module(f"{__package__}.kernels.{self.kernel}")
+
+    def kernel_function(self) -> Callable[..., Any]:
+        """The numba kernel (needs numba)."""
+        return getattr(self.kernel_module(), self.kernel_name or self.name)
+
+
+#: Every step of a backend, in the pipeline's order: the one list of them.
+STEPS: tuple[Step, ...] = (
+    # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
+    Step("pattern_rays", "rays", "rays", kernel_name="spinning_rays", for_spinning=True),
+    # the footprint sub-rays of each beam
+    Step("sub_rays", "rays", "rays"),
+    # which rays can meet which moving objects: the ray engine's cull
+    Step("rays_into_boxes", "raycast", "cull"),
+    # the per-hit model
+    Step("evaluate_hits", "hits", "hits"),
+    # which footprints adaptive sampling leaves to the central ray
+    Step("single_surface", "footprint", "footprint"),
+    # the sub-rays adaptive sampling casts in parts, put in pulse-major order
+    Step("interleave", "footprint", "footprint"),
+    # echoes of sub-rays and of the surfaces behind see-through ones: formed, measured,
+    # selected
+    Step("echo_returns", "echoes", "echoes"),
+    # the returns of a chunk cast one ray a pulse where some rays passed see-through
+    # surfaces
+    Step("see_through_returns", "echoes", "echoes"),
+    # a chunk's single-ray returns joined with those recomputed for some of its pulses
+    Step("merge_returns", "echoes", "echoes"),
+    # the weather's particles counted, then drawn, per pulse
+    Step("count_particles", "weather", "weather"),
+    Step("draw_particles", "weather", "weather"),
+    # the returns of the pulses the weather touches
+    Step("medium_returns", "weather", "weather"),
+    # the point record of the returns (the kernel: spinning patterns)
+    Step("record", "record", "record", for_spinning=True),
+    # LAS records of a point record
+    Step("pack_las", "record", "record"),
+)
 
 _first_compile: Any = None  # the numba event listener, once registered
 
@@ -242,8 +287,8 @@ class Backend(Protocol):
         beam: BeamPattern,
         model: ReturnModel,
         streams: Streams,
-        medium: _weather.Medium,
-        particles: list[_weather.Particles] | None = None,
+        medium: Medium,
+        particles: list[Particles] | None = None,
         behind: Sequence[Behind] = (),
         pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
@@ -251,9 +296,7 @@ class Backend(Protocol):
         :func:`simulator.weather.medium_returns`)."""
         ...
 
-    def draw_particles(
-        self, population: _weather.Population, pulse_id: NDArray[np.uint64]
-    ) -> _weather.Particles:
+    def draw_particles(self, population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
         """The detectable particles in each pulse's beam (see
         :func:`simulator.weather.draw_particles`)."""
         ...
@@ -272,7 +315,7 @@ class Backend(Protocol):
         ...
 
     def count_particles(
-        self, population: _weather.Population, pulse_id: NDArray[np.uint64]
+        self, population: Population, pulse_id: NDArray[np.uint64]
     ) -> NDArray[np.int64]:
         """How many particles :meth:`draw_particles` draws in each pulse's beam (see
         :func:`simulator.weather.count_particles`)."""
@@ -288,23 +331,13 @@ class Backend(Protocol):
 
 
 class NumpyBackend:
-    """The numpy specification of every step."""
+    """The numpy specification of every step of :data:`STEPS`."""
 
     name = "numpy"
-    pattern_rays = staticmethod(_rays.pattern_rays)
-    sub_rays = staticmethod(_rays.sub_rays)
-    evaluate_hits = staticmethod(_hits.evaluate_hits)
-    echo_returns = staticmethod(_echoes.echo_returns)
-    see_through_returns = staticmethod(_echoes.see_through_returns)
-    merge_returns = staticmethod(_echoes.merge_returns)
-    medium_returns = staticmethod(_weather.medium_returns)
-    draw_particles = staticmethod(_weather.draw_particles)
-    count_particles = staticmethod(_weather.count_particles)
-    single_surface = staticmethod(_footprint.single_surface)
-    interleave = staticmethod(_footprint.interleave)
-    record = staticmethod(_record.record)
-    pack_las = staticmethod(_record.pack_las)
-    rays_into_boxes = staticmethod(_raycast.rays_into_boxes)
+
+    def __init__(self) -> None:
+        for step in STEPS:
+            setattr(self, step.name, step.specification_function())
 
     def compiled_kernels(self) -> int:
         """None: the specification is plain numpy."""
@@ -315,61 +348,35 @@ class NumpyBackend:
         del threads
 
 
+def spinning_or_specification(
+    kernel: Callable[..., Any], specification: Callable[..., Any]
+) -> Callable[..., Any]:
+    """A step that runs ``kernel`` for a spinning pattern (its ``pattern`` argument) and
+    ``specification`` for the others; with the specification's name and signature."""
+    where = list(inspect.signature(specification).parameters).index("pattern")
+
+    @functools.wraps(specification)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        pattern = kwargs["pattern"] if "pattern" in kwargs else args[where]
+        spinning = isinstance(pattern, SpinningPattern)
+        return (kernel if spinning else specification)(*args, **kwargs)
+
+    return step
+
+
 class NumbaBackend:
-    """The numba kernels, over every core (needs numba)."""
+    """The numba kernels of every step of :data:`STEPS`, over every core (needs numba)."""
 
     name = "numba"
 
     def __init__(self) -> None:
         announce_first_compile()
-        from .kernels import cull as k_cull
-        from .kernels import echoes as k_echoes
-        from .kernels import footprint as k_footprint
-        from .kernels import hits as k_hits
-        from .kernels import rays as k_rays
-        from .kernels import record as k_record
-        from .kernels import weather as k_weather
-
-        self._rays, self._record = k_rays, k_record
-        self._modules = (k_rays, k_hits, k_echoes, k_footprint, k_record, k_cull)
-        self.sub_rays = k_rays.sub_rays
-        self.evaluate_hits = k_hits.evaluate_hits
-        self.echo_returns = k_echoes.echo_returns
-        self.see_through_returns = k_echoes.see_through_returns
-        self.merge_returns = k_echoes.merge_returns
-        self.medium_returns = k_weather.medium_returns
-        self.draw_particles = k_weather.draw_particles
-        self.count_particles = k_weather.count_particles
-        self.single_surface = k_footprint.single_surface
-        self.interleave = k_footprint.interleave
-        self.pack_las = k_record.pack_las
-        self.rays_into_boxes = k_cull.rays_into_boxes
-
-    def pattern_rays(
-        self,
-        pattern: ScanPattern,
-        start: int,
-        stop: int,
-        poses: PulsePoses,
-        shift_m: NDArray[np.float64],
-    ) -> NDArray[np.float32]:
-        """The spinning kernel for a spinning pattern, else the specification."""
-        if isinstance(pattern, SpinningPattern):
-            return self._rays.spinning_rays(pattern, start, stop, poses, shift_m)
-        return _rays.pattern_rays(pattern, start, stop, poses, shift_m)
-
-    def record(
-        self,
-        returns: Returns,
-        rays: Rays,
-        frame: PulsePoses | None,
-        tables: SceneTables,
-        pattern: ScanPattern,
-    ) -> PointCloud:
-        """The record kernel for a spinning pattern, else the specification."""
-        if isinstance(pattern, SpinningPattern):
-            return self._record.record(returns, rays, frame, tables, pattern)
-        return _record.record(returns, rays, frame, tables, pattern)
+        for step in STEPS:
+            kernel = step.kernel_function()
+            if step.for_spinning:
+                kernel = spinning_or_specification(kernel, step.specification_function())
+            setattr(self, step.name, kernel)
+        self.kernel_modules = tuple(dict.fromkeys(step.kernel_module() for step in STEPS))
 
     def compiled_kernels(self) -> int:
         """Kernels compiled in this process: numba's cache misses over every kernel."""
@@ -377,7 +384,7 @@ class NumbaBackend:
 
         return sum(
             sum(value.stats.cache_misses.values())
-            for module in self._modules
+            for module in self.kernel_modules
             for value in vars(module).values()
             if isinstance(value, CPUDispatcher)
         )

@@ -1,18 +1,8 @@
 """Numba kernels of the pipeline's steps: each mirrors the numpy specification of the same
 name and signature, computed in one pass per pulse over every core, without temporaries.
 
-============================ ===============================================
-kernel                       specification
-============================ ===============================================
-``rays.spinning_rays``       :func:`simulator.rays.pattern_rays` (spinning)
-``rays.sub_rays``            :func:`simulator.rays.sub_rays`
-``hits.evaluate_hits``       :func:`simulator.hits.evaluate_hits`
-``echoes.echo_returns``      :func:`simulator.echoes.echo_returns`
-``footprint.single_surface`` :func:`simulator.footprint.single_surface`
-``record.record``            :func:`simulator.record.record` (spinning)
-``record.pack_las``          :func:`simulator.record.pack_las`
-``cull.rays_into_boxes``     :func:`simulator.raycast.rays_into_boxes`
-============================ ===============================================
+Which kernel mirrors which specification is listed once, in
+:data:`simulator.backend.STEPS` (a step's specification module and kernel module).
 
 The tests compare each kernel with its specification value for value. Each pulse is
 computed on its own from its inputs and its global pulse id, so results do not depend on
