@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.compare import compare_clouds, firings_per_ring, format_compare, write_compare_page
+from simulator.compare import compare_clouds, firings_per_ring, format_compare
 from simulator.errors import SimulatorError
 from simulator.pointcloud import PointCloud
+from simulator.viz.compare import write_compare_page
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 VLP16 = REALDATA / "nebula" / "velodyne-vlp16-1673400472138016708.pcd"

@@ -355,7 +355,7 @@ def test_the_command_refuses_a_file_with_a_bad_value(
 
 
 def test_page_of_clouds_with_bad_values(tmp_path: Path) -> None:
-    from simulator.compare import write_compare_page
+    from simulator.viz.compare import write_compare_page
 
     a = grid_cloud()
     inten = a["intensity"].copy()

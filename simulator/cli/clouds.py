@@ -53,9 +53,10 @@ def compare(
     grid."""
     import json
 
-    from ..compare import format_compare, write_compare_page
+    from ..compare import format_compare
     from ..io.atomic import write_atomic
     from ..sources import compare_sources
+    from ..viz.compare import write_compare_page
 
     if not f_score_threshold_m > 0:
         raise ConfigError("--f-score-threshold", "f_score_threshold_m", "expected a number > 0")

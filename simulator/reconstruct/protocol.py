@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..compare import compare_clouds, write_compare_page
+from ..compare import compare_clouds
 from ..io.atomic import write_atomic
 from ..pipeline import Simulation
 from ..pointcloud import PointCloud
 from ..raycast import import_open3d
 from ..scanner import SpinningPattern
+from ..viz.compare import write_compare_page
 from .grid import BeamGrid, cloud_of_grid, organize, with_beam_grid
 
 __all__ = ["baseline_cloud", "scan_frame", "score", "surface_ranges"]
