@@ -19,6 +19,7 @@ import yaml
 from hypothesis import settings
 
 import simulator
+from simulator.backend import KERNELS_AVAILABLE, Backend, NumbaBackend, NumpyBackend
 from simulator.pointcloud import PointCloud
 
 REPO = Path(__file__).resolve().parent.parent
@@ -189,6 +190,19 @@ def judged_in_full(sim: simulator.Simulation) -> np.ndarray:
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each backend in turn, by name: the numpy specification, then the numba kernels
+    (skipped without numba). A test that compares a step with its specification takes
+    this fixture, so that it runs the step on both (as trimesh's ray tests run every ray
+    engine)."""
+    if request.param == "numpy":
+        return NumpyBackend()
+    if not KERNELS_AVAILABLE:
+        pytest.skip("numba is not installed")
+    return NumbaBackend()
 
 
 # ---------------------------------------------------------------- parallel runs (xdist)

@@ -12,7 +12,7 @@ import pytest
 
 import simulator
 from simulator import labels
-from simulator.backend import NumpyBackend
+from simulator.backend import Backend
 from simulator.errors import ConfigError
 from simulator.io.mesh import write_material_mesh
 from simulator.scene import MaterialTable, load_scene
@@ -61,10 +61,9 @@ def survey(
     return ws.survey(objects, scanner=rings, **keys)
 
 
-def scan(path: Path, backend: str, overrides: list[str] | None = None) -> simulator.PointCloud:
+def scan(path: Path, backend: Backend, overrides: list[str] | None = None) -> simulator.PointCloud:
     sim = simulator.Simulation.from_file(path, overrides)
-    if backend == "numpy":
-        sim.backend = NumpyBackend()
+    sim.backend = backend
     return sim.run()
 
 
@@ -96,8 +95,7 @@ def faced_and_split(
     return faced, split
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_each_face_returns_its_own_reflectance(ws: Workspace, backend: str) -> None:
+def test_each_face_returns_its_own_reflectance(ws: Workspace, backend: Backend) -> None:
     """Half the faces 0.2, half 0.6: every point's intensity is exactly what the same
     triangles give as two objects of those two materials, and each is the Minnaert law
     of its face's reflectance, ``scale rho cos^k`` with the ring's incidence (the sensor
@@ -122,8 +120,7 @@ def test_each_face_returns_its_own_reflectance(ws: Workspace, backend: str) -> N
         assert ratio == pytest.approx(3.0, rel=2e-6)
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_faces_of_a_moving_mesh_keep_their_values(ws: Workspace, backend: str) -> None:
+def test_faces_of_a_moving_mesh_keep_their_values(ws: Workspace, backend: Backend) -> None:
     """A moving mesh with per-face values reads as the same triangles moving as two
     objects (the moving groups' hits get their faces' rows too)."""
     motion = {"start": {"position_m": [0.0, 0.0, 0.0]}, "velocity_mps": [4.0, 0.0, 0.0]}
@@ -154,9 +151,8 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_face_values_equal_to_the_material_change_nothing(
-    ws: Workspace, backend: str, mode: str
+    ws: Workspace, backend: Backend, mode: str
 ) -> None:
     """The plane tilted, under a see-through pane, as three files: a PLY without face
     values (the plain path: no material rows at all), one whose every face carries the
@@ -199,8 +195,7 @@ def test_face_values_equal_to_the_material_change_nothing(
             np.testing.assert_array_equal(other[field], values, err_msg=field)
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_object_id_is_the_object_not_a_face_row(ws: Workspace, backend: str) -> None:
+def test_object_id_is_the_object_not_a_face_row(ws: Workspace, backend: Backend) -> None:
     """The diagnostic ``object_id`` of a hit on a mesh with per-face values is the
     object's index (its face rows lie past the objects'), and its label and instance the
     object's."""

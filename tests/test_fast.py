@@ -10,7 +10,7 @@ import pytest
 import simulator
 import simulator.footprint
 from simulator import echoes, hits, raycast, rays, record
-from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
+from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
 from simulator.beam import BeamPattern
 from simulator.chunk import PulsePoses
 
@@ -22,17 +22,8 @@ if KERNELS_AVAILABLE:
     from simulator.kernels import cull as k_cull
     from simulator.kernels import echoes as k_echoes
     from simulator.kernels import hits as k_hits
-    from simulator.kernels import rays as k_rays
-    from simulator.kernels import record as k_record
 
 SURVEY = REPO / "scenes" / "farm" / "survey.yaml"
-
-
-#: The steps a backend computes (simulator/backend.py's Backend protocol, less the
-#: bookkeeping): each has a numpy specification and a numba kernel.
-STEPS = ("pattern_rays", "sub_rays", "evaluate_hits", "echo_returns", "see_through_returns",
-         "single_surface", "interleave", "record", "pack_las", "rays_into_boxes",
-         "medium_returns", "draw_particles", "count_particles", "merge_returns")  # fmt: skip
 
 
 def _parameters(function) -> list:  # type: ignore[no-untyped-def]
@@ -43,45 +34,34 @@ def _parameters(function) -> list:  # type: ignore[no-untyped-def]
 
 def test_each_kernel_has_its_specifications_name_and_signature() -> None:
     """The backend swaps one for the other: same names, same parameters, same defaults,
-    for every step of the Backend protocol (a step added to it is checked here too)."""
-    from simulator import weather
-    from simulator.backend import Backend, NumbaBackend
-    from simulator.kernels import footprint as k_footprint
-    from simulator.kernels import weather as k_weather
+    for every registered step (simulator.backend.STEPS), which are the steps of the
+    Backend protocol (less the bookkeeping), on both backends."""
+    from simulator.backend import STEPS, Backend, NumbaBackend
 
+    names = [step.name for step in STEPS]
+    assert len(set(names)) == len(names)
     steps = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")}
-    assert steps - {"set_threads", "compiled_kernels"} == set(STEPS)
+    assert steps - {"set_threads", "compiled_kernels"} == set(names)
     numpy, numba = NumpyBackend(), NumbaBackend()
     for step in STEPS:
-        spec, kernel = getattr(numpy, step), getattr(numba, step)
-        assert spec.__name__ == kernel.__name__ == step
-        assert _parameters(kernel) == _parameters(spec), step
-        assert _parameters(spec) == _parameters(getattr(Backend, step))[1:], step  # less self
-    # The functions the numba backend dispatches to, by module: each mirrors its spec.
-    pairs = [
-        (rays.sub_rays, k_rays.sub_rays),
-        (hits.evaluate_hits, k_hits.evaluate_hits),
-        (echoes.echo_returns, k_echoes.echo_returns),
-        (echoes.see_through_returns, k_echoes.see_through_returns),
-        (simulator.footprint.single_surface, k_footprint.single_surface),
-        (simulator.footprint.interleave, k_footprint.interleave),
-        (record.record, k_record.record),
-        (record.pack_las, k_record.pack_las),
-        (raycast.rays_into_boxes, k_cull.rays_into_boxes),
-        (weather.medium_returns, k_weather.medium_returns),
-        (weather.draw_particles, k_weather.draw_particles),
-        (weather.count_particles, k_weather.count_particles),
-    ]
-    for spec, kernel in pairs:
-        assert spec.__name__ == kernel.__name__
-        assert _parameters(kernel) == _parameters(spec), spec.__name__
-    # pattern_rays and record dispatch to the spinning kernels, with the spec's parameters.
-    assert _parameters(k_rays.spinning_rays) == _parameters(rays.pattern_rays)
-    assert _parameters(k_record.record) == _parameters(record.record)
+        spec, kernel = getattr(numpy, step.name), getattr(numba, step.name)
+        assert spec.__name__ == kernel.__name__ == step.name
+        assert _parameters(kernel) == _parameters(spec), step.name
+        assert _parameters(spec) == _parameters(getattr(Backend, step.name))[1:], step.name
+        # The functions the numba backend dispatches to, in their modules: each mirrors
+        # its specification (pattern_rays to the spinning kernel, with the spec's name).
+        spec, kernel = step.specification_function(), step.kernel_function()
+        assert spec is getattr(numpy, step.name)
+        assert kernel.__name__ == (step.kernel_name or step.name)
+        assert _parameters(kernel) == _parameters(spec), step.name
+    # Every kernel file but the shared inline helpers is a registered step's, and counted
+    # by compiled_kernels (the weather's included).
+    files = {p.stem for p in (REPO / "simulator" / "kernels").glob("*.py")} - {"__init__", "common"}
+    assert {m.__name__ for m in numba.kernel_modules} == {f"simulator.kernels.{f}" for f in files}
 
 
 def test_record_kernel_matches_the_specification_in_every_frame(
-    sim: simulator.Simulation,
+    sim: simulator.Simulation, backend: Backend
 ) -> None:
     """World, the sensor at one pose, and a pose per pulse: the record kernel's fields
     equal the specification's (xyz to float32 rounding, the rest exactly)."""
@@ -95,7 +75,7 @@ def test_record_kernel_matches_the_specification_in_every_frame(
     )
     for frame in (None, chunk.poses, per_pulse):
         ref = record.record(returns, chunk, frame, sim.tables, sim.pattern)
-        got = k_record.record(returns, chunk, frame, sim.tables, sim.pattern)
+        got = backend.record(returns, chunk, frame, sim.tables, sim.pattern)
         assert got.names == ref.names and len(got) > 20_000
         for name in got.names:
             if name == "xyz":
@@ -116,11 +96,11 @@ def _reference_rays(sim: simulator.Simulation, start: int, stop: int) -> np.ndar
     return rays.pattern_rays(sim.pattern, start, stop, poses, sim.engine.origin_shift_m)
 
 
-def test_spinning_rays_match_the_schedule(sim: simulator.Simulation) -> None:
+def test_spinning_rays_match_the_schedule(sim: simulator.Simulation, backend: Backend) -> None:
     """The ray kernel gives the numpy schedule's rays, to float32 rounding."""
     start, stop = 12_345, 12_345 + 40_000
     poses, _ = sim.poses(start, stop)
-    got = k_rays.spinning_rays(sim.pattern, start, stop, poses, sim.engine.origin_shift_m)
+    got = backend.pattern_rays(sim.pattern, start, stop, poses, sim.engine.origin_shift_m)
     ref = _reference_rays(sim, start, stop)
     assert got.dtype == np.float32 and got.shape == ref.shape
     ulp = np.spacing(np.abs(ref).max(axis=0))
@@ -132,7 +112,9 @@ def test_spinning_rays_match_the_schedule(sim: simulator.Simulation) -> None:
     "name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e", "pandar64:block"]
 )
 @pytest.mark.parametrize("start", [0, 7, 2_073_600_001])  # the first pulses, an hour in
-def test_spinning_rays_match_the_schedule_of_every_preset(name: str, start: int) -> None:
+def test_spinning_rays_match_the_schedule_of_every_preset(
+    name: str, start: int, backend: Backend
+) -> None:
     """Any spinning preset, any start (mid-firing included, an hour of spin in): the ray
     kernel's angle-addition form gives the schedule's rays to float32 rounding (with
     ``firing_azimuth: block`` too, the decoded cloud's azimuths)."""
@@ -147,7 +129,7 @@ def test_spinning_rays_match_the_schedule_of_every_preset(name: str, start: int)
     stop = start + 3 * pattern.channels * 1000 + 5
     rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     pos = np.array([100.0, -20.0, 2.0])
-    got = k_rays.spinning_rays(pattern, start, stop, PulsePoses.one(rot, pos), np.zeros(3))
+    got = backend.pattern_rays(pattern, start, stop, PulsePoses.one(rot, pos), np.zeros(3))
     schedule = pattern.schedule(start, stop)
     ref = np.concatenate([schedule.origin_m @ rot.T + pos, schedule.direction @ rot.T], axis=1)
     # A float32 step, plus 1e-10 rad: the float64 head angle an hour in (2 pi x 36,000
@@ -235,11 +217,12 @@ def test_kernel_trigonometry_is_as_exact_as_the_spec() -> None:
 
 @pytest.mark.parametrize("diagnostics", [True, False])
 def test_fast_and_numpy_pipelines_give_the_same_cloud(
-    sim: simulator.Simulation, diagnostics: bool
+    sim: simulator.Simulation, diagnostics: bool, backend: Backend
 ) -> None:
     """Both paths, both record kernels: the same points, fields and values."""
     sim.survey.output.diagnostics = diagnostics
     try:
+        sim.backend = backend
         fast_cloud = sim.run()
         sim.backend = NumpyBackend()
         ref_cloud = sim.run()
@@ -310,7 +293,7 @@ def test_echo_kernel_matches_the_numpy_echoes() -> None:
 
 
 @pytest.mark.parametrize("mode", ["strongest", "first", "last", "dual", "multi"])
-def test_echo_record_kernels_give_the_numpy_record(mode: str) -> None:
+def test_echo_record_kernels_give_the_numpy_record(mode: str, backend: Backend) -> None:
     """Footprint sampling, every return mode, range noise on: the kernels' echo
     measurement and selection give the specification's points, field for field."""
     sim = simulator.Simulation.from_file(
@@ -322,6 +305,7 @@ def test_echo_record_kernels_give_the_numpy_record(mode: str) -> None:
          f"scanner_overrides.return_mode={mode}"]
         + (["scanner_overrides.max_returns=4"] if mode == "multi" else []),
     )  # fmt: skip
+    sim.backend = backend
     got = sim.run()
     sim.backend = NumpyBackend()
     ref = sim.run()
@@ -341,14 +325,14 @@ def test_echo_record_kernels_give_the_numpy_record(mode: str) -> None:
     np.testing.assert_allclose(got["xyz"], ref["xyz"], atol=3e-3)
 
 
-def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation) -> None:
+def test_sub_ray_kernel_matches_the_beam_frame(sim: simulator.Simulation, backend: Backend) -> None:
     from simulator.beam import beam_pattern, sub_ray_directions
 
     offsets, _ = beam_pattern(19)
     beams = _reference_rays(sim, 0, 20_000)
     rot = sim.trajectory.pose_at(0.0)[0]
     beam = BeamPattern.of(19, 8.0, 7.0)  # 1/e^2 half-angles 4 and 3.5 mrad
-    got = k_rays.sub_rays(beams, rot[None, :, 2], rot[None, :, 0], beam).reshape(-1, 19, 6)
+    got = backend.sub_rays(beams, rot[None, :, 2], rot[None, :, 0], beam).reshape(-1, 19, 6)
     ref = sub_ray_directions(beams[:, 3:].astype(np.float64), rot[:, 2], rot[:, 0], 0.004,
                              0.0035, offsets)  # fmt: skip
     np.testing.assert_array_equal(got[:, :, :3], np.repeat(beams[:, None, :3], 19, axis=1))
@@ -381,7 +365,7 @@ def rolling_beams() -> tuple[np.ndarray, PulsePoses]:
 
 @pytest.mark.parametrize("samples", [7, 19])
 def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
-    rolling_beams: tuple[np.ndarray, PulsePoses], samples: int
+    rolling_beams: tuple[np.ndarray, PulsePoses], samples: int, backend: Backend
 ) -> None:
     """The kernel's sub-rays equal :func:`simulator.rays.sub_rays`'s value for value when each
     pulse has its own pose: each beam's frame from its own pulse's up (or, along up, its
@@ -391,7 +375,7 @@ def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
     assert np.ptp(up, axis=0).max() > 0.5 and np.ptp(forward, axis=0).max() > 0.25  # rolls, turns
     beam = BeamPattern.of(samples, 9.0, 5.0)
     ref = rays.sub_rays(beams, up, forward, beam)
-    got = k_rays.sub_rays(beams, up, forward, beam)
+    got = backend.sub_rays(beams, up, forward, beam)
     assert got.dtype == ref.dtype == np.float32 and got.shape == (len(beams) * samples, 6)
     # Bit for bit, bar a float64 result that lies at a float32 rounding tie (one value
     # of 3.4 million for 19 samples: the kernel's and numpy's float64 sums differ in the
@@ -404,12 +388,13 @@ def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
 
 
 @pytest.mark.parametrize("yaw_rate_deg_s", [0.0, 40.0])  # driving straight (one rotation), turning
-def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float) -> None:
+def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float, backend: Backend) -> None:
     """Per-pulse poses in the ray kernel: the same cloud as the numpy path."""
     sim = simulator.Simulation.from_file(
         REPO / "scenes/farm/drive.yaml",
         ["duration_s=0.15", f"trajectory.yaw_rate_deg_s={yaw_rate_deg_s}"],
     )
+    sim.backend = backend
     fast_cloud = sim.run()
     sim.backend = NumpyBackend()
     ref_cloud = sim.run()
@@ -525,7 +510,9 @@ def test_cached_kernels_are_dropped_when_an_inlined_source_changes(tmp_path: Pat
     assert not any(f.exists() for f in files)
 
 
-def test_cull_kernel_matches_the_specification(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cull_kernel_matches_the_specification(
+    monkeypatch: pytest.MonkeyPatch, backend: Backend
+) -> None:
     """Which rays meet which boxes of their time slot: the kernel's answer equals the
     specification's for rays from inside, outside, along an axis and short of a box."""
     rng = np.random.default_rng(5)
@@ -540,13 +527,13 @@ def test_cull_kernel_matches_the_specification(monkeypatch: pytest.MonkeyPatch) 
     range_max = np.where(rng.random(n) < 0.2, np.inf, rng.uniform(0.5, 8.0, n))
     slot = rng.integers(0, slots, n)
     want = raycast.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
-    got = k_cull.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
+    got = backend.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
     assert 0.05 < len(want[1]) / (n * groups) < 0.6
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     for block_rays in (1, 777, n):  # each block culls on its own: any blocking, one answer
         monkeypatch.setattr(k_cull, "BLOCK_RAYS", block_rays)
-        got = k_cull.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
+        got = backend.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
         np.testing.assert_array_equal(got[1], want[1])
     # the spec's answer is each box's slab test, ray by ray (brute force here)
     origins, directions = rays[:, :3] + shift, rays[:, 3:].astype(np.float64)
@@ -566,7 +553,7 @@ def test_cull_kernel_matches_the_specification(monkeypatch: pytest.MonkeyPatch) 
         )
 
 
-def test_layered_echo_kernel_matches_the_specification() -> None:
+def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None:
     """Echoes with the surfaces behind glass and foliage (a generated street, footprints
     of 7 sub-rays, up to 4 surfaces a ray), of every pulse and of a selection: the
     kernel's returns equal the specification's, field by field."""
@@ -581,10 +568,11 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
     behind = sim.layers_behind(chunk, results)
     ids = chunk.pulse_ids
     args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, behind)
-    picked = np.flatnonzero(sim._several_surfaces(chunk))
+    # the pulses with a ray that passed a see-through surface
+    picked = np.flatnonzero(chunk.behind[0].pulses(chunk.pulses, len(chunk.cast) // chunk.pulses))
     for pulses in (None, picked):
         want = echoes.echo_returns(*args, pulses)
-        got = k_echoes.echo_returns(*args, pulses)
+        got = backend.echo_returns(*args, pulses)
         assert len(want) > (5000 if pulses is None else 1000)
         assert (want.return_number > 1).sum() > 300
         for f in ("pulse", "range_m", "intensity", "object_index", "return_number",
@@ -593,7 +581,7 @@ def test_layered_echo_kernel_matches_the_specification() -> None:
 
 
 @pytest.mark.parametrize("mode", ["strongest", "first", "last", "dual", "multi"])
-def test_see_through_kernel_matches_the_specification(mode: str) -> None:
+def test_see_through_kernel_matches_the_specification(mode: str, backend: Backend) -> None:
     """One ray a pulse through glass and foliage (a generated street, up to 4 surfaces a
     ray): the fused kernel's returns equal the specification's (single returns where a
     ray met one surface, echoes of all its surfaces where it passed one), field by field,
@@ -611,7 +599,7 @@ def test_see_through_kernel_matches_the_specification(mode: str) -> None:
     args = (results, chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams, behind)
     for diagnostics in (False, True):
         want = echoes.see_through_returns(*args, diagnostics=diagnostics)
-        got = k_echoes.see_through_returns(*args, diagnostics=diagnostics)
+        got = backend.see_through_returns(*args, diagnostics=diagnostics)
         assert len(want) > 40_000
         if mode in ("dual", "multi"):
             assert (want.num_returns > 1).sum() > 1000
@@ -622,13 +610,12 @@ def test_see_through_kernel_matches_the_specification(mode: str) -> None:
         assert got.range_true_m is None or diagnostics
 
 
-def test_interleave_kernel_is_the_specification() -> None:
+def test_interleave_kernel_is_the_specification(backend: Backend) -> None:
     """The sub-rays adaptive sampling casts in parts, put in pulse-major order: every
     field of every row as the numpy specification places it (19 sub-rays in three parts
     of 2, 1 and 16 a footprint)."""
     from simulator.chunk import Hits
     from simulator.footprint import interleave
-    from simulator.kernels import footprint as k_footprint
 
     gen = np.random.default_rng(7)
     f, samples = 501, 19
@@ -639,7 +626,7 @@ def test_interleave_kernel_is_the_specification() -> None:
                     gen.random((n, 3), dtype=np.float32))  # fmt: skip
         parts.append((which, gen.random((n, 6), dtype=np.float32), hits))
     want_rays, want = interleave(parts, samples)
-    got_rays, got = k_footprint.interleave(parts, samples)
+    got_rays, got = backend.interleave(parts, samples)
     np.testing.assert_array_equal(got_rays, want_rays)
     for name in ("range_m", "object_index", "normal"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator.backend import NumpyBackend
+from simulator.backend import Backend, NumpyBackend
 from simulator.chunk import Hits, Layer, Rays
 from simulator.footprint import single_surface
 
@@ -180,15 +180,13 @@ def test_adaptive_scans_are_identical_for_any_chunk_size_and_backend(cluttered: 
         np.testing.assert_allclose(spec[name], ref[name], rtol=1e-6, atol=1e-5, err_msg=name)
 
 
-def test_footprint_kernel_matches_its_specification(cluttered: Path) -> None:
+def test_footprint_kernel_matches_its_specification(cluttered: Path, backend: Backend) -> None:
     """The numba footprint test decides every pulse as the numpy one does."""
-    from simulator.kernels import footprint as k_footprint
-
     sim = simulator.Simulation.from_file(cluttered, COMMON + ADAPTIVE)
     chunk = sim.cast(sim.aim(0, 40_000, footprints=False))
     witnesses = sim.witnesses(chunk)
     want = single_surface(chunk.beams, chunk.hits, witnesses)
-    got = k_footprint.single_surface(chunk.beams, chunk.hits, witnesses)
+    got = backend.single_surface(chunk.beams, chunk.hits, witnesses)
     np.testing.assert_array_equal(got, want)
     assert 0.3 < want.mean() < 0.99
 

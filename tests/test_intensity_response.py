@@ -9,7 +9,7 @@ import pytest
 
 import simulator
 from simulator import echoes, hits
-from simulator.backend import KERNELS_AVAILABLE, NumpyBackend
+from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
 
 from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 
@@ -139,7 +139,7 @@ def _gains(n: int) -> str:
 
 
 @pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
-def test_numpy_and_numba_backends_agree_with_a_response(ws: Workspace) -> None:
+def test_numpy_and_numba_backends_agree_with_a_response(ws: Workspace, backend: Backend) -> None:
     """The plane scans above, every field, both backends: equal."""
     for response in ({"channel_gain": GAINS, "range": {"form": "power", "reference_m": 7.5,
                                                       "exponent": -0.73}},
@@ -150,6 +150,7 @@ def test_numpy_and_numba_backends_agree_with_a_response(ws: Workspace) -> None:
         survey = ws.survey(GROUND, scanner=single_channel_scanner(**keys),
                            pose={"position_m": [0, 0, 1.8]}, revolutions=0.1)  # fmt: skip
         sim = simulator.Simulation.from_file(survey)
+        sim.backend = backend
         fast = sim.run()
         sim.backend = NumpyBackend()
         ref = sim.run()
@@ -159,12 +160,10 @@ def test_numpy_and_numba_backends_agree_with_a_response(ws: Workspace) -> None:
 
 
 @pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
-def test_echo_and_see_through_kernels_apply_the_response() -> None:
+def test_echo_and_see_through_kernels_apply_the_response(backend: Backend) -> None:
     """Footprint echoes and the see-through kernel (a generated street: glass, foliage),
     given the same per-hit model: the kernels' returns equal the specification's, and the
     response changed the intensities."""
-    from simulator.kernels import echoes as k_echoes
-
     street = REPO / "scenes" / "street" / "drive.yaml"
     cases = (("hdl-64e", 64, 7, "multi", 20_000), ("rs-helios-5515", 32, 1, "dual", 60_000))
     for scanner, channels, samples, return_mode, pulses in cases:
@@ -185,11 +184,11 @@ def test_echo_and_see_through_kernels_apply_the_response() -> None:
                       plain.layers_behind(chunk, plain_results))  # fmt: skip
         if samples == 1:
             want = echoes.see_through_returns(*args, diagnostics=True)
-            got = k_echoes.see_through_returns(*args, diagnostics=True)
+            got = backend.see_through_returns(*args, diagnostics=True)
             base = echoes.see_through_returns(*plain_args, diagnostics=True)
         else:
             want = echoes.echo_returns(*args)
-            got = k_echoes.echo_returns(*args)
+            got = backend.echo_returns(*args)
             base = echoes.echo_returns(*plain_args)
         assert len(want) > 5000 and (want.num_returns > 1).sum() > 100
         for f in ("pulse", "range_m", "intensity", "object_index", "return_number",

@@ -10,7 +10,7 @@ import pytest
 
 import simulator
 from simulator import physics
-from simulator.backend import NumpyBackend
+from simulator.backend import Backend, NumpyBackend
 from simulator.beam import RING_COUNTS, beam_pattern, sub_ray_directions
 from simulator.config import ScannerConfig
 
@@ -350,21 +350,19 @@ def _returns(rng: np.random.Generator, pulses: np.ndarray, diagnostics: bool) ->
                    num_returns=rng.integers(1, 3, k).astype(np.uint8), **extra)  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("touched_share", [0.0, 0.02, 0.3, 0.97, 1.0])
 @pytest.mark.parametrize("diagnostics", [False, True])
 def test_merged_returns_are_the_kept_and_the_recomputed_in_pulse_order(
-    touched_share: float, diagnostics: bool, backend: str
+    touched_share: float, diagnostics: bool, backend: Backend
 ) -> None:
     """``merge_returns`` (the specification and the kernels' merge, a walk and a gather a
     field) of a chunk's single-ray returns (those of untouched pulses kept) and the
     returns recomputed for the touched pulses equals a stable sort of the two by pulse,
     field for field and dtype for dtype: with none, few, some, most and every pulse
     touched (the paths with one source only)."""
-    from simulator.backend import NumbaBackend
     from simulator.echoes import DIAGNOSTIC_FIELDS
 
-    merge_returns = (NumbaBackend() if backend == "numba" else NumpyBackend()).merge_returns
+    merge_returns = backend.merge_returns
     rng = np.random.default_rng(7)
     n = 5000
     touched = rng.random(n) < touched_share

@@ -9,6 +9,7 @@ import pytest
 
 import simulator
 from simulator import physics
+from simulator.backend import Backend
 from simulator.config import load_scanner
 
 from .conftest import PLAIN, REPO, Workspace, single_channel_scanner
@@ -383,16 +384,13 @@ def test_intensity_clips_at_intensity_max(
     np.testing.assert_array_equal(cloud["intensity"], np.float32(expected))
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("step", [1.0, 5.0])
 def test_intensity_is_reported_in_the_sensors_steps(
-    ws: Workspace, backend: str, step: float
+    ws: Workspace, backend: Backend, step: float
 ) -> None:
     """With intensity_step, every reading is a whole number of steps: the unquantised
     reading rounded (half to even), never above intensity_max; on a Lambertian slope the
     readings take many values, each a multiple of the step."""
-    from simulator.backend import NumpyBackend
-
     material = {**PLAIN, "reflectance": 2.4, "minnaert_k": 1.0}
     scanner = single_channel_scanner(channels={"elevation_deg": [-10.0, -20.0, -30.0]})
     plane = _plane(200.0, position_m=[0.0, 0.0, -2.0], rotation_deg=[0.0, 25.0, 0.0])
@@ -401,8 +399,7 @@ def test_intensity_is_reported_in_the_sensors_steps(
     for quantum in (0.0, step):
         survey = ws.survey([plane], scanner={**scanner, "intensity_step": quantum})
         sim = simulator.Simulation.from_file(survey)
-        if backend == "numpy":
-            sim.backend = NumpyBackend()
+        sim.backend = backend
         runs[quantum] = sim.run()
     raw, stepped = runs[0.0]["intensity"], runs[step]["intensity"]
     assert len(raw) == len(stepped) > 1000

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.backend import select_backend
+from simulator.backend import Backend
 from simulator.config import (
     GeneratorRef,
     Pose,
@@ -111,14 +111,13 @@ def test_a_walkers_leg_swings_about_the_hip_by_its_amplitude() -> None:
     np.testing.assert_allclose(foot[:, 1], 0.0, atol=1e-12)  # a pitch swing stays in x-z
 
 
-@pytest.mark.parametrize("kernels", [False, True], ids=["numpy", "numba"])
-def test_the_cull_of_moving_parts_changes_no_hit(scene, kernels: bool) -> None:  # type: ignore[no-untyped-def]
+def test_the_cull_of_moving_parts_changes_no_hit(scene, backend: Backend) -> None:  # type: ignore[no-untyped-def]
     """The engine casts only the rays that can reach a moving group's box swept over
     their time slot; casting every ray into every moving part in its own frame gives the
     same nearest hits (with the cull's specification and its kernel)."""
     import open3d as o3d
 
-    engine = RayEngine(scene, cull=select_backend(kernels).rays_into_boxes)
+    engine = RayEngine(scene, cull=backend.rays_into_boxes)
     rng = np.random.default_rng(0)
     n = 40000
     origins = np.array([0.0, -1.6, 1.7]) + np.outer(np.linspace(0, 4, n), [1.0, 0, 0])

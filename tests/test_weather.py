@@ -14,7 +14,7 @@ import pytest
 from scipy import integrate, interpolate, optimize, special
 
 import simulator
-from simulator.backend import NumpyBackend
+from simulator.backend import Backend, NumpyBackend
 from simulator.labels import label_id
 from simulator.pipeline import Simulation
 from simulator.weather import SoftTarget
@@ -754,7 +754,9 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
 
 @pytest.mark.parametrize("fog", [True, False], ids=["fog", "no-fog"])
 @pytest.mark.parametrize("mode", ["strongest", "last", "dual", "multi"])
-def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str, fog: bool) -> None:
+def test_the_medium_kernel_equals_its_specification(
+    ws: Workspace, mode: str, fog: bool, backend: Backend
+) -> None:
     """``simulator.kernels.weather.medium_returns`` has the specification's name and
     signature and returns the same, every field value for value: seven sub-rays through
     a pane to a wall, in snow and rain, with fog or without (particles in front of both
@@ -765,9 +767,8 @@ def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str, fo
     import inspect
 
     from simulator import weather
-    from simulator.kernels import weather as k_weather
 
-    spec, kernel = weather.medium_returns, k_weather.medium_returns
+    spec, kernel = weather.medium_returns, backend.medium_returns
     assert spec.__name__ == kernel.__name__
     assert inspect.signature(spec) == inspect.signature(kernel)
     glass = {**PLAIN, "reflectance": 0.1, "transmittance": 0.8, "label": "building"}
@@ -807,7 +808,7 @@ def test_the_medium_kernel_equals_its_specification(ws: Workspace, mode: str, fo
         np.testing.assert_array_equal(b, a, err_msg=f.name)
 
 
-def test_the_particle_draw_kernel_equals_its_specification() -> None:
+def test_the_particle_draw_kernel_equals_its_specification(backend: Backend) -> None:
     """``simulator.kernels.weather.draw_particles`` has the specification's name and
     signature and draws the same particles, value for value: drops and flakes of the
     Helios at 10 and 2 mm/h, 60,000 pulses of ids from 0 and from 2^40; its
@@ -815,9 +816,8 @@ def test_the_particle_draw_kernel_equals_its_specification() -> None:
     import inspect
 
     from simulator import weather
-    from simulator.kernels import weather as k_weather
 
-    spec, kernel = weather.draw_particles, k_weather.draw_particles
+    spec, kernel = weather.draw_particles, backend.draw_particles
     assert spec.__name__ == kernel.__name__
     assert inspect.signature(spec) == inspect.signature(kernel)
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
@@ -830,7 +830,7 @@ def test_the_particle_draw_kernel_equals_its_specification() -> None:
         for name in ("pulse", "range_m", "diameter_m", "place"):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
         # The count alone, as the pipeline finds the pulses the weather touches.
-        count = k_weather.count_particles(population, ids)
+        count = backend.count_particles(population, ids)
         assert count.dtype == np.int64
         np.testing.assert_array_equal(count, weather.count_particles(population, ids))
         np.testing.assert_array_equal(count, np.bincount(want.pulse, minlength=len(ids)))
@@ -857,7 +857,7 @@ def _two_walls_in_weather(ws: Workspace, samples: int, mode: str, **more: object
 @pytest.mark.parametrize("samples", [1, 7])
 @pytest.mark.parametrize("mode", ["strongest", "dual", "multi"])
 def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
-    ws: Workspace, mode: str, samples: int
+    ws: Workspace, mode: str, samples: int, backend: Backend
 ) -> None:
     """Without see-through surfaces ``simulator.kernels.weather.medium_returns`` computes
     a pulse in one kernel (the flakes' and drops' shadows and echoes, the fog's peak
@@ -867,7 +867,6 @@ def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
     import dataclasses
 
     from simulator import weather
-    from simulator.kernels import weather as k_weather
 
     sim = _two_walls_in_weather(ws, samples, mode)
     assert sim.medium is not None
@@ -880,7 +879,7 @@ def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
     objects = set(np.unique(want.object_index).tolist())
     first = sim.medium.first_object
     assert {0, 1, first, first + 2, first + 3} <= objects, objects  # walls, fog, rain, snow
-    for got in (k_weather.medium_returns(*args, particles), k_weather.medium_returns(*args)):
+    for got in (backend.medium_returns(*args, particles), backend.medium_returns(*args)):
         for f in dataclasses.fields(want):
             a, b = getattr(want, f.name), getattr(got, f.name)
             assert a is not None and b is not None, f.name

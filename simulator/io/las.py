@@ -47,7 +47,9 @@ def _generator() -> str:
 _GENERATOR = _generator()
 
 
-def _header(offset_m: np.ndarray) -> laspy.LasHeader:
+def las_header(offset_m: np.ndarray) -> laspy.LasHeader:
+    """The header of a scan's LAS file: point format 6 with the extra dimensions, the
+    coordinates' ``offset_m`` ((3,) float64, m) and scale."""
     header = laspy.LasHeader(point_format=6, version="1.4")
     header.add_extra_dims([laspy.ExtraBytesParams(name=k, type=t) for k, t in _EXTRA.items()])
     header.offsets = offset_m
@@ -59,7 +61,7 @@ def _header(offset_m: np.ndarray) -> laspy.LasHeader:
     return header
 
 
-def _records(
+def packed_records(
     chunk: PointCloud, header: laspy.LasHeader, backend: Backend
 ) -> laspy.PackedPointRecord:
     """The chunk packed straight into the point format's record layout (no per-field copies
@@ -101,7 +103,7 @@ class LasWriter:
 
     def _open(self, offset_m: np.ndarray) -> laspy.LasWriter:
         return laspy.open(
-            str(self._tmp), mode="w", header=_header(offset_m), do_compress=self.compress
+            str(self._tmp), mode="w", header=las_header(offset_m), do_compress=self.compress
         )
 
     def write(self, chunk: PointCloud) -> None:
@@ -113,7 +115,7 @@ class LasWriter:
             if offset is None:
                 offset = np.floor(chunk["xyz"].min(axis=0).astype(np.float64))
             self._writer = self._open(offset)
-        records = _records(chunk, self._writer.header, self.backend)
+        records = packed_records(chunk, self._writer.header, self.backend)
         for name in _EXTRA:
             values = records.array[name]
             lo, hi = values.min(), values.max()
