@@ -1,6 +1,6 @@
-"""The page of ``lidar-sim reconstruct`` (``simulator.viz.reconstruct``), on a small made-up
-reconstruction: a patch of ground and a wall, three frames (one held out), a results table
-of a held-out frame and its baseline."""
+"""The page of ``lidar-sim reconstruct`` (``simulator.viz.reconstruct``, its pictures in
+``simulator.viz.mesh``), on a small made-up reconstruction: a patch of ground and a wall,
+three frames (one held out), a results table of a held-out frame and its baseline."""
 
 from __future__ import annotations
 
@@ -14,12 +14,8 @@ from matplotlib.image import imread
 from PIL import Image
 
 from simulator.transforms import rotation_from_rpy_deg
-from simulator.viz.reconstruct import (
-    ColourScale,
-    faces_to_draw,
-    histogram_edges,
-    write_reconstruct_page,
-)
+from simulator.viz.mesh import ColourScale, faces_to_draw, histogram_edges
+from simulator.viz.reconstruct import write_reconstruct_page
 
 FRAMES = [17, 18, 19]
 HELD_OUT = 18
