@@ -123,6 +123,11 @@ class _Clock:
         self._t = time.perf_counter()
         self._report = report
 
+    def say(self, line: str) -> None:
+        """Report one line (when reporting)."""
+        if self._report is not None:
+            self._report(line)
+
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
         self.timings_s[stage] = self.timings_s.get(stage, 0.0) + now - self._t
@@ -310,6 +315,11 @@ def _place(captures: list[Path], options: ReconstructOptions, clock: _Clock) -> 
     grids = {k: organize(frames[k], pattern, offset_m) for k in chosen}
     clock.lap("organise")
     poses, pose_source = _poses(captures, frames, options.poses)
+    if pose_source == "KISS-ICP":
+        clock.say(
+            "poses: estimated by KISS-ICP (it can drift on a sensor of few beams: "
+            "give --poses FILE where the poses are known)"
+        )
     period_s = 1.0 / float(config.rotation_hz)
     waypoints = {k: frame_waypoints(poses, k, period_s, options.pose_time_share) for k in chosen}
     fire_s = _firing_times(pattern)
