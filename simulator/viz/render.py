@@ -130,8 +130,13 @@ def render_array(
         renderer.setup_camera(70.0, [12.0, 0.0, 0.0], [-14.0, 0.0, 9.0], [0.0, 0.0, 1.0])
     else:
         raise ValueError(f"unknown view {view!r}; expected sensor or bev")
-    image = np.asarray(renderer.render_to_image())
-    return image[:, :, :3].copy()
+    image = np.asarray(renderer.render_to_image())[:, :, :3].copy()
+    # Free the scene's geometry before the renderer goes: left to the interpreter's exit,
+    # Filament may destroy a material while a renderable still uses it and abort the
+    # process (utils::PreconditionPanic, "destroying MaterialInstance ... still in use").
+    renderer.scene.clear_geometry()
+    del renderer
+    return image
 
 
 def render(
