@@ -133,7 +133,7 @@ class _Clock:
         self.timings_s[stage] = self.timings_s.get(stage, 0.0) + now - self._t
         self._t = now
         if self._report is not None:
-            self._report(f"{stage}: {now - self._t + self.timings_s[stage]:.2f} s")
+            self._report(f"{stage}: {self.timings_s[stage]:.2f} s")
 
 
 def _read_capture(captures: list[Path]) -> list[PointCloud]:
@@ -341,7 +341,7 @@ def _reflect(
     model = ReturnModel.from_scanner(place.config, pattern=place.pattern)
     scene = [(k, place.grids[k], place.motion[k]) for k in place.scene_frames]
     readings = read_faces(fused, scene, place.origin_m, model)
-    faces = face_reflectance(readings, len(fused.faces), DEFAULT_MINNAERT_K,
+    faces = face_reflectance(readings, DEFAULT_MINNAERT_K,
                              model.intensity_scale, model.intensity_max)  # fmt: skip
     threshold = detection_threshold(readings, model, options.threshold_quantile)
     ref_m = float(place.config.detection.reference_range_m)

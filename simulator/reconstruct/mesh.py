@@ -45,7 +45,15 @@ from numpy.typing import NDArray
 from ..raycast import import_open3d
 from .grid import BeamGrid
 
-__all__ = ["FrameMesh", "MeshParams", "concatenate", "fuse", "triangulate"]
+__all__ = [
+    "FrameMesh",
+    "MeshCaster",
+    "MeshParams",
+    "concatenate",
+    "fuse",
+    "triangulate",
+    "unit_normals",
+]
 
 
 @dataclass(frozen=True)
@@ -99,10 +107,55 @@ class FrameMesh:
     pixels: NDArray[np.int64]
 
 
-def _unit_normals(v: NDArray[np.float64], f: NDArray[np.int64]) -> NDArray[np.float64]:
+def unit_normals(v: NDArray[np.float64], f: NDArray[np.int64]) -> NDArray[np.float64]:
+    """(F, 3) unit normals of faces ``f`` (F, 3) of vertices ``v`` (V, 3), as wound; zero
+    for a degenerate face."""
     n = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
     length = np.linalg.norm(n, axis=1, keepdims=True)
     return np.divide(n, length, out=np.zeros_like(n), where=length > 0)
+
+
+class MeshCaster:
+    """One mesh in Open3D's ``RaycastingScene`` (Embree), for casting rays at it again and
+    again.
+
+    Parameters
+    ----------
+    vertices_m : (V, 3) float64
+    faces : (F, 3) int
+        Embree takes both as float32 and uint32.
+    """
+
+    def __init__(self, vertices_m: NDArray[np.float64], faces: NDArray[np.int64]) -> None:
+        self._o3d = o3d = import_open3d()
+        self._scene = o3d.t.geometry.RaycastingScene()
+        self._scene.add_triangles(
+            o3d.core.Tensor(vertices_m.astype(np.float32)),
+            o3d.core.Tensor(faces.astype(np.uint32)),
+        )
+
+    def cast(
+        self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The first hit of each ray.
+
+        Parameters
+        ----------
+        origins_m, directions : (..., 3) float64
+            The rays (unit directions).
+
+        Returns
+        -------
+        t_m : (N,) float64
+            Distance along the ray to the hit, inf for a miss (N = the rays, flattened).
+        face : (N,) int64
+            The face hit (undefined for a miss).
+        """
+        rays = np.concatenate([origins_m.reshape(-1, 3), directions.reshape(-1, 3)], axis=1)
+        res = self._scene.cast_rays(self._o3d.core.Tensor(rays.astype(np.float32)))
+        return res["t_hit"].numpy().astype(np.float64), res["primitive_ids"].numpy().astype(
+            np.int64
+        )
 
 
 def _grid_order(grid: BeamGrid) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -315,17 +368,11 @@ def fuse(meshes: list[FrameMesh], sensors_m: NDArray[np.float64], params: MeshPa
     """
     if len(meshes) == 1:
         return meshes[0]
-    o3d = import_open3d()
     scenes = {}
     for m in meshes:
         surface = m.faces[_is_surface(m)]
         if len(surface):
-            rc = o3d.t.geometry.RaycastingScene()
-            rc.add_triangles(
-                o3d.core.Tensor(m.vertices_m.astype(np.float32)),
-                o3d.core.Tensor(surface.astype(np.uint32)),
-            )
-            scenes[int(m.frame[0])] = rc
+            scenes[int(m.frame[0])] = MeshCaster(m.vertices_m, surface)
     kept = []
     for m in meshes:
         if len(m.faces) == 0:
@@ -344,10 +391,8 @@ def fuse(meshes: list[FrameMesh], sensors_m: NDArray[np.float64], params: MeshPa
             ask = np.flatnonzero(~covered & ~lone & nearer)
             if len(ask) == 0:
                 continue
-            rays = np.concatenate(
-                [np.broadcast_to(sensors_m[g], (len(ask), 3)), ray[ask] / dist[ask, None]], axis=1
-            )
-            t = rc.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
+            origins = np.broadcast_to(sensors_m[g], (len(ask), 3))
+            t, _ = rc.cast(origins, ray[ask] / dist[ask, None])
             near = np.abs(t - dist[ask]) <= params.cover_m + params.cover_share * dist[ask]
             covered[ask[near]] = True
         keep = ~covered

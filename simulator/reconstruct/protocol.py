@@ -21,10 +21,10 @@ from ..compare import compare_clouds
 from ..io.atomic import write_atomic
 from ..pipeline import Simulation
 from ..pointcloud import PointCloud
-from ..raycast import import_open3d
 from ..scanner import SpinningPattern
 from ..viz.compare import write_compare_page
 from .grid import BeamGrid, cloud_of_grid, organize, with_beam_grid
+from .mesh import MeshCaster
 
 __all__ = ["baseline_cloud", "scan_frame", "score", "surface_ranges"]
 
@@ -114,11 +114,5 @@ def surface_ranges(
     range_offset_m : float
         Added to every distance (a range measured from the lidar origin, not the beam's).
     """
-    o3d = import_open3d()
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(
-        o3d.core.Tensor(vertices_m.astype(np.float32)), o3d.core.Tensor(faces.astype(np.uint32))
-    )
-    rays = np.concatenate([origin_m.reshape(-1, 3), direction.reshape(-1, 3)], axis=1)
-    t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
-    return t.astype(np.float64).reshape(origin_m.shape[:2]) + range_offset_m
+    t, _ = MeshCaster(vertices_m, faces).cast(origin_m, direction)
+    return t.reshape(origin_m.shape[:2]) + range_offset_m

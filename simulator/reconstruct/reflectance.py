@@ -40,9 +40,8 @@ from numpy.typing import NDArray
 from .. import physics
 from ..calibrate.fits import fit_intensity
 from ..hits import RANGE_FORMS, ReturnModel
-from ..raycast import import_open3d
 from .grid import BeamGrid
-from .mesh import FrameMesh
+from .mesh import FrameMesh, MeshCaster, unit_normals
 
 __all__ = [
     "FaceReflectance",
@@ -78,7 +77,6 @@ class Readings:
     label : (M,) int64
         The reading's label (-1: none).
     range_m : (M,) float64
-    frame : (M,) int64
     patch_of_face : (F, 3) int64
         Each face's corners' returns.
     corner_cos : (F, 3) float64
@@ -94,7 +92,6 @@ class Readings:
     cos: NDArray[np.float64]
     label: NDArray[np.int64]
     range_m: NDArray[np.float64]
-    frame: NDArray[np.int64]
     patch_of_face: NDArray[np.int64]
     corner_cos: NDArray[np.float64]
     cos_of_return: NDArray[np.float64]
@@ -178,17 +175,9 @@ def read_faces(
         Largest distance between the hit and the measured return, m (plus 1 % of the
         range).
     """
-    o3d = import_open3d()
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(
-        o3d.core.Tensor(mesh.vertices_m.astype(np.float32)),
-        o3d.core.Tensor(mesh.faces.astype(np.uint32)),
-    )
+    caster = MeshCaster(mesh.vertices_m, mesh.faces)
     v = mesh.vertices_m
-    fn = np.cross(
-        v[mesh.faces[:, 1]] - v[mesh.faces[:, 0]], v[mesh.faces[:, 2]] - v[mesh.faces[:, 0]]
-    )
-    fn /= np.maximum(np.linalg.norm(fn, axis=1, keepdims=True), 1e-30)
+    fn = unit_normals(v, mesh.faces)
     origin_s = beam_origin_m
     parts: list[tuple] = []
     step = model.intensity_step if model.intensity_step > 0 else 1.0
@@ -212,9 +201,7 @@ def read_faces(
         own = keys[at] == own_key
         # the others' faces it saw: cast, where the hit is at the return; the reading
         # goes to the face's corner nearest the hit
-        res = scene.cast_rays(o3d.core.Tensor(np.concatenate([origin, d], 1).astype(np.float32)))
-        t = res["t_hit"].numpy().astype(np.float64)
-        prim = res["primitive_ids"].numpy().astype(np.int64)
+        t, prim = caster.cast(origin, d)
         hit = np.isfinite(t)
         prim = np.where(hit, prim, 0)
         cross = hit & (mesh.frame[prim] != frame) & (np.abs(t - dist) <= tolerance_m + 0.01 * dist)
@@ -228,27 +215,30 @@ def read_faces(
         c_, w_ = ch[rows], col[rows]
         intensity = grid.intensity[c_, w_]
         rng = grid.range_m[c_, w_]
-        cos = np.concatenate([np.zeros(int(own.sum())), np.abs((fn[prim[xr]] * d[xr]).sum(axis=1))])
+        # an own reading's incidence is set below, once every frame's direction is known
+        cos = np.concatenate(
+            [np.full(int(own.sum()), np.nan), np.abs((fn[prim[xr]] * d[xr]).sum(axis=1))]
+        )
         censored = np.zeros(len(rows), dtype=np.int8)
         censored[intensity < 0.5 * step] = -1
         censored[intensity >= model.intensity_max] = 1
         value = np.where(censored == -1, 0.5 * step, intensity)
         b = backscatter_of_reading(value, rng, c_, model)
         label = grid.label[c_, w_] if grid.label is not None else np.full(len(rows), -1)
-        parts.append((ret, b, censored, cos, label, rng, np.full(len(rows), frame)))
-    cols = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+        parts.append((ret, b, censored, cos, label, rng))
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
     # an own reading's incidence: the mean over the faces that meet at its return (the
     # beam through a corner may meet any of them)
     corner_cos = np.abs(np.einsum("fj,fcj->fc", fn, own_direction[corner_return]))
     total = np.bincount(corner_return.reshape(-1), corner_cos.reshape(-1), len(keys))
     count = np.bincount(corner_return.reshape(-1), minlength=len(keys))
     cos_of_return = np.clip(total / np.maximum(count, 1), COS_FLOOR, 1.0)
-    own_rows = cols[3] == 0.0
+    own_rows = np.isnan(cols[3])
     cols[3] = np.where(own_rows, cos_of_return[cols[0].astype(np.int64)], cols[3])
     cols[3] = np.clip(cols[3], COS_FLOOR, 1.0)
     return Readings(
         cols[0].astype(np.int64), cols[1], cols[2].astype(np.int8), cols[3],
-        cols[4].astype(np.int64), cols[5], cols[6].astype(np.int64), corner_return,
+        cols[4].astype(np.int64), cols[5], corner_return,
         np.clip(corner_cos, COS_FLOOR, 1.0), cos_of_return,
     )  # fmt: skip
 
@@ -288,7 +278,6 @@ def _censored_median(
 
 def face_reflectance(
     readings: Readings,
-    n_faces: int,
     default_k: float,
     scale: float,
     intensity_max: float,
@@ -298,7 +287,6 @@ def face_reflectance(
     Parameters
     ----------
     readings : Readings
-    n_faces : int
     default_k : float
         The exponent where no class fit gives one.
     scale, intensity_max : float
