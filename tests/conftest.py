@@ -141,6 +141,16 @@ def lidar_sim(*args: str | Path, cwd: Path | None = None) -> Ran:
     return Ran(code, out.getvalue(), err.getvalue())
 
 
+def refused_in_one_line(res: Ran, fragment: str, out: Path) -> None:
+    """A command's bad input: exit code 2, one line on stderr naming ``fragment``, no
+    traceback, and nothing written at ``out``."""
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert fragment in lines[0], (fragment, lines[0])
+    assert not out.exists()
+
+
 def count_cast_in_full(sim: simulator.Simulation) -> tuple[PointCloud, int]:
     """Scan ``sim`` counting the pulses adaptive sampling casts in full (those whose
     footprint's remaining sub-rays, beyond its probes, are cast): the cloud and the count.

@@ -41,7 +41,7 @@ from simulator.reconstruct.reflectance import FaceReflectance
 from simulator.scanner import SpinningPattern
 from simulator.scene import Scene, load_scene
 
-from .conftest import lidar_sim
+from .conftest import lidar_sim, refused_in_one_line
 
 SCANNER = "os1-128"
 #: Frames of the capture: a face's readings are its three corners' returns in every frame
@@ -302,15 +302,6 @@ def test_the_outputs_are_those_of_the_contract(loop: Loop) -> None:
 # ---------------------------------------------------------------------------- bad input
 
 
-def _refused(res: Any, fragment: str, out: Path) -> None:
-    """Exit code 2, one line on stderr naming ``fragment``, no traceback, nothing written."""
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert fragment in lines[0], (fragment, lines[0])
-    assert not out.exists()
-
-
 @pytest.mark.parametrize(
     ("frames", "args", "fragment"),
     [
@@ -341,7 +332,7 @@ def test_bad_input_is_one_line_and_exit_code_2(
         if b is None:
             continue
         argv += [a, poses_file(tmp_path / f"poses{b}.txt", b) if a == "--poses" else b]
-    _refused(lidar_sim(*argv), fragment, tmp_path / "out")
+    refused_in_one_line(lidar_sim(*argv), fragment, tmp_path / "out")
 
 
 def test_no_poses_without_kiss_icp_names_the_extra(
@@ -353,4 +344,4 @@ def test_no_poses_without_kiss_icp_names_the_extra(
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "kiss_icp", None)  # None in sys.modules: ImportError
     res = lidar_sim("reconstruct", *capture[:3], "-o", tmp_path / "out", "--scanner", SCANNER)
-    _refused(res, "pip install 'lidar-sim[odometry]'", tmp_path / "out")
+    refused_in_one_line(res, "pip install 'lidar-sim[odometry]'", tmp_path / "out")

@@ -24,7 +24,7 @@ from simulator.reconstruct import ReconstructOptions, format_summary, reconstruc
 from simulator.reconstruct.grid import beam_indices, beam_rays, organize
 from simulator.scanner import SpinningPattern
 
-from .conftest import lidar_sim
+from .conftest import lidar_sim, refused_in_one_line
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 PCAP = REALDATA / "ouster" / "OS-1-128_v2.3.0_1024x10_lb_n3.pcap"
@@ -318,15 +318,6 @@ def test_vlp16_frame_on_its_beam_grid() -> None:
 # ------------------------------------------------------------------------------ bad input
 
 
-def _refused(res: Any, fragment: str, out: Path) -> None:
-    """Exit code 2, one line on stderr naming ``fragment``, no traceback, nothing written."""
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert fragment in lines[0], (fragment, lines[0])
-    assert not out.exists()
-
-
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -347,7 +338,7 @@ def test_bad_input_on_the_pcap(tmp_path: Path, args: list[Any], fragment: str) -
         short.write_text("".join(POSES.read_text().splitlines(keepends=True)[:2]))
         args = [short if a == 2 else a for a in args]
     out = tmp_path / "out"
-    _refused(lidar_sim("reconstruct", PCAP, "-o", out, *args), fragment, out)
+    refused_in_one_line(lidar_sim("reconstruct", PCAP, "-o", out, *args), fragment, out)
 
 
 def test_pcap_without_poses_or_kiss_icp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,4 +349,6 @@ def test_pcap_without_poses_or_kiss_icp(tmp_path: Path, monkeypatch: pytest.Monk
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "kiss_icp", None)  # None in sys.modules: ImportError
     out = tmp_path / "out"
-    _refused(lidar_sim("reconstruct", PCAP, "-o", out), "pip install 'lidar-sim[odometry]'", out)
+    refused_in_one_line(
+        lidar_sim("reconstruct", PCAP, "-o", out), "pip install 'lidar-sim[odometry]'", out
+    )
