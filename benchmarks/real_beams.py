@@ -2,14 +2,15 @@
 
     python benchmarks/real_beams.py REALDATA_DIR
 
-``REALDATA_DIR`` is the folder holding ``nebula/`` (the four decoded frames: VLP-16, VLS-128,
-Pandar64, RS-Helios 5515). For every frame the points are compared with the matching preset's
-channel elevations (:func:`simulator.beamcheck.beam_residuals`), with the channel the decoder
-wrote where the frame has one, else the nearest channel. The Pandar64 frame has a second row
-against its preset with ``firing_azimuth: block`` (nebula's Hesai decoder leaves out the turn
-during each channel's firing delay). One table row per frame (and fit) is printed. The
-VLS-128 frame is not locked to its preset's column grid (min R near 0), so its phase column
-means nothing; tests/test_real_beams.py checks its azimuths within each firing sequence.
+``REALDATA_DIR`` is the folder holding ``nebula/`` (the four decoded frames: VLP-16,
+VLS-128, Pandar64, RS-Helios 5515). For every frame the points are compared with the
+matching preset's channel elevations (:func:`simulator.calibrate.beamcheck.beam_residuals`),
+with the channel the decoder wrote where the frame has one, else the nearest channel. The
+Pandar64 frame has a second row against its preset with ``firing_azimuth: block`` (nebula's
+Hesai decoder leaves out the turn during each channel's firing delay). One table row per
+frame (and fit) is printed. The VLS-128 frame is not locked to its preset's column grid (min
+R near 0), so its phase column means nothing; tests/test_real_beams.py checks its azimuths
+within each firing sequence.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.beamcheck import BeamFit, beam_residuals, firing_order
+from simulator.calibrate.beamcheck import BeamFit, beam_residuals, firing_order
 from simulator.config import ScannerConfig, load_scanner, scanner_presets
 from simulator.io.read import read
 

@@ -26,8 +26,8 @@ from simulator.config import (
     load_scanner,
 )
 from simulator.labels import SEMANTIC_KITTI, SEMANTIC_KITTI_CONTENT
-from simulator.pipeline import Simulation
-from simulator.scene import build_scene
+from simulator.pipeline.simulation import Simulation
+from simulator.world.scene import build_scene
 
 #: Moving classes merged into their static ones.
 MOVING = {252: 10, 253: 31, 254: 30, 255: 32, 256: 16, 257: 13, 258: 18, 259: 20}

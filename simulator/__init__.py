@@ -10,6 +10,10 @@ The public API::
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, OutputError, SceneError, SimulatorError
@@ -17,9 +21,9 @@ from .errors import ConfigError, OutputError, SceneError, SimulatorError
 if TYPE_CHECKING:
     from .config import Material, ScannerConfig, Survey, load_scanner, load_survey, scanner_presets
     from .io import write
-    from .pipeline import Simulation, scan
+    from .pipeline.simulation import Simulation, scan
     from .pointcloud import PointCloud
-    from .scene import Scene, load_scene
+    from .world.scene import Scene, load_scene
 
 #: Public names and the module each comes from: imported on first use, so that ``import
 #: simulator`` (and ``lidar-sim --help``) does not load trimesh, Open3D and numba.
@@ -27,8 +31,48 @@ _LAZY = {
     "Material": "config", "ScannerConfig": "config", "Survey": "config",
     "load_scanner": "config", "load_survey": "config", "scanner_presets": "config",
     "write": "io", "Simulation": "pipeline", "scan": "pipeline",
-    "PointCloud": "pointcloud", "Scene": "scene", "load_scene": "scene",
+    "PointCloud": "pointcloud", "Scene": "world.scene", "load_scene": "world.scene",
 }  # fmt: skip
+
+
+#: Modules moved into folders in release 0.2, by their old name: importing the old path
+#: gives the new module (and a DeprecationWarning) for one release, so that users' imports
+#: and objects pickled under the old names (a parts cache, a Dask graph) still load.
+MOVED = {
+    "scanner": "sensor.scanner", "trajectory": "sensor.trajectory",
+    "scene": "world.scene", "meshcache": "world.meshcache", "raycast": "world.raycast",
+    "boxes": "world.boxes",
+    "rays": "steps.rays", "hits": "steps.hits", "echoes": "steps.echoes",
+    "weather": "steps.weather", "footprint": "steps.footprint", "record": "steps.record",
+    "twin": "calibrate.twin", "beamcheck": "calibrate.beamcheck", "bench_scene": "bench.scene",
+}  # fmt: skip
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``simulator.<old>`` for each name of :data:`MOVED` and loads it as the module
+    at its new path (the same module object under both names)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        old = fullname.removeprefix(f"{__name__}.")
+        if old == fullname or old not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        new = f"{__name__}.{MOVED[spec.name.removeprefix(f'{__name__}.')]}"
+        warnings.warn(
+            f"{spec.name} has moved to {new}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(new)
+
+    def exec_module(self, module: Any) -> None:
+        del module  # already executed under its new name
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ count of compiled kernels and the tests' list of steps are read from it; the
 steps whose kernels are specific to spinning scanners (``for_spinning``: their kernels
 derive directions, rings and times from the spinning tables) run the specification for
 the other patterns. :func:`select_backend` picks one, once, for a
-:class:`~simulator.pipeline.Simulation`.
+:class:`~simulator.pipeline.simulation.Simulation`.
 
 numba compiles a kernel on its first call unless its cache holds the kernel's machine code
 for this machine and these sources (beside the package, or under ``NUMBA_CACHE_DIR``). That
@@ -35,13 +35,13 @@ from numpy.typing import NDArray
 
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
-from .echoes import Behind, Returns
-from .footprint import Witnesses
-from .hits import HitResults, ReturnModel, SceneTables, Streams
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
-from .scanner import ScanPattern, SpinningPattern
-from .weather import Medium, Particles, Population
+from .sensor.scanner import ScanPattern, SpinningPattern
+from .steps.echoes import Behind, Returns
+from .steps.footprint import Witnesses
+from .steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from .steps.weather import Medium, Particles, Population
 
 __all__ = [
     "COMPILE_NOTE",
@@ -97,34 +97,34 @@ class Step:
 #: Every step of a backend, in the pipeline's order: the one list of them.
 STEPS: tuple[Step, ...] = (
     # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
-    Step("pattern_rays", "rays", "rays", kernel_name="spinning_rays", for_spinning=True),
+    Step("pattern_rays", "steps.rays", "rays", kernel_name="spinning_rays", for_spinning=True),
     # the footprint sub-rays of each beam
-    Step("sub_rays", "rays", "rays"),
+    Step("sub_rays", "steps.rays", "rays"),
     # which rays can meet which moving objects: the ray engine's cull
-    Step("rays_into_boxes", "raycast", "cull"),
+    Step("rays_into_boxes", "world.raycast", "cull"),
     # the per-hit model
-    Step("evaluate_hits", "hits", "hits"),
+    Step("evaluate_hits", "steps.hits", "hits"),
     # which footprints adaptive sampling leaves to the central ray
-    Step("single_surface", "footprint", "footprint"),
+    Step("single_surface", "steps.footprint", "footprint"),
     # the sub-rays adaptive sampling casts in parts, put in pulse-major order
-    Step("interleave", "footprint", "footprint"),
+    Step("interleave", "steps.footprint", "footprint"),
     # echoes of sub-rays and of the surfaces behind see-through ones: formed, measured,
     # selected
-    Step("echo_returns", "echoes", "echoes"),
+    Step("echo_returns", "steps.echoes", "echoes"),
     # the returns of a chunk cast one ray a pulse where some rays passed see-through
     # surfaces
-    Step("see_through_returns", "echoes", "echoes"),
+    Step("see_through_returns", "steps.echoes", "echoes"),
     # a chunk's single-ray returns joined with those recomputed for some of its pulses
-    Step("merge_returns", "echoes", "echoes"),
+    Step("merge_returns", "steps.echoes", "echoes"),
     # the weather's particles counted, then drawn, per pulse
-    Step("count_particles", "weather", "weather"),
-    Step("draw_particles", "weather", "weather"),
+    Step("count_particles", "steps.weather", "weather"),
+    Step("draw_particles", "steps.weather", "weather"),
     # the returns of the pulses the weather touches
-    Step("medium_returns", "weather", "weather"),
+    Step("medium_returns", "steps.weather", "weather"),
     # the point record of the returns (the kernel: spinning patterns)
-    Step("record", "record", "record", for_spinning=True),
+    Step("record", "steps.record", "record", for_spinning=True),
     # LAS records of a point record
-    Step("pack_las", "record", "record"),
+    Step("pack_las", "steps.record", "record"),
 )
 
 _first_compile: Any = None  # the numba event listener, once registered
@@ -176,7 +176,7 @@ class Backend(Protocol):
         poses: PulsePoses,
         shift_m: NDArray[np.float64],
     ) -> NDArray[np.float32]:
-        """Rays of pulses ``start..stop`` (see :func:`simulator.rays.pattern_rays`)."""
+        """Rays of pulses ``start..stop`` (see :func:`simulator.steps.rays.pattern_rays`)."""
         ...
 
     def sub_rays(
@@ -186,7 +186,7 @@ class Backend(Protocol):
         sensor_forward: NDArray[np.float64],
         beam: BeamPattern,
     ) -> NDArray[np.float32]:
-        """The rays to cast (see :func:`simulator.rays.sub_rays`)."""
+        """The rays to cast (see :func:`simulator.steps.rays.sub_rays`)."""
         ...
 
     def evaluate_hits(
@@ -200,7 +200,7 @@ class Backend(Protocol):
         jitter: bool = True,
         detect: bool = True,
     ) -> HitResults:
-        """The per-hit model (see :func:`simulator.hits.evaluate_hits`)."""
+        """The per-hit model (see :func:`simulator.steps.hits.evaluate_hits`)."""
         ...
 
     def echo_returns(
@@ -215,7 +215,7 @@ class Backend(Protocol):
         pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
         """Returns of footprint sub-rays and the surfaces behind see-through ones (see
-        :func:`simulator.echoes.echo_returns`)."""
+        :func:`simulator.steps.echoes.echo_returns`)."""
         ...
 
     def see_through_returns(
@@ -231,19 +231,21 @@ class Backend(Protocol):
         diagnostics: bool = False,
     ) -> Returns:
         """Returns of one ray a pulse through see-through surfaces (see
-        :func:`simulator.echoes.see_through_returns`)."""
+        :func:`simulator.steps.echoes.see_through_returns`)."""
         ...
 
     def single_surface(
         self, rays: NDArray[np.float32], hits: Hits, witnesses: Witnesses
     ) -> NDArray[np.bool_]:
-        """Footprints on one smooth surface (see :func:`simulator.footprint.single_surface`)."""
+        """Footprints on one smooth surface (see
+        :func:`simulator.steps.footprint.single_surface`)."""
         ...
 
     def interleave(
         self, parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
     ) -> tuple[NDArray[np.float32], Hits]:
-        """Sub-rays cast in parts, pulse-major (see :func:`simulator.footprint.interleave`)."""
+        """Sub-rays cast in parts, pulse-major (see
+        :func:`simulator.steps.footprint.interleave`)."""
         ...
 
     def record(
@@ -254,7 +256,7 @@ class Backend(Protocol):
         tables: SceneTables,
         pattern: ScanPattern,
     ) -> PointCloud:
-        """The point record (see :func:`simulator.record.record`)."""
+        """The point record (see :func:`simulator.steps.record.record`)."""
         ...
 
     def pack_las(
@@ -264,7 +266,7 @@ class Backend(Protocol):
         scale_m: NDArray[np.float64],
         data: NDArray[Any],
     ) -> None:
-        """LAS records (see :func:`simulator.record.pack_las`)."""
+        """LAS records (see :func:`simulator.steps.record.pack_las`)."""
         ...
 
     def rays_into_boxes(
@@ -276,7 +278,7 @@ class Backend(Protocol):
         lo_m: NDArray[np.float64],
         hi_m: NDArray[np.float64],
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Which rays meet which boxes (see :func:`simulator.raycast.rays_into_boxes`)."""
+        """Which rays meet which boxes (see :func:`simulator.world.raycast.rays_into_boxes`)."""
         ...
 
     def medium_returns(
@@ -293,12 +295,12 @@ class Backend(Protocol):
         pulses: NDArray[np.intp] | None = None,
     ) -> Returns:
         """The returns of pulses (all, or ``pulses`` among them) through the weather (see
-        :func:`simulator.weather.medium_returns`)."""
+        :func:`simulator.steps.weather.medium_returns`)."""
         ...
 
     def draw_particles(self, population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
         """The detectable particles in each pulse's beam (see
-        :func:`simulator.weather.draw_particles`)."""
+        :func:`simulator.steps.weather.draw_particles`)."""
         ...
 
     def merge_returns(
@@ -311,14 +313,14 @@ class Backend(Protocol):
         diagnostics: bool = False,
     ) -> Returns:
         """One chunk's returns from the single-ray ones kept and those recomputed for
-        some pulses, in pulse order (see :func:`simulator.echoes.merge_returns`)."""
+        some pulses, in pulse order (see :func:`simulator.steps.echoes.merge_returns`)."""
         ...
 
     def count_particles(
         self, population: Population, pulse_id: NDArray[np.uint64]
     ) -> NDArray[np.int64]:
         """How many particles :meth:`draw_particles` draws in each pulse's beam (see
-        :func:`simulator.weather.count_particles`)."""
+        :func:`simulator.steps.weather.count_particles`)."""
         ...
 
     def set_threads(self, threads: int) -> None:

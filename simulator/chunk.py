@@ -2,7 +2,7 @@
 
 A chunk is a contiguous range of global pulse ids. These records hold its rays as cast,
 the sensor's pose at its pulses and the ray engine's hits; every step of the pipeline
-(:mod:`simulator.pipeline`) takes and returns them, so each step can be called and tested
+(:mod:`simulator.pipeline.simulation`) takes and returns them, so each step can be called and tested
 on its own.
 """
 
@@ -60,9 +60,9 @@ class Hits:
         zero for a miss.
     material_row : (N,) int32 or None
         The row of the scene's material lookups of each hit
-        (:attr:`simulator.hits.SceneTables.material_of_row`): the object's index for an
+        (:attr:`simulator.steps.hits.SceneTables.material_of_row`): the object's index for an
         object of one material, its face's own row for an object with per-face
-        materials (:meth:`simulator.scene.Scene.face_row_starts`); -1 for a miss. None
+        materials (:meth:`simulator.world.scene.Scene.face_row_starts`); -1 for a miss. None
         when no object of the scene has per-face materials (the row is the object).
         Only the per-hit model reads it: everything else (echoes, labels, the
         footprint test, see-through surfaces) goes by the object.

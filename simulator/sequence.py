@@ -10,7 +10,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .io.frames import open_frame_sink
 from .io.poses import write_kitti_poses, write_times, write_tum_poses
-from .pipeline import OutputFrame, ProgressCallback, Simulation
+from .pipeline.simulation import OutputFrame, ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "sequence_frame", "write_sequence"]
 
@@ -37,7 +37,7 @@ def write_sequence(
     (or ``sensor_compensated``) the sensor frame at the frame's reference time; or the
     world frame. ``time_s`` is relative to the frame.
     """
-    from .trajectory import quaternion_from_matrix
+    from .sensor.trajectory import quaternion_from_matrix
 
     out = Path(out_dir)
     frame_kind = sequence_frame(sim, fmt, compensate=compensate)

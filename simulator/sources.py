@@ -18,10 +18,10 @@ import numpy as np
 from .compare import compare_clouds, match_rings
 from .config import ScannerConfig
 from .io.read import ReadOptions, read
-from .pipeline import Simulation
+from .pipeline.simulation import Simulation
 from .pointcloud import PointCloud
 from .reconstruct.grid import with_beam_grid
-from .scanner import SpinningPattern
+from .sensor.scanner import SpinningPattern
 
 __all__ = ["SURVEY_SUFFIXES", "cloud_of", "compare_sources", "rings_as_the_capture"]
 

@@ -14,7 +14,7 @@ from .config import (
     referenced_file,
 )
 from .errors import ConfigError
-from .scanner import pattern_for
+from .sensor.scanner import pattern_for
 
 __all__ = ["validate_file"]
 
@@ -27,7 +27,7 @@ def validate_file(path: str | Path) -> str:
     path = Path(path)
     data = load_yaml(path)
     if "scene" in data and "scanner" in data:
-        from .scene import load_scene  # trimesh: only for the files that hold a scene
+        from .world.scene import load_scene  # trimesh: only for the files that hold a scene
 
         survey, base = load_survey(path)
         scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
@@ -45,7 +45,7 @@ def validate_file(path: str | Path) -> str:
         count = sum(g.sequences * g.frames for g in spec.groups)
         return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout"
     if "objects" in data or "generator" in data:
-        from .scene import load_scene
+        from .world.scene import load_scene
 
         scene = load_scene(path)
         return f"scene: {len(scene.objects)} objects, {scene.triangle_count} triangles"

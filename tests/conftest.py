@@ -155,7 +155,7 @@ def count_cast_in_full(sim: simulator.Simulation) -> tuple[PointCloud, int]:
     """Scan ``sim`` counting the pulses adaptive sampling casts in full (those whose
     footprint's remaining sub-rays, beyond its probes, are cast): the cloud and the count.
     Full sampling, or adaptive sampling that casts nothing more, counts 0."""
-    from simulator.footprint import centre_sub_ray, neighbour_stride, probe_indices
+    from simulator.steps.footprint import centre_sub_ray, neighbour_stride, probe_indices
 
     probe = probe_indices(sim.beam, neighbour_stride(sim.pattern, sim.beam) == 0)
     centre = centre_sub_ray(sim.beam)
@@ -185,9 +185,9 @@ def count_cast_in_full(sim: simulator.Simulation) -> tuple[PointCloud, int]:
 
 def judged_in_full(sim: simulator.Simulation) -> np.ndarray:
     """(P,) bool: the pulses the numpy specification of the footprint test
-    (:func:`simulator.footprint.single_surface`, and what is cast in full whatever the
+    (:func:`simulator.steps.footprint.single_surface`, and what is cast in full whatever the
     witnesses say) leaves to full sampling."""
-    from simulator.footprint import single_surface
+    from simulator.steps.footprint import single_surface
 
     parts = []
     for a, b in sim.chunk_spans():

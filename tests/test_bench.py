@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.bench import run_bench
-from simulator.bench_scene import build_bench_scene
+from simulator.bench.run import run_bench
+from simulator.bench.scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
-from simulator.pipeline import Simulation
+from simulator.pipeline.simulation import Simulation
 
 from .conftest import REPO, count_cast_in_full, judged_in_full, lidar_sim
 
@@ -97,7 +97,7 @@ def test_bench_figures_match_a_scan_of_the_same_scene(
 def test_bench_command_prints_json(tmp_path: Path) -> None:
     """``lidar-sim bench --json``: a fifth of a turn is 11,520 pulses; a KITTI .bin holds 16
     bytes a point and its .label 4, so the output's size is the point count's. The command
-    times benchmarks/bare_cast.py on the same pulses unless told not to."""
+    times simulator/bench/bare.py on the same pulses unless told not to."""
     res = lidar_sim("bench", "--json", "--revolutions", "0.2", "--scene-scale", "0.05",
                     "--format", "bin")  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -149,11 +149,8 @@ def test_bench_load_reports_the_mesh_it_loaded() -> None:
 
 
 def test_bench_runs_the_plain_script_on_the_same_rays(half_turn: tuple[dict, float]) -> None:
-    """benchmarks/bare_cast.py casts the pipeline's pulses (in world coordinates): the same
+    """simulator/bench/bare.py casts the pipeline's pulses (in world coordinates): the same
     pulse count, and every detected point among its hits, in less time than the call."""
-    from simulator.bench import BARE_SCRIPT
-
-    assert BARE_SCRIPT.is_file()
     figures, wall_s = half_turn
     bare = figures["bare_script"]
     assert bare["pulses"] == figures["pulses"] == 900 * 32
@@ -167,7 +164,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
     its own, in less time than the call took."""
     import time
 
-    from simulator.bench import run_sequence_bench
+    from simulator.bench.run import run_sequence_bench
     from simulator.config import TrajectorySpec
 
     t0 = time.perf_counter()
@@ -184,7 +181,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
 
 
 def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
-    from simulator.bench import run_dataset_scaling
+    from simulator.bench.run import run_dataset_scaling
 
     f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
     assert [r["workers"] for r in f["runs"]] == [1, 2]

@@ -200,9 +200,9 @@ def test_parked_cars_face_the_way_they_were_parked() -> None:
     have yaw pi, and the box's front (+x) is the car's front, read from its mesh: the kit
     sets a car's glass cabin back from the centre (a longer bonnet than boot) and puts a
     truck's cab in front of its cargo box."""
-    from simulator.boxes import headings_from_spec, object_boxes
     from simulator.config import SceneSpec, load_materials
-    from simulator.scene import build_scene
+    from simulator.world.boxes import headings_from_spec, object_boxes
+    from simulator.world.scene import build_scene
 
     spec = SceneSpec.model_validate(street(sequence_seed(3, 0) % 2**63))
     scene = build_scene(spec, Path("."), load_materials(), source="street")
@@ -258,8 +258,8 @@ def test_a_mesh_files_part_rule_states_the_front(tmp_path: Path, stated: bool) -
     yaw 60 deg to car_0 and -120 deg to car_1, whose cabins sit behind their centres along
     the box's -x. Without it the long-side rule cannot tell front from back, so the two
     cars, facing opposite ways, get the same yaw."""
-    from simulator.boxes import object_boxes
-    from simulator.scene import load_scene
+    from simulator.world.boxes import object_boxes
+    from simulator.world.scene import load_scene
 
     _mesh_cars(tmp_path / "cars.glb")
     rule = {"match": "car_*", "material": "car_paint", "label": "car",
@@ -296,8 +296,8 @@ def passing_cars() -> tuple[object, object]:
     from simulator.config import SceneSpec, Survey, load_materials, load_scanner
     from simulator.config.pose import Pose, TrajectorySpec
     from simulator.generators.kit import Kit
-    from simulator.pipeline import Simulation
-    from simulator.scene import build_scene
+    from simulator.pipeline.simulation import Simulation
+    from simulator.world.scene import build_scene
 
     kit = Kit(np.random.default_rng(0))
     kit.part("road", {"plane": {"size_m": [80.0, 40.0]}}, (0, 0, 0), "asphalt", "road")
@@ -320,8 +320,8 @@ def test_the_reference_time_is_the_layouts_own(
     """KITTI's reference is the moment the head faces forward (+x), nuScenes' the end of
     the sweep (its LIDAR_TOP timestamp): a car's points fired within 3 ms of it lie in its
     box then; at the first firing (the old reference) the box is 15 m/s x offset off."""
-    from simulator.boxes import object_boxes
     from simulator.datasets.generate import reference_frame
+    from simulator.world.boxes import object_boxes
 
     sim, scene = passing_cars
     first = sim.frames()[0]
@@ -352,10 +352,10 @@ def test_visibility_is_the_share_of_the_surface_by_area() -> None:
     (1 - r / d) = 1.50 m^2, d its centre's distance) is not, so the visibility is 8 / 9.50
     = 0.84 by area, whatever the triangle counts (by triangle in file order it would be
     near 0). Outside the sensor's vertical field of view nothing counts."""
-    from simulator.boxes import object_boxes
     from simulator.config import SceneSpec, load_materials
-    from simulator.raycast import RayEngine
-    from simulator.scene import build_scene
+    from simulator.world.boxes import object_boxes
+    from simulator.world.raycast import RayEngine
+    from simulator.world.scene import build_scene
 
     car = {"reflectance": 0.5, "minnaert_k": 1.0, "label": "car"}
     spec = SceneSpec.model_validate({"objects": [

@@ -571,7 +571,7 @@ def test_a_datasets_generated_scenes_are_not_kept_in_the_mesh_cache(
     manifest = run_dataset(DEMO, tmp_path / "ds", workers=1)
     assert manifest["errors"] == [] and manifest["frames"] == 6
     assert not cache.exists() or not any(cache.rglob("*.npz"))
-    from simulator.scene import load_scene
+    from simulator.world.scene import load_scene
 
     load_scene(REPO / "scenes" / "farm" / "scene.yaml")
     assert len(list(cache.rglob("*.npz"))) == 1

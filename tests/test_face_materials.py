@@ -15,7 +15,7 @@ from simulator import labels
 from simulator.backend import Backend
 from simulator.errors import ConfigError
 from simulator.io.mesh import write_material_mesh
-from simulator.scene import MaterialTable, load_scene
+from simulator.world.scene import MaterialTable, load_scene
 
 from .conftest import PLAIN, Workspace, lidar_sim, single_channel_scanner
 
@@ -318,8 +318,8 @@ def test_a_hit_gets_its_own_face_row(ws: Workspace) -> None:
     """Rays cast straight down at every face's centroid of two meshes with per-face values
     (beside an object without) get the row of their own object's face (Open3D's primitive
     ids count within each geometry), and that row's reflectance is the face's value."""
-    from simulator.hits import SceneTables
-    from simulator.raycast import RayEngine
+    from simulator.steps.hits import SceneTables
+    from simulator.world.raycast import RayEngine
 
     vertices, faces = grid_plane(half_m=5.0, cells=4)
     rho = [np.linspace(0.1, 0.2, len(faces)), np.linspace(0.5, 0.9, len(faces))]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import simulator
-import simulator.footprint
+import simulator.steps.footprint
 from simulator import echoes, hits, raycast, rays, record
 from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
 from simulator.beam import BeamPattern
@@ -119,7 +119,7 @@ def test_spinning_rays_match_the_schedule_of_every_preset(
     kernel's angle-addition form gives the schedule's rays to float32 rounding (with
     ``firing_azimuth: block`` too, the decoded cloud's azimuths)."""
     from simulator.config import load_scanner
-    from simulator.scanner import pattern_for
+    from simulator.sensor.scanner import pattern_for
 
     name, _, firing_azimuth = name.partition(":")
     scanner = load_scanner(name)
@@ -367,7 +367,7 @@ def rolling_beams() -> tuple[np.ndarray, PulsePoses]:
 def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
     rolling_beams: tuple[np.ndarray, PulsePoses], samples: int, backend: Backend
 ) -> None:
-    """The kernel's sub-rays equal :func:`simulator.rays.sub_rays`'s value for value when each
+    """The kernel's sub-rays equal :func:`simulator.steps.rays.sub_rays`'s value for value when each
     pulse has its own pose: each beam's frame from its own pulse's up (or, along up, its
     forward) axis. Row 0's axes for every pulse would move sub-rays by milliradians."""
     beams, poses = rolling_beams
@@ -615,7 +615,7 @@ def test_interleave_kernel_is_the_specification(backend: Backend) -> None:
     field of every row as the numpy specification places it (19 sub-rays in three parts
     of 2, 1 and 16 a footprint)."""
     from simulator.chunk import Hits
-    from simulator.footprint import interleave
+    from simulator.steps.footprint import interleave
 
     gen = np.random.default_rng(7)
     f, samples = 501, 19

@@ -1,4 +1,4 @@
-"""Adaptive footprint sampling against full sampling (simulator.footprint).
+"""Adaptive footprint sampling against full sampling (simulator.steps.footprint).
 
 Adaptive sampling keeps the single-ray result where a footprint lies on one smooth
 surface and casts the full fan of sub-rays elsewhere. The first tests pin that split bit
@@ -16,7 +16,7 @@ import pytest
 import simulator
 from simulator.backend import Backend, NumpyBackend
 from simulator.chunk import Hits, Layer, Rays
-from simulator.footprint import single_surface
+from simulator.steps.footprint import single_surface
 
 from .conftest import REPO, Workspace, count_cast_in_full
 

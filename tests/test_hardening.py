@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import SimulatorError
-from simulator.scene import load_scene
 from simulator.validate import validate_file
+from simulator.world.scene import load_scene
 
 from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 

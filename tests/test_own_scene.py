@@ -12,8 +12,8 @@ import yaml
 
 import simulator
 from simulator.labels import label_id
-from simulator.pipeline import Simulation
-from simulator.scene import load_scene
+from simulator.pipeline.simulation import Simulation
+from simulator.world.scene import load_scene
 
 
 def _town(path: Path) -> None:

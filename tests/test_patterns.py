@@ -9,7 +9,7 @@ import pytest
 
 import simulator
 from simulator.config import ScannerConfig, load_scanner, scanner_presets
-from simulator.scanner import pattern_for, pattern_summary
+from simulator.sensor.scanner import pattern_for, pattern_summary
 
 from .conftest import PLAIN, Workspace, single_channel_scanner
 

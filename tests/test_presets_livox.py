@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simulator.config import ScannerConfig, load_scanner
-from simulator.scanner import pattern_for
+from simulator.sensor.scanner import pattern_for
 
 
 def _directions(name_or_config: str | dict, seconds: float) -> np.ndarray:

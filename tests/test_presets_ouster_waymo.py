@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from simulator.config import load_scanner
-from simulator.scanner import pattern_for
+from simulator.sensor.scanner import pattern_for
 
 
 def _floats(text: str) -> list[float]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simulator.config import load_scanner
-from simulator.scanner import pattern_for
+from simulator.sensor.scanner import pattern_for
 
 NEBULA_HELIOS_BLOCK0_NS = [
     0, 1570, 3150, 4720, 6300, 7870, 9450, 11360, 13260, 15170, 17080,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from simulator.config import ScannerConfig, load_scanner
-from simulator.scanner import SpinningPattern, pattern_for
+from simulator.sensor.scanner import SpinningPattern, pattern_for
 
 #: The Velodyne driver repository and commit the calibration tables below are copied from.
 VELODYNE = "ros-drivers/velodyne @ 29abd0e1361cb7f5eda451d2b51c35eeca45e0d5"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.beamcheck import (
+from simulator.calibrate.beamcheck import (
     beam_residuals,
     elevation_clusters,
     firing_order,

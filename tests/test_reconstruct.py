@@ -38,8 +38,8 @@ from simulator.reconstruct import ReconstructOptions, ReconstructResult, reconst
 from simulator.reconstruct.grid import beam_indices
 from simulator.reconstruct.mesh import FrameMesh
 from simulator.reconstruct.reflectance import FaceReflectance
-from simulator.scanner import SpinningPattern
-from simulator.scene import Scene, load_scene
+from simulator.sensor.scanner import SpinningPattern
+from simulator.world.scene import Scene, load_scene
 
 from .conftest import lidar_sim, refused_in_one_line
 

@@ -22,7 +22,7 @@ from simulator.config import load_scanner
 from simulator.io.read import read, read_frames
 from simulator.reconstruct import ReconstructOptions, format_summary, reconstruct
 from simulator.reconstruct.grid import beam_indices, beam_rays, organize
-from simulator.scanner import SpinningPattern
+from simulator.sensor.scanner import SpinningPattern
 
 from .conftest import lidar_sim, refused_in_one_line
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.config import ScannerConfig, load_scanner, scanner_presets
-from simulator.scanner import SpinningPattern, pattern_for
+from simulator.sensor.scanner import SpinningPattern, pattern_for
 
 from .conftest import single_channel_scanner
 

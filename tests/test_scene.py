@@ -14,9 +14,9 @@ import yaml
 from simulator.config import SceneSpec
 from simulator.errors import ConfigError, SceneError
 from simulator.labels import SEMANTIC_KITTI
-from simulator.raycast import RayEngine
-from simulator.scene import load_scene
 from simulator.transforms import compose, rotation_from_rpy_deg
+from simulator.world.raycast import RayEngine
+from simulator.world.scene import load_scene
 
 from .conftest import PLAIN, REPO, Workspace
 
@@ -280,7 +280,7 @@ def test_a_scene_from_the_mesh_cache_is_the_scene_trimesh_builds(
     assert len(list((tmp_path / "cache").glob("*.npz"))) == 1
     assert _objects_of(load_scene(farm)) == built  # a hit
     code = (
-        "import sys; from simulator.scene import load_scene; "
+        "import sys; from simulator.world.scene import load_scene; "
         f"s = load_scene({str(farm)!r}); print(len(s.objects), s.triangle_count, "
         "'trimesh' in sys.modules, 'scipy.spatial' in sys.modules)"
     )
@@ -333,7 +333,7 @@ def test_boxes_and_icospheres_are_trimeshs_own_bit_for_bit() -> None:
     object each, are ``trimesh.creation.box`` and ``icosphere`` bit for bit, vertices and
     faces: 500 boxes from 1 mm to 5 km, and icospheres of every subdivision level 0-5 at
     radii from 1 mm to 300 m (a generated street has hundreds of each)."""
-    from simulator.scene import _box_arrays, _icosphere_arrays
+    from simulator.world.scene import _box_arrays, _icosphere_arrays
 
     rng = np.random.default_rng(11)
     for _ in range(500):

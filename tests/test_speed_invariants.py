@@ -7,7 +7,7 @@ import sys
 
 LAZY_OPEN3D = """
 import sys
-from simulator.raycast import import_open3d
+from simulator.world.raycast import import_open3d
 
 o3d = import_open3d()
 web = [m for m in ("dash", "plotly", "werkzeug") if m in sys.modules]

@@ -22,10 +22,10 @@ from simulator.config import (
 from simulator.errors import ConfigError
 from simulator.generators import street
 from simulator.labels import THING_LABELS, label_id
-from simulator.pipeline import Simulation
-from simulator.raycast import RayEngine
-from simulator.scene import build_scene
-from simulator.trajectory import trajectory_from_spec
+from simulator.pipeline.simulation import Simulation
+from simulator.sensor.trajectory import trajectory_from_spec
+from simulator.world.raycast import RayEngine
+from simulator.world.scene import build_scene
 
 
 @pytest.fixture(scope="module")

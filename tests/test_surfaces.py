@@ -14,7 +14,7 @@ import pytest
 
 from simulator.backend import NumpyBackend
 from simulator.labels import label_id
-from simulator.pipeline import Simulation
+from simulator.pipeline.simulation import Simulation
 
 from .conftest import (
     PLAIN,

@@ -14,7 +14,7 @@ import simulator
 import simulator.sequence
 from simulator.config import Pose, TrajectorySpec
 from simulator.io.kitti import read_kitti
-from simulator.trajectory import (
+from simulator.sensor.trajectory import (
     StaticTrajectory,
     matrix_from_quaternion,
     quaternion_from_matrix,

@@ -20,7 +20,7 @@ import yaml
 from simulator.config import ScannerConfig, load_scanner, load_yaml, scanner_presets
 from simulator.config.vendor import import_scanner, write_scanner_yaml
 from simulator.errors import ConfigError
-from simulator.scanner import pattern_for
+from simulator.sensor.scanner import pattern_for
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 OS1_JSON = REALDATA / "ouster" / "OS-1-128_v2.3.0_1024x10.json"

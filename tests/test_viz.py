@@ -254,7 +254,7 @@ def test_viewer_opens_a_window_under_xvfb(display: str, tmp_path: Path) -> None:
 def test_render_draws_a_dataset_boxes_over_the_cloud(tmp_path: Path) -> None:
     """``lidar-sim render --boxes``: a 4 m x 2 m box at the centre of a 10 m ring of points
     adds ink inside the ring only, in the box class's colour (darkened)."""
-    from simulator.boxes import Boxes
+    from simulator.world.boxes import Boxes
 
     cloud = _ring_cloud()
     np.savez(tmp_path / "ring.npz", **cloud.fields)

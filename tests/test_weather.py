@@ -1,4 +1,4 @@
-"""Weather (simulator.weather) against the laws it follows, recovered from scans.
+"""Weather (simulator.steps.weather) against the laws it follows, recovered from scans.
 
 Every expected value here is computed from the physics directly (scipy quadrature of the
 soft-target equation, the size distributions integrated numerically, the ray engine's
@@ -16,8 +16,8 @@ from scipy import integrate, interpolate, optimize, special
 import simulator
 from simulator.backend import Backend, NumpyBackend
 from simulator.labels import label_id
-from simulator.pipeline import Simulation
-from simulator.weather import SoftTarget
+from simulator.pipeline.simulation import Simulation
+from simulator.steps.weather import SoftTarget
 
 from .conftest import (
     PLAIN,
@@ -55,7 +55,7 @@ def _sim(ws: Workspace, objects: list[dict], scanner: dict, **keys) -> Simulatio
 def test_extinction_of_each_condition_from_its_definition() -> None:
     """Fog and dust: Koschmieder's ln(20) / MOR. Rain and snow: twice the geometric
     cross-section of every particle, integrated over the size distribution numerically."""
-    from simulator.weather import weather_extinction_per_m as alpha
+    from simulator.steps.weather import weather_extinction_per_m as alpha
 
     def weather(**kw):
         return simulator.config.Weather.model_validate(kw)
@@ -242,7 +242,7 @@ def test_the_soft_target_table_equals_the_equation_for_cut_beams() -> None:
     against quadrature (peak range within 1 mm, peak within 0.1 %)."""
     scanner = simulator.config.load_scanner("rs-helios-5515")
     alpha = LN20 / 30.0
-    model = simulator.hits.ReturnModel.from_scanner(scanner, alpha)
+    model = simulator.steps.hits.ReturnModel.from_scanner(scanner, alpha)
     beta = 0.046 / 30.0
     soft = SoftTarget.of("fog", beta, scanner, model, 0, np.uint64(1))
     cuts = np.array([[1.2], [1.8], [2.6], [np.inf]])  # the overlap: 0.87-4.4 m
@@ -373,7 +373,7 @@ def test_fog_behind_a_window_is_identical_for_any_chunk_size(
     fog = ref["object_id"] == 2
     assert np.sum(fog & (ref["range_m"] > 1.6)) > 500  # fog behind the pane
     # The fog's echoes in float64, of those pulses cast alone and in the whole scan.
-    from simulator.weather import medium_entries
+    from simulator.steps.weather import medium_entries
 
     def fog_echoes(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         cast = sim.cast_pulses(start, stop)
@@ -390,7 +390,9 @@ def test_fog_behind_a_window_is_identical_for_any_chunk_size(
     spec = Simulation.from_file(path)
     spec.backend = NumpyBackend()
     others.append(spec.run())
-    monkeypatch.setattr(simulator.pipeline, "SOFT_BLOCK_PULSES", 401)  # (fog: no particles)
+    monkeypatch.setattr(
+        simulator.pipeline.simulation, "SOFT_BLOCK_PULSES", 401
+    )  # (fog: no particles)
     others.append(Simulation.from_file(path).run())
     for other in others:
         for name in ("pulse_id", "range_m", "intensity", "label", "return_number"):
@@ -734,7 +736,7 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
     spec_sim.backend = NumpyBackend()
     spec = spec_sim.run()
     # The weather's pulses in blocks of 401 (the pipeline's bound on their memory).
-    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 401)
+    monkeypatch.setattr(simulator.pipeline.simulation, "MEDIUM_BLOCK_PULSES", 401)
     blocks = Simulation.from_file(FARM, sets).run()
     monkeypatch.undo()
     labels = set(np.unique(ref["label"]).tolist())
@@ -888,9 +890,9 @@ def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
 
 def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> None:
     """The kernels' fused draw (``_lit_particles``) keeps of
-    :func:`simulator.weather.draw_particles` exactly the particles in front of their
+    :func:`simulator.steps.weather.draw_particles` exactly the particles in front of their
     sub-ray's surface and the maximum range, each with the specification's range,
-    diameter and sub-ray, and :func:`simulator.weather.overlap` at its range (the kernel
+    diameter and sub-ray, and :func:`simulator.steps.weather.overlap` at its range (the kernel
     computes it where it is 0 or 1, numpy the rest): drops and flakes of the Helios, one
     and seven sub-rays, surfaces from 0.5 to 15 m and misses."""
     from simulator import weather
@@ -936,12 +938,12 @@ def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> N
 )
 def test_the_overlap_kernels_give_the_specifications_overlap(optics: dict) -> None:
     """``partial_overlap`` (two kernels about numpy's ``arccos``) is
-    :func:`simulator.weather.overlap` value for value, bit for bit, at 3 million ranges
+    :func:`simulator.steps.weather.overlap` value for value, bit for bit, at 3 million ranges
     from 0 to 300 m, with the default optics, coaxial axes with a field narrower than
     the beam, and wide-apart axes blanked to 2 m; each case has ranges in every zone."""
     from simulator.config import load_scanner
     from simulator.kernels.weather import partial_overlap
-    from simulator.weather import overlap
+    from simulator.steps.weather import overlap
 
     scanner = load_scanner("rs-helios-5515", optics)
     r = np.concatenate([np.linspace(0.0, 60.0, 2_000_003),
@@ -996,7 +998,7 @@ def test_weather_scans_of_one_surface_a_ray_are_identical_for_any_chunk_and_back
     spec_sim = Simulation.from_file(path, ["chunk_pulses=1000"])
     spec_sim.backend = NumpyBackend()
     spec = spec_sim.run()
-    monkeypatch.setattr(simulator.pipeline, "MEDIUM_BLOCK_PULSES", 301)
+    monkeypatch.setattr(simulator.pipeline.simulation, "MEDIUM_BLOCK_PULSES", 301)
     blocks = Simulation.from_file(path).run()
     monkeypatch.undo()
     assert np.sum(ref["object_id"] >= sim.medium.first_object) > 200
@@ -1114,7 +1116,7 @@ def test_haze_leaves_no_ring_and_thick_fog_still_returns_on_every_sky_pulse(
 
 def test_haze_extinction_scales_with_the_wavelength_above_500_m() -> None:
     """Kim et al. 2001: (lambda / 550 nm)^-q with q(V) piecewise in the visibility."""
-    from simulator.weather import haze_wavelength_factor as factor
+    from simulator.steps.weather import haze_wavelength_factor as factor
 
     assert factor(300.0, 905.0) == 1.0
     assert factor(5000.0, None) == 1.0

@@ -240,8 +240,8 @@ def _scene_surfaces(xyz_m: NDArray, origin: NDArray, scene_path: Path) -> list[S
     """Surfaces from a known, aligned mesh (the scan in the scene's frame): each point's
     beam is cast into the scene; the hit object's material groups the points, and each
     point's incidence and range residual come from its hit triangle."""
-    from ..raycast import RayEngine
-    from ..scene import load_scene
+    from ..world.raycast import RayEngine
+    from ..world.scene import load_scene
 
     scene = load_scene(scene_path)
     engine = RayEngine(scene)

@@ -1,5 +1,5 @@
 """``lidar-sim bench``: the pipeline against the bare ray cast, or instead a sequence's frame
-rate, a large mesh's load, or a dataset's scaling (:func:`simulator.bench.bench_text`)."""
+rate, a large mesh's load, or a dataset's scaling (:func:`simulator.bench.run.bench_text`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ SamplingOption = Annotated[
 ]
 MovingOption = Annotated[bool, typer.Option(help="Drive the sensor at 5 m/s.")]
 BareScriptOption = Annotated[
-    bool, typer.Option(help="Also time benchmarks/bare_cast.py on the same rays.")
+    bool, typer.Option(help="Also time simulator/bench/bare.py on the same rays.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")]
 LoadOption = Annotated[
@@ -108,7 +108,7 @@ def bench(
     something else instead."""
     import subprocess
 
-    from ..bench import bench_text
+    from ..bench.run import bench_text
 
     output_format = choose("--format", output_format.lstrip("."), "bench_format")
     choose("--beam-sampling", beam_sampling, "beam_sampling")

@@ -18,7 +18,7 @@ from ..constants import OUTPUT_SUFFIXES
 from .common import QuietOption, SetOption, choose, command, err, out, progress_bar, warn
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help answers at once
-    from ..pipeline import ScanSummary, Simulation
+    from ..pipeline.simulation import ScanSummary, Simulation
 
 __all__ = ["dataset", "scan", "sequence"]
 
@@ -72,7 +72,7 @@ def scan(
 ) -> None:
     """Scan a survey and write the point cloud."""
     from ..io import check_space, check_writable
-    from ..pipeline import Simulation
+    from ..pipeline.simulation import Simulation
 
     loading = time.perf_counter()
     sim = Simulation.from_file(survey, set_ or [])
@@ -116,7 +116,7 @@ def sequence(
     One frame per revolution, in frames/ (rosbag2: one bag in bag/), with poses_tum.txt,
     poses_kitti.txt and times.txt beside them."""
     from ..io import check_writable
-    from ..pipeline import Simulation
+    from ..pipeline.simulation import Simulation
     from ..sequence import write_sequence
 
     fmt = choose("--format", fmt.lstrip(".").lower(), "frame_format")

@@ -16,7 +16,7 @@ from .common import command, out
 
 __all__ = ["scanners", "validate"]
 
-#: The columns of the presets' table (:meth:`simulator.scanner.PatternSummary.cells`).
+#: The columns of the presets' table (:meth:`simulator.sensor.scanner.PatternSummary.cells`).
 _COLUMNS = ("name", "ch", "elevation deg", "azimuth deg", "az step", "points/s", "range m",
             "frame")  # fmt: skip
 
@@ -79,7 +79,7 @@ def scanners(
     With NAME --plot PNG, draw one preset's pattern; with ``import FILE -o scanner.yaml``,
     make a scanner of one unit's own calibration."""
     from ..config import load_scanner, scanner_presets
-    from ..scanner import pattern_summary
+    from ..sensor.scanner import pattern_summary
 
     if name == "import":
         _import(list(files or []), output, preset)

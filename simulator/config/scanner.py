@@ -73,7 +73,7 @@ class RangeResponse(Model):
     ``none``: no range response. ``power``: a gain ``(R / reference_m) ** exponent``
     (multiplicative). ``velodyne_focal``: the HDL-64E S2/S3 focal correction as the
     ros-drivers velodyne driver adds it to the raw intensity count (additive; see
-    :func:`simulator.hits.range_response`).
+    :func:`simulator.steps.hits.range_response`).
     """
 
     form: Literal["none", "power", "velodyne_focal"] = "none"
@@ -105,7 +105,7 @@ class RangeResponse(Model):
 
 class IntensityResponse(Model):
     """The sensor's intensity response, applied to the per-hit model's reflectivity
-    before clipping and rounding (:func:`simulator.hits.reported_intensity`).
+    before clipping and rounding (:func:`simulator.steps.hits.reported_intensity`).
 
     ``channel_gain`` multiplies each channel's (ring's) reading: one entry per channel of
     the pattern (spinning: per channel; raster: per row; risley: per emitter; table: per
@@ -244,7 +244,7 @@ class ScannerConfig(Model):
     #: range. Given, it replaces the geometric overlap of the receiver's optics below.
     overlap_m: Annotated[list[NonNegFloat], Field(min_length=2, max_length=2)] | None = None
     #: The receiver's optics, from which the geometric overlap follows when ``overlap_m``
-    #: is not given (:func:`simulator.weather.overlap`; Rasshofer et al. 2011, Fig. 2, as
+    #: is not given (:func:`simulator.steps.weather.overlap`; Rasshofer et al. 2011, Fig. 2, as
     #: Hahner et al. 2021 state it): the receiving lens' clear aperture, mm; its full-angle
     #: field of view, mrad (it must exceed the beam's divergences); the distance between
     #: the transmitting and the receiving optical axes (parallel), mm. Defaults: a typical
@@ -266,7 +266,7 @@ class ScannerConfig(Model):
     beam_samples: Annotated[int, Field(ge=1)] = 1
     #: ``full`` casts every sub-ray of every pulse (the reference); ``adaptive`` casts them
     #: only where a pulse's footprint may cross an edge or meet a second surface, and
-    #: reports the single-ray result elsewhere (:mod:`simulator.footprint`).
+    #: reports the single-ray result elsewhere (:mod:`simulator.steps.footprint`).
     beam_sampling: Literal["full", "adaptive"] = "full"
     #: Echoes closer than this merge into one (the pulse length is the physical floor).
     min_return_separation_m: NonNegFloat = 0.0

@@ -23,7 +23,7 @@ comment names the source files and which numbers came from which.
 
 Sign conventions, derived from the vendors' own point formulas (sources cited where used;
 this simulator's sensor frame is x forward, y left, z up, azimuth counter-clockwise from +x
-seen from above, see :mod:`simulator.scanner`):
+seen from above, see :mod:`simulator.sensor.scanner`):
 
 * Ouster: ouster-lidar/ouster-sdk @ 46b7bceee7995914e2f3f3facf4d78418335b2d7 ("Release
   1.0.1"), ``ouster_core/src/xyzlut.cpp``, ``impl::make_xyz_lut``. For column ``j`` of ``W``

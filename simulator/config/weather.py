@@ -1,7 +1,7 @@
 """The weather model: the medium between the sensor and the scene.
 
 A survey's (or a dataset group's) ``weather:`` section names the conditions; each is
-optional and an empty section is clear air. The physics is in :mod:`simulator.weather`.
+optional and an empty section is clear air. The physics is in :mod:`simulator.steps.weather`.
 """
 
 from __future__ import annotations

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..boxes import headings_from_spec, object_boxes, visibility_from
 from ..config import (
     DatasetSpec,
     SceneSpec,
@@ -64,13 +63,14 @@ from ..io.layouts import DatasetLayout, Sample, write_manifest
 from ..io.nuscenes import SamplePose
 from ..labels import count_labels, label_name
 from ..transforms import rotation_from_rpy_deg
+from ..world.boxes import headings_from_spec, object_boxes, visibility_from
 
 if TYPE_CHECKING:
     from ..config import ScannerConfig
-    from ..pipeline import Frame, Simulation
-    from ..scanner import ScanPattern
-    from ..scene import Scene
-    from ..trajectory import Trajectory
+    from ..pipeline.simulation import Frame, Simulation
+    from ..sensor.scanner import ScanPattern
+    from ..sensor.trajectory import Trajectory
+    from ..world.scene import Scene
 
 __all__ = [
     "CACHE_ENTRIES",
@@ -196,9 +196,9 @@ def sequence_frames(task: SequenceTask) -> list[Frame]:
     Exception
         Whatever the group's scanner or trajectory raise (a missing poses file).
     """
-    from ..pipeline import Simulation
-    from ..scanner import pattern_for
-    from ..trajectory import trajectory_from_survey
+    from ..pipeline.simulation import Simulation
+    from ..sensor.scanner import pattern_for
+    from ..sensor.trajectory import trajectory_from_survey
 
     group = SequenceGroup.model_validate(task.group)
     base = Path(task.base_dir)
@@ -270,8 +270,8 @@ def content_key(task: SequenceTask) -> str:
 
 
 def _build(task: SequenceTask) -> _Prepared:
-    from ..pipeline import Simulation
-    from ..scene import build_scene, load_scene
+    from ..pipeline.simulation import Simulation
+    from ..world.scene import build_scene, load_scene
 
     group = SequenceGroup.model_validate(task.group)
     base = Path(task.base_dir)
@@ -557,7 +557,7 @@ def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
     a generator takes no input from the spec but its seed). The first problem is one
     :class:`ConfigError` naming the spec file and the group's key, e.g.
     ``groups[1].scanner``."""
-    from ..scene import load_scene
+    from ..world.scene import load_scene
 
     base = spec_path.resolve().parent
     for i, group in enumerate(spec.groups):
@@ -611,8 +611,9 @@ def start_method() -> str:
 def _import_for_workers() -> None:
     """Import what a worker needs, for forked workers to inherit instead of importing it
     again (Open3D alone is about 1 CPU s a process; importing starts no thread)."""
-    from .. import pipeline, scene  # noqa: F401
-    from ..raycast import import_open3d
+    from ..pipeline import simulation  # noqa: F401
+    from ..world import scene  # noqa: F401
+    from ..world.raycast import import_open3d
 
     import_open3d()
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..boxes import Boxes
 from ..io.layouts import read_semantickitti_frame, semantickitti_frames
+from ..world.boxes import Boxes
 
 __all__ = ["SemanticKittiDataset", "boxes_7", "read_boxes", "torch_dataset"]
 
@@ -40,7 +40,7 @@ class SemanticKittiDataset:
 
     Item ``i`` is a dict: ``points`` (N, 4) float32, ``label`` (N,) uint16, ``instance``
     (N,) uint16, ``pose`` (4, 4) float64 world from sensor, ``sequence``, ``frame`` and
-    ``boxes``, the frame's :class:`~simulator.boxes.Boxes` (empty when the dataset has no
+    ``boxes``, the frame's :class:`~simulator.world.boxes.Boxes` (empty when the dataset has no
     ``boxes/`` files).
     """
 

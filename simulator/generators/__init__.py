@@ -1,5 +1,5 @@
 """Procedural scenes: a street and a farm yard, randomised from a seed (the benchmark's
-scene is :mod:`simulator.bench_scene`).
+scene is :mod:`simulator.bench.scene`).
 
 Each dataset generator returns a scene mapping (the scene YAML's structure, primitives
 only, with its own ``materials:``) built from ``numpy.random.default_rng(seed)``: the same

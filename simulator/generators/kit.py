@@ -7,7 +7,7 @@ same scene), and numbers the countable objects. Each builder takes a placement i
 ground plane: ``x_m, y_m`` the object's foot and ``yaw_deg`` its heading; its parts are
 laid out in the object's own frame (x forward, y left, z up) and moved there, so every
 part's placement (``rotation_deg``) turns its x axis to the object's heading: that is how
-a static object's front is read back (:func:`simulator.boxes.headings_from_spec`, a parked
+a static object's front is read back (:func:`simulator.world.boxes.headings_from_spec`, a parked
 car's box facing the way it was parked).
 
 Moving objects (cars in traffic, cyclists, walkers) get one trajectory shared by all

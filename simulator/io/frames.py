@@ -7,7 +7,7 @@ each as a ``PointCloud2`` with its pose as ``/tf`` to one ROS 2 bag (:mod:`.rosb
 ``write_frame`` per frame, ``close`` at the end, ``abort`` on failure.
 
 The frame source is duck-typed (:class:`FrameSource`, what
-:class:`simulator.pipeline.Simulation` offers), so that io does not import the pipeline.
+:class:`simulator.pipeline.simulation.Simulation` offers), so that io does not import the pipeline.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..boxes import Boxes
 from ..labels import label_name
+from ..world.boxes import Boxes
 
 __all__ = [
     "CAMERA_IN_VELO_M",

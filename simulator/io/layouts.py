@@ -32,7 +32,7 @@ written and read back.
     KITTI's are, the boxes at the moment the head faces forward.
 
 In ``semantickitti`` and ``npz``, ``sequences/NN/boxes/FFFFFF.npz`` holds the frame's boxes
-(:class:`simulator.boxes.Boxes`: every field by name).
+(:class:`simulator.world.boxes.Boxes`: every field by name).
 
 With range images, ``sequences/NN/range_images/FFFFFF.npy`` holds the (6, rings, 1024)
 float32 stack of :data:`simulator.rangeimage.CHANNELS`. Every file is written to a
@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..boxes import Boxes
 from ..errors import ConfigError, OutputError
 from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..rangeimage import CHANNELS, range_image
+from ..world.boxes import Boxes
 from . import kitti_object, nuscenes
 from .atomic import write_atomic
 from .labels import pack_labels, unpack_labels
@@ -320,7 +320,7 @@ def kitti_name(sequence: int, frame: int) -> str:
 def openpcdet_labels(boxes: Boxes) -> str:
     """OpenPCDet custom-dataset label lines, ``x y z dx dy dz heading class``, of the
     boxes of countable classes it names (:data:`OPENPCDET_CLASSES`) that hold at least
-    one point of the object itself (:attr:`~simulator.boxes.Boxes.num_points`: the ground
+    one point of the object itself (:attr:`~simulator.world.boxes.Boxes.num_points`: the ground
     under a fully occluded car does not count)."""
     lines = []
     for b in range(len(boxes)):

@@ -2,8 +2,8 @@
 
 A scene object ``mesh: FILE.ply`` whose faces have properties named as material keys
 (``reflectance``, and optionally ``minnaert_k``, ``roughness_m``:
-:data:`simulator.scene.FACE_MATERIAL_KEYS`) takes each face's values in place of its
-material's (:mod:`simulator.scene` reads them, through trimesh). trimesh writes face
+:data:`simulator.world.scene.FACE_MATERIAL_KEYS`) takes each face's values in place of its
+material's (:mod:`simulator.world.scene` reads them, through trimesh). trimesh writes face
 attributes too, but its vertices as float32 (a map's coordinates lose their centimetres);
 this writer keeps them float64.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import OutputError
-from ..scene import FACE_MATERIAL_KEYS, check_face_values
+from ..world.scene import FACE_MATERIAL_KEYS, check_face_values
 from .atomic import write_atomic
 
 __all__ = ["write_material_mesh"]
@@ -33,7 +33,7 @@ def write_material_mesh(
     The file is ``format binary_little_endian 1.0``: an element ``vertex`` of ``double x,
     y, z``, and an element ``face`` of ``list uchar int vertex_indices`` followed by one
     ``double`` property per key of ``values``, in the order of
-    :data:`~simulator.scene.FACE_MATERIAL_KEYS`. It is written to a temporary name and
+    :data:`~simulator.world.scene.FACE_MATERIAL_KEYS`. It is written to a temporary name and
     renamed when complete.
 
     Parameters

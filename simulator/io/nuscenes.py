@@ -20,8 +20,8 @@ Frames and conventions:
 - ``sample_annotation``: the box centre and rotation in the world, ``size`` as nuScenes
   orders it, ``[width, length, height]``; ``num_lidar_pts`` the frame's points inside
   the box, whatever they belong to, as nuScenes defines it and the devkit's
-  ``points_in_box`` counts (:attr:`~simulator.boxes.Boxes.num_points_in_box`; the box's
-  own points are :attr:`~simulator.boxes.Boxes.num_points`); ``visibility_token`` the
+  ``points_in_box`` counts (:attr:`~simulator.world.boxes.Boxes.num_points_in_box`; the box's
+  own points are :attr:`~simulator.world.boxes.Boxes.num_points`); ``visibility_token`` the
   visibility level of the sensor's share of the object's surface samples (``"1"``:
   0-40 %, ... ``"4"``: 80-100 %).
 - ``lidarseg/v1.0-trainval/<sample_data token>_lidarseg.bin``: one uint8 a point, the
@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..boxes import Boxes
 from ..labels import SEMANTIC_KITTI, label_name
-from ..trajectory import quaternion_from_matrix
+from ..sensor.trajectory import quaternion_from_matrix
+from ..world.boxes import Boxes
 from .atomic import write_atomic
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Inline numba helpers the kernels share: SplitMix64 hashing, hashed normals, the tilted
-cosine, and detection and range measurement (:mod:`simulator.hits`' steps 6 and 7)."""
+cosine, and detection and range measurement (:mod:`simulator.steps.hits`' steps 6 and 7)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def peak_factor(pulse_m, spread):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def received_peak(b, peak, r, extinction):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.received_peak` of one echo; ``extinction``: the model's
+    """:func:`simulator.steps.hits.received_peak` of one echo; ``extinction``: the model's
     ``extinction_args`` (alpha, the relief's step, its samples)."""
     rs = max(r, 1e-6)
     received = b * peak / (rs * rs)
@@ -112,7 +112,7 @@ def received_peak(b, peak, r, extinction):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def relief_at(r, ext):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.relief_at` of one range, the table in ``ext[2:]``."""
+    """:func:`simulator.steps.hits.relief_at` of one range, the table in ``ext[2:]``."""
     last = len(ext) - 3
     x = min(r / ext[1], float(last))
     if x >= last:
@@ -123,7 +123,7 @@ def relief_at(r, ext):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def measured_range(r, relief, jitter, res):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.measured_range` of one echo."""
+    """:func:`simulator.steps.hits.measured_range` of one echo."""
     rm = r + relief + jitter
     if res > 0.0:
         rm = np.rint(rm / res) * res
@@ -132,8 +132,8 @@ def measured_range(r, relief, jitter, res):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def range_response(raw, r, form, params):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.range_response` of one reading ``raw`` at measured range ``r``
-    (``form``: :data:`simulator.hits.RANGE_FORMS`)."""
+    """:func:`simulator.steps.hits.range_response` of one reading ``raw`` at measured range ``r``
+    (``form``: :data:`simulator.steps.hits.RANGE_FORMS`)."""
     if form == 1:  # power: a factor
         return raw * (max(r, 1e-6) / params[0]) ** params[1]
     if form == 2:  # velodyne_focal: an added term
@@ -144,9 +144,9 @@ def range_response(raw, r, form, params):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def reported_intensity(b, r, pid, scale, maximum, step, response):  # type: ignore[no-untyped-def]
-    """:func:`simulator.hits.reported_intensity` of one backscatter (or echo energy) ``b``
+    """:func:`simulator.steps.hits.reported_intensity` of one backscatter (or echo energy) ``b``
     of pulse id ``pid`` (int64) at measured range ``r``; ``response`` is
-    :attr:`simulator.hits.ReturnModel.response_args` (``on`` false: none)."""
+    :attr:`simulator.steps.hits.ReturnModel.response_args` (``on`` false: none)."""
     on, gains, per_slot, form, params = response
     if on:
         slot = (pid // per_slot) % gains.shape[0]

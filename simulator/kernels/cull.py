@@ -1,5 +1,5 @@
 """The moving objects' cull, in parallel over blocks of rays (the specification:
-:func:`simulator.raycast.rays_into_boxes`).
+:func:`simulator.world.raycast.rays_into_boxes`).
 
 Testing every ray against every moving group's box is most of the work; most pairs are
 ruled out a time slot at a time first, within each block. A ray from ``o`` can meet a box
@@ -167,7 +167,7 @@ def rays_into_boxes(
     lo_m: NDArray[np.float64],
     hi_m: NDArray[np.float64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """:func:`simulator.raycast.rays_into_boxes`: per box ``g``, the rays that meet it in
+    """:func:`simulator.world.raycast.rays_into_boxes`: per box ``g``, the rays that meet it in
     their time slot before their range, ``rays_out[starts[g]:starts[g + 1]]``
     (increasing)."""
     rays = np.ascontiguousarray(rays, np.float32)

@@ -1,5 +1,5 @@
 """Echo formation and return selection for footprint sub-rays, per pulse in one kernel
-each (the specification: :func:`simulator.echoes.echo_returns`)."""
+each (the specification: :func:`simulator.steps.echoes.echo_returns`)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-from .. import echoes as _echoes_spec
 from ..beam import BeamPattern
 from ..chunk import Hits
-from ..echoes import DIAGNOSTIC_FIELDS, Behind, Echoes, Returns
-from ..hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..physics import pulse_peak_factor
+from ..steps import echoes as _echoes_spec
+from ..steps.echoes import DIAGNOSTIC_FIELDS, Behind, Echoes, Returns
+from ..steps.hits import HitResults, ReturnModel, Streams, reported_intensity
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
 from .common import reported_intensity as intensity_of
 
@@ -178,8 +178,8 @@ def _select_echoes(  # type: ignore[no-untyped-def]
     max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
     """Per pulse: measure its echoes (range jitter by pulse and echo rank,
-    quantisation, detection, as :func:`simulator.echoes.echo_returns`) and pick
-    the reported ones (as :func:`simulator.echoes.select_returns`), in range order
+    quantisation, detection, as :func:`simulator.steps.echoes.echo_returns`) and pick
+    the reported ones (as :func:`simulator.steps.echoes.select_returns`), in range order
     into slots ``p * R ...`` of the (P, R) outputs (slot -1: none)."""
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
@@ -215,7 +215,7 @@ def _report_echoes(  # type: ignore[no-untyped-def]
     out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
     """The reported returns of pulse ``p`` (the return mode's choice, as
-    :func:`simulator.echoes.select_returns`) among its ``n`` echoes, ``m`` of them
+    :func:`simulator.steps.echoes.select_returns`) among its ``n`` echoes, ``m`` of them
     detected (``order``: their indices by measured range; ``received``, ``rm``, ``spread``
     and ``peak``: each echo's), into row ``p`` of the outputs, slot ``base + k`` for echo
     ``k``: numbered in range order. The strongest and second strongest are taken in echo
@@ -436,7 +436,7 @@ def _echoes_in_slots(
     rank: NDArray[np.int64],
     pulse_length_m: float,
 ) -> Echoes:
-    """The :class:`~simulator.echoes.Echoes` in the ``used`` slots (a mask or indices) of
+    """The :class:`~simulator.steps.echoes.Echoes` in the ``used`` slots (a mask or indices) of
     a slot dict (:func:`echo_slots`, :func:`entry_slots`), of pulses ``pulse``, ranked
     ``rank`` within them."""
     spread = np.sqrt(slots["spread_plane"][used] ** 2 + 4.0 * slots["between"][used])
@@ -475,7 +475,7 @@ def _selected_returns(
     pulse_id: NDArray[np.uint64],
     model: ReturnModel,
 ) -> Returns:
-    """The :class:`~simulator.echoes.Returns` a selection kernel chose (``selection`` as
+    """The :class:`~simulator.steps.echoes.Returns` a selection kernel chose (``selection`` as
     :func:`_selection` made it) from the echoes in ``slots``, of pulses ``pulse_id``."""
     out_slot, out_number, out_total, out_range, out_spread, out_peak = selection
     width = out_slot.shape[1]
@@ -502,7 +502,7 @@ def _selected_returns(
 
 
 def form_echoes(slots: dict[str, Any], pulse_length_m: float) -> Echoes:
-    """:func:`simulator.echoes.form_echoes`'s :class:`~simulator.echoes.Echoes` from the
+    """:func:`simulator.steps.echoes.form_echoes`'s :class:`~simulator.steps.echoes.Echoes` from the
     slots of :func:`echo_slots` (echoes in pulse, then true-range order)."""
     e, width = slots, slots["width"]
     slot_echo = np.arange(len(e["count"]) * width) % width
@@ -520,7 +520,7 @@ def echo_returns(
     behind: Sequence[Behind] = (),
     pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
-    """:func:`simulator.echoes.echo_returns` in two kernels: echoes formed per pulse
+    """:func:`simulator.steps.echoes.echo_returns` in two kernels: echoes formed per pulse
     (:func:`echo_slots`), then measured, detected and selected per pulse."""
     slots = echo_slots(results, hits, beam, model.separation_m, behind, pulses)
     if pulses is not None:
@@ -716,7 +716,7 @@ def see_through_returns(
     *,
     diagnostics: bool = False,
 ) -> Returns:
-    """:func:`simulator.echoes.see_through_returns` in one kernel, a pulse at a time."""
+    """:func:`simulator.steps.echoes.see_through_returns` in one kernel, a pulse at a time."""
     if beam.samples != 1:
         raise ValueError(f"see_through_returns is for one ray a pulse, not {beam.samples}")
     pulse_count = len(hits.range_m)
@@ -795,7 +795,7 @@ def _form_entries(  # type: ignore[no-untyped-def]
     e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
     e_cos_inc, e_cos_eff,
 ):  # fmt: skip
-    """:func:`simulator.echoes.form_echoes` per pulse over entries sorted by pulse
+    """:func:`simulator.steps.echoes.form_echoes` per pulse over entries sorted by pulse
     (pulse ``p``'s are ``starts[p]`` to ``starts[p + 1]``, in the specification's order):
     sorted by range (stable), split at gaps, each echo accumulated in the order the
     specification sums; echo ``k`` of pulse ``p`` goes to slot ``starts[p] + k``."""
@@ -927,7 +927,7 @@ def form_entry_echoes(
     separation_m: float,
     pulse_length_m: float,
 ) -> Echoes:
-    """:func:`simulator.echoes.form_echoes` (the same parameters and echoes, value for
+    """:func:`simulator.steps.echoes.form_echoes` (the same parameters and echoes, value for
     value) with the grouping in one parallel kernel over pulses (:func:`entry_slots`)."""
     n_pulses = int(pulse.max()) + 1 if len(pulse) else 0
     out = entry_slots(pulse, weight, range_m, relief_m, backscatter, spread_m, object_index,
@@ -952,7 +952,7 @@ def surface_returns(
     extra: Sequence[tuple[NDArray, ...]] = (),
     broad: Sequence[tuple[Echoes, NDArray[np.uint64]]] = (),
 ) -> Returns:
-    """:func:`simulator.echoes.surface_returns` with its echoes formed in a parallel
+    """:func:`simulator.steps.echoes.surface_returns` with its echoes formed in a parallel
     kernel (:func:`form_entry_echoes`); the entries, the broad echoes and the report as
     the specification."""
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
@@ -1011,7 +1011,7 @@ def merge_returns(
     *,
     diagnostics: bool = False,
 ) -> Returns:
-    """:func:`simulator.echoes.merge_returns`, value for value: the order by one walk
+    """:func:`simulator.steps.echoes.merge_returns`, value for value: the order by one walk
     along the two runs, each field gathered from both by one parallel kernel (no
     joined copy, no sort)."""
     if single is None or kept is None:

@@ -1,6 +1,6 @@
 """Adaptive sampling's kernels: the footprint test and the interleaving of the sub-rays
-cast in parts (the specifications: :func:`simulator.footprint.single_surface` and
-:func:`simulator.footprint.interleave`)."""
+cast in parts (the specifications: :func:`simulator.steps.footprint.single_surface` and
+:func:`simulator.steps.footprint.interleave`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from numba import njit, prange
 from numpy.typing import NDArray
 
 from ..chunk import Hits
-from ..footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Witnesses
+from ..steps.footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Witnesses
 
 __all__ = ["interleave", "single_surface"]
 
@@ -83,7 +83,7 @@ def _single_surface(  # type: ignore[no-untyped-def]
 def single_surface(
     rays: NDArray[np.float32], hits: Hits, witnesses: Witnesses
 ) -> NDArray[np.bool_]:
-    """:func:`simulator.footprint.single_surface` in one kernel: (P,) bool."""
+    """:func:`simulator.steps.footprint.single_surface` in one kernel: (P,) bool."""
     out = np.empty(len(rays), dtype=np.bool_)
     w, ph, bh = witnesses, witnesses.probe_hits, witnesses.beam_hits
     width = len(w.probes)
@@ -118,7 +118,7 @@ def _interleave(  # type: ignore[no-untyped-def]
 def interleave(
     parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
 ) -> tuple[NDArray[np.float32], Hits]:
-    """:func:`simulator.footprint.interleave` in one kernel a part: rays (F * samples, 6)
+    """:func:`simulator.steps.footprint.interleave` in one kernel a part: rays (F * samples, 6)
     and their hits, pulse-major."""
     f = len(parts[0][1]) // len(parts[0][0])
     rays = np.empty((f * samples, 6), dtype=np.float32)

@@ -1,4 +1,4 @@
-"""The per-hit model in one fused kernel (the specification: :mod:`simulator.hits`)."""
+"""The per-hit model in one fused kernel (the specification: :mod:`simulator.steps.hits`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..chunk import CastChunk
-from ..hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
 from .common import (
     COS_HALF_PI_BELOW,
     GAMMA,
@@ -139,7 +139,7 @@ def evaluate_hits(
     jitter: bool = True,
     detect: bool = True,
 ) -> HitResults:
-    """:func:`simulator.hits.evaluate_hits` in one fused kernel over every core.
+    """:func:`simulator.steps.hits.evaluate_hits` in one fused kernel over every core.
 
     With ``full=False`` only ``keep``, ``range_m`` and ``intensity`` are computed (all a
     single-return point record without diagnostics needs); the other fields are empty.

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from ..beam import BeamPattern
 from ..chunk import PulsePoses
-from ..scanner import SpinningPattern
+from ..sensor.scanner import SpinningPattern
 from .common import TWO_PI
 
 __all__ = ["spinning_rays", "sub_rays"]
@@ -54,7 +54,7 @@ def spinning_rays(
     poses: PulsePoses,
     shift_m: NDArray[np.float64],
 ) -> NDArray[np.float32]:
-    """:func:`simulator.rays.pattern_rays` for a spinning pattern, in one kernel.
+    """:func:`simulator.steps.rays.pattern_rays` for a spinning pattern, in one kernel.
 
     Parameters
     ----------
@@ -122,7 +122,7 @@ def sub_rays(
     sensor_forward: NDArray[np.float64],
     beam: BeamPattern,
 ) -> NDArray[np.float32]:
-    """:func:`simulator.rays.sub_rays` in one kernel: (P * beam.samples, 6) float32."""
+    """:func:`simulator.steps.rays.sub_rays` in one kernel: (P * beam.samples, 6) float32."""
     if beam.samples == 1 and not beam.offsets.any():
         return rays
     offsets = beam.offsets

@@ -1,5 +1,5 @@
 """The point record and its LAS packing, one kernel each (the specification:
-:mod:`simulator.record`)."""
+:mod:`simulator.steps.record`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from numba import njit, prange
 from numpy.typing import NDArray
 
 from ..chunk import PulsePoses, Rays
-from ..echoes import Returns
-from ..hits import SceneTables
 from ..pointcloud import PointCloud
-from ..scanner import SpinningPattern
+from ..sensor.scanner import SpinningPattern
+from ..steps.echoes import Returns
+from ..steps.hits import SceneTables
 
 __all__ = ["pack_las", "record"]
 
@@ -57,7 +57,7 @@ def record(
     tables: SceneTables,
     pattern: SpinningPattern,
 ) -> PointCloud:
-    """:func:`simulator.record.record` of a spinning pattern's chunk in one kernel (the
+    """:func:`simulator.steps.record.record` of a spinning pattern's chunk in one kernel (the
     ring and firing time follow from the pulse id by the pattern's tables)."""
     n = len(returns)
     fields = {  # the kernel writes every row of each
@@ -110,7 +110,7 @@ def pack_las(
     scale_m: NDArray[np.float64],
     data: NDArray[Any],
 ) -> None:
-    """:func:`simulator.record.pack_las` in one kernel (the same bytes)."""
+    """:func:`simulator.steps.record.pack_las` in one kernel (the same bytes)."""
     f = fields
     _pack_las(
         f["xyz"], f["intensity"], f["return_number"], f["num_returns"], f["label"], f["time_s"],

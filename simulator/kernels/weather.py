@@ -1,5 +1,5 @@
 """The returns of pulses through the weather with their echoes formed in a numba kernel
-(the specification: :func:`simulator.weather.medium_returns`)."""
+(the specification: :func:`simulator.steps.weather.medium_returns`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from numpy.typing import NDArray
 from ..beam import BeamPattern
 from ..chunk import Hits
 from ..config import ScannerConfig
-from ..echoes import Behind, Returns, of_pulses
-from ..hits import HitResults, ReturnModel, Streams
-from ..weather import Medium, Particles, Population, SoftTarget, medium_entries, overlap
+from ..steps.echoes import Behind, Returns, of_pulses
+from ..steps.hits import HitResults, ReturnModel, Streams
+from ..steps.weather import Medium, Particles, Population, SoftTarget, medium_entries, overlap
 from .common import (
     GAMMA,
     U,
@@ -45,11 +45,11 @@ def medium_returns(
     behind: Sequence[Behind] = (),
     pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
-    """:func:`simulator.weather.medium_returns`, value for value. In a scene without
+    """:func:`simulator.steps.weather.medium_returns`, value for value. In a scene without
     see-through surfaces, one kernel a pulse (:func:`_one_layer_returns`), which reads
     the per-hit model of ``pulses`` where it lies; otherwise the particles' shadows,
     their entries and the soft targets' echoes as the specification makes them
-    (:func:`simulator.weather.medium_entries`), grouped, detected and selected with the
+    (:func:`simulator.steps.weather.medium_entries`), grouped, detected and selected with the
     scene's hits by :func:`simulator.kernels.echoes.surface_returns`."""
     pulse_id = np.asarray(pulse_id, dtype=np.uint64)
     if not behind and medium.transmittance_of_object is None:
@@ -72,7 +72,7 @@ def medium_returns(
 @njit(parallel=True, cache=True, nogil=True)
 def _particle_counts(stream, ids, cdf, count):  # type: ignore[no-untyped-def]
     """Each pulse's particle count: ``searchsorted(cdf, hash_uniform(mix64(stream +
-    id)))`` (the left side), as :meth:`simulator.weather.Population.draw`."""
+    id)))`` (the left side), as :meth:`simulator.steps.weather.Population.draw`."""
     for i in prange(ids.shape[0]):
         u = uniform(mix64(stream + ids[i]))
         lo, hi = 0, cdf.shape[0]
@@ -140,7 +140,7 @@ def _particle_draws(  # type: ignore[no-untyped-def]
 
 
 def count_particles(population: Population, pulse_id: NDArray[np.uint64]) -> NDArray[np.int64]:
-    """:func:`simulator.weather.count_particles`, value for value, in a parallel kernel."""
+    """:func:`simulator.steps.weather.count_particles`, value for value, in a parallel kernel."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
     count = np.empty(len(ids), dtype=np.int64)
     _particle_counts(population.stream, ids, population.poisson_cdf, count)
@@ -148,7 +148,7 @@ def count_particles(population: Population, pulse_id: NDArray[np.uint64]) -> NDA
 
 
 def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
-    """:func:`simulator.weather.draw_particles`, value for value: the hashes and the table
+    """:func:`simulator.steps.weather.draw_particles`, value for value: the hashes and the table
     look-ups in two parallel kernels, the size's logarithm and power with numpy as the
     specification takes them."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
@@ -174,7 +174,7 @@ def draw_particles(population: Population, pulse_id: NDArray[np.uint64]) -> Part
 def _soft_peaks(  # type: ignore[no-untyped-def]
     sub_range, share, first_m, step, g, reach, waveform, range_m, out_range, out_received
 ):  # fmt: skip
-    """:meth:`simulator.weather.SoftTarget.echoes` without layers behind, per pulse: the
+    """:meth:`simulator.steps.weather.SoftTarget.echoes` without layers behind, per pulse: the
     uncut peak where no sub-ray meets a surface closer than ``reach`` (``out_*`` already
     hold it), else the peak of the cut waveform, in the specification's arithmetic (each
     sub-ray's cut interpolated between two rows of ``waveform``, weighted by ``share``
@@ -221,7 +221,7 @@ def soft_echoes(
     behind_m: NDArray[np.float64] | None = None,
     two_way: NDArray[np.float64] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """:meth:`simulator.weather.SoftTarget.echoes` (``soft.echoes`` with the same
+    """:meth:`simulator.steps.weather.SoftTarget.echoes` (``soft.echoes`` with the same
     arguments), value for value: without layers behind in one parallel kernel
     (:func:`_soft_peaks`), with them by the specification."""
     if behind_m is not None:
@@ -240,7 +240,7 @@ def soft_echoes(
 
 @njit(inline="always", cache=True)
 def _overlap_of(r, table):  # type: ignore[no-untyped-def]
-    """:func:`simulator.weather.overlap` at one range where it is exactly 0 or 1, else -1
+    """:func:`simulator.steps.weather.overlap` at one range where it is exactly 0 or 1, else -1
     (the specification computes the rest). ``table``: ``[0, start, full]`` given
     ``overlap_m`` (linear between, computed here), else ``[1, rho_t, grow_t, half the
     aperture, half the field of view, separation, range_min]``."""
@@ -366,7 +366,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
     o_number, o_total, o_range, o_intensity, o_obj, o_range_true, o_cos_inc, o_cos_eff,
     o_spread, o_peak, o_fraction,
 ):  # fmt: skip
-    """:func:`simulator.weather.medium_returns` of pulses whose sub-rays meet one surface
+    """:func:`simulator.steps.weather.medium_returns` of pulses whose sub-rays meet one surface
     each, a pulse at a time: the particles' shadows on their sub-rays (in the
     specification's order of products) and their entries, the surfaces' entries, the
     echoes formed (:func:`simulator.kernels.echoes._finish_echo`), the soft targets'
@@ -375,7 +375,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
 
     Particle ``i`` of population ``q`` and pulse ``p`` is at ``starts[q, p] <= i <
     starts[q, p + 1]`` (``q_sub`` -1: not lit); ``area`` is ``[pi / 4, d0, divergence
-    h, divergence v]`` of :func:`simulator.weather.beam_area_m2`."""
+    h, divergence v]`` of :func:`simulator.steps.weather.beam_area_m2`."""
     pulses = hit_of_ray.shape[0] // samples
     populations = starts.shape[0]
     softs = soft_energy.shape[0]
@@ -476,7 +476,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
             for k in range(count):
                 e_key[k] = key0 if k == 0 else mix64(key0 + U(k))
             # The soft targets' peaks: the weaker of one and an echo closer than the
-            # separation dropped (simulator.echoes._resolve, one target after the other).
+            # separation dropped (simulator.steps.echoes._resolve, one target after the other).
             for t in range(softs):
                 s_range = soft_range[t, p]
                 s_energy = soft_energy[t, p]
@@ -531,7 +531,7 @@ def _soft_broad(
     beam: BeamPattern,
     model: ReturnModel,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`simulator.weather._soft_echoes` without layers behind: each pulse's echo
+    """:func:`simulator.steps.weather._soft_echoes` without layers behind: each pulse's echo
     energy and true range (the kernel hashes its jitter key,
     ``mix64(soft.stream + pulse_id)``)."""
     range_m, received = soft_echoes(soft, sub_range, beam.weights.astype(np.float64))
@@ -551,7 +551,7 @@ def _soft_broad(
 
 @njit(parallel=True, cache=True, nogil=True)
 def _overlap_cosines(r, table, cos_a, cos_b):  # type: ignore[no-untyped-def]
-    """The cosines of the two discs' half-angles in :func:`simulator.weather.overlap`
+    """The cosines of the two discs' half-angles in :func:`simulator.steps.weather.overlap`
     (``table``: :func:`_overlap_table`, geometric), in its arithmetic."""
     s = table[5]
     for i in prange(r.shape[0]):
@@ -566,7 +566,7 @@ def _overlap_cosines(r, table, cos_a, cos_b):  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _overlap_shares(r, table, angle_a, angle_b, out):  # type: ignore[no-untyped-def]
-    """:func:`simulator.weather.overlap` from the half-angles (numpy's ``arccos`` of
+    """:func:`simulator.steps.weather.overlap` from the half-angles (numpy's ``arccos`` of
     :func:`_overlap_cosines`), in its arithmetic."""
     s = table[5]
     for i in prange(r.shape[0]):
@@ -588,7 +588,7 @@ def _overlap_shares(r, table, angle_a, angle_b, out):  # type: ignore[no-untyped
 
 
 def partial_overlap(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
-    """:func:`simulator.weather.overlap`, value for value: its elementwise arithmetic in
+    """:func:`simulator.steps.weather.overlap`, value for value: its elementwise arithmetic in
     two kernels, the ``arccos`` by numpy as the specification takes it (for the ranges
     where the overlap is partial, though any range gives its value)."""
     if scanner.overlap_m is not None:
@@ -679,7 +679,7 @@ def _lit_draws(  # type: ignore[no-untyped-def]
     finite_size, f_guide, f_x0, f_inv, samples, sub_cumulative, cum_last, ray_range,
     range_max, table, lit, q_range, q_smallest, q_u_size, q_sub, q_overlap,
 ):  # fmt: skip
-    """:meth:`simulator.weather.Population.draw` fused with the lighting of
+    """:meth:`simulator.steps.weather.Population.draw` fused with the lighting of
     :func:`_particle_light`: each pulse's ``first[i + 1] - first[i]`` particles drawn
     (range, place), and of those lit (in front of their sub-ray's surface and the
     maximum range) the count (``lit``) and from ``first[i]`` on: range, smallest size
@@ -740,7 +740,7 @@ def _lit_particles(
     """The lit particles of a population in the beams of pulses ``pulse_id`` (those
     :func:`draw_particles` draws that lie in front of their sub-ray's surface and the
     maximum range), drawn where they are used: (P + 1,) starts of each pulse's, and
-    their ranges, diameters (:meth:`simulator.weather.Population.draw`'s logarithm and
+    their ranges, diameters (:meth:`simulator.steps.weather.Population.draw`'s logarithm and
     power by numpy), sub-rays and overlaps."""
     ids = np.ascontiguousarray(pulse_id, dtype=np.uint64)
     count = count_particles(population, ids)
@@ -801,7 +801,7 @@ def _one_layer_returns(
     particles: list[Particles] | None,
     pulses: NDArray[np.intp] | None = None,
 ) -> Returns:
-    """:func:`simulator.weather.medium_returns` of a scene without see-through surfaces
+    """:func:`simulator.steps.weather.medium_returns` of a scene without see-through surfaces
     in one kernel a pulse (:func:`_medium_pulses`); what needs numpy's transcendental
     functions (the soft targets' extinction, the overlap in its partial zone, the
     particles' sizes) by numpy. Without ``particles`` only the lit ones are drawn

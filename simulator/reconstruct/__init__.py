@@ -33,12 +33,12 @@ from numpy.typing import NDArray
 from ..compare import NVS_TABLE_KEYS
 from ..config import ScannerConfig, load_scanner
 from ..errors import InputError
-from ..hits import ReturnModel
 from ..io.atomic import write_atomic
 from ..io.read import read_frames
 from ..labels import label_name
 from ..pointcloud import PointCloud
-from ..scanner import SpinningPattern
+from ..sensor.scanner import SpinningPattern
+from ..steps.hits import ReturnModel
 from .grid import BeamGrid, beam_rays, cloud_of_grid, organize, sensor_offset_m
 from .mesh import FrameMesh, MeshParams, fuse, triangulate
 from .motion import frame_trajectory, frame_waypoints, pixel_poses

@@ -20,7 +20,7 @@ from ..compare import match_rings
 from ..errors import InputError
 from ..io.drivers import grid_meta
 from ..pointcloud import PointCloud
-from ..scanner import SpinningPattern
+from ..sensor.scanner import SpinningPattern
 
 __all__ = [
     "BeamGrid",

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..raycast import import_open3d
+from ..world.raycast import import_open3d
 from .grid import BeamGrid
 
 __all__ = [

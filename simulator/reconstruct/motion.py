@@ -5,7 +5,7 @@ OS1 at 10 Hz on a car at 2.5 m/s: 0.25 m from the first column to the last), so 
 return is in the sensor frame of its own firing time. A frame's pose is taken to hold at
 a fixed share ``tau`` of the frame's period (``pose_time_share``), and the sensor's pose
 at any time is interpolated between the frames' poses (linearly in position, by slerp in
-rotation, :class:`simulator.trajectory.WaypointTrajectory`), and extrapolated by the last
+rotation, :class:`simulator.sensor.trajectory.WaypointTrajectory`), and extrapolated by the last
 step beyond the first and last frame. The same waypoints go into the frame's survey, so
 the scan back moves as the real sensor moved and its returns are skewed as the real
 ones are.
@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..config import Survey
-from ..trajectory import Trajectory, trajectory_from_survey
+from ..sensor.trajectory import Trajectory, trajectory_from_survey
 from ..transforms import rpy_deg_from_rotation
 
 __all__ = ["frame_trajectory", "frame_waypoints", "pixel_poses"]

@@ -19,9 +19,9 @@ from numpy.typing import NDArray
 
 from ..compare import compare_clouds
 from ..io.atomic import write_atomic
-from ..pipeline import Simulation
+from ..pipeline.simulation import Simulation
 from ..pointcloud import PointCloud
-from ..scanner import SpinningPattern
+from ..sensor.scanner import SpinningPattern
 from ..viz.compare import write_compare_page
 from .grid import BeamGrid, cloud_of_grid, organize, with_beam_grid
 from .mesh import MeshCaster

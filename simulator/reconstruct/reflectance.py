@@ -6,7 +6,7 @@ its: those beams are cast from their frames' poses into the reconstructed mesh, 
 face they meet counts when the hit is where the return was measured (within
 ``tolerance_m``); the reading goes to that face's corner nearest the hit. A reading's
 reported intensity ``I`` is taken back through the sensor, step by step in reverse of
-:func:`simulator.hits.reported_intensity`: the range response at the measured range, the
+:func:`simulator.steps.hits.reported_intensity`: the range response at the measured range, the
 channel's gain, the intensity scale, which leaves the backscatter ``b``; then the
 Minnaert law at the beam's incidence on the face, ``rho = b / cos^k``. The reported
 intensity is an energy measure, so neither the range's ``1/R^2`` nor the footprint's
@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from .. import physics
 from ..calibrate.fits import fit_intensity
-from ..hits import RANGE_FORMS, ReturnModel
+from ..steps.hits import RANGE_FORMS, ReturnModel
 from .grid import BeamGrid
 from .mesh import FrameMesh, MeshCaster, unit_normals
 
@@ -127,7 +127,7 @@ def backscatter_of_reading(
     model: ReturnModel,
 ) -> NDArray[np.float64]:
     """The backscatter ``b`` that the sensor reports as ``intensity`` (the inverse of
-    :func:`simulator.hits.reported_intensity`, before its clip and rounding).
+    :func:`simulator.steps.hits.reported_intensity`, before its clip and rounding).
 
     Parameters
     ----------
@@ -331,7 +331,7 @@ def detection_threshold(readings: Readings, model: ReturnModel, quantile: float)
     """The received peak the unit detects, from the echoes it reported.
 
     Every reading was detected, so the sensor's threshold lies below the received peak of
-    each, ``b * peak / R^2`` (the per-hit model's, :func:`simulator.hits.received_peak`,
+    each, ``b * peak / R^2`` (the per-hit model's, :func:`simulator.steps.hits.received_peak`,
     with the peak factor of the footprint at the reading's incidence and the larger of the
     beam's two divergences). Its ``quantile`` (e.g. 0.005: all but the weakest half per
     cent) is the threshold: a datasheet's figure is a 50 % point in sunlight, while a unit

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ScannerConfig
-from ..scanner import pattern_for
+from ..sensor.scanner import pattern_for
 
 __all__ = ["coverage", "plot_pattern"]
 
@@ -43,7 +43,7 @@ def plot_pattern(scanner: ScannerConfig, path: str | Path, max_points: int = 300
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..scanner import SpinningPattern
+    from ..sensor.scanner import SpinningPattern
 
     pattern = pattern_for(scanner)
     n = pattern.frame_pulses

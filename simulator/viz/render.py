@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ..boxes import Boxes
 from ..labels import label_name
 from ..pointcloud import PointCloud
+from ..world.boxes import Boxes
 from .colors import SEMANTIC_KITTI_RGB, colors_for
 
 __all__ = ["VERBOSE_VARIABLE", "box_corners", "engine_logs_silenced", "render", "render_array"]

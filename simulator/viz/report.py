@@ -355,7 +355,7 @@ def weather_panel(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..pipeline import Simulation
+    from ..pipeline.simulation import Simulation
 
     base = simulation
     hit_range = []

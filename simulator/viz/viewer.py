@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import SimulatorError
 from ..pointcloud import PointCloud
-from ..scene import Scene
+from ..world.scene import Scene
 from .colors import colors_for
 
 __all__ = ["KEYS", "display_problem", "require_display", "view"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .beam import BeamPattern, sub_ray_directions
-from .chunk import PulsePoses
-from .scanner import ScanPattern
+from ..beam import BeamPattern, sub_ray_directions
+from ..chunk import PulsePoses
+from ..sensor.scanner import ScanPattern
 
 __all__ = ["pattern_rays", "sub_rays"]
 

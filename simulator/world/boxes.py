@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from .config import SceneSpec
-from .labels import THING_LABELS, label_id
+from ..config import SceneSpec
+from ..labels import THING_LABELS, label_id
+from ..transforms import rotation_from_rpy_deg
 from .raycast import RayEngine
 from .scene import Scene, SceneObject
-from .transforms import rotation_from_rpy_deg
 
 __all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes", "visibility_from"]
 
@@ -155,7 +155,7 @@ def headings_from_spec(spec: SceneSpec) -> dict[int, float]:
     (``rotation_deg``). The kit builds every object in its own frame, x forward, and turns
     each part with it, so this is the yaw the generator placed the object with. Objects
     with a trajectory (their pose gives it), mesh files (a part rule's ``heading_deg``
-    states their front: :attr:`simulator.scene.SceneObject.heading_rad`, which
+    states their front: :attr:`simulator.world.scene.SceneObject.heading_rad`, which
     :func:`object_boxes` reads itself) and objects without an explicit instance are left
     out: they keep the long-side rule unless their mesh file's rules state a front."""
     headings: dict[int, float] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .config import ScannerConfig
+from ..config import ScannerConfig
 
 __all__ = [
     "FiringSchedule",
@@ -352,11 +352,11 @@ class TablePattern(_Pattern):
                 spec.file, delimiter=",", ndmin=2, comments="#", skiprows=_header(spec.file)
             )
         except (OSError, ValueError) as exc:
-            from .errors import ConfigError
+            from ..errors import ConfigError
 
             raise ConfigError(spec.file, "table.file", f"cannot read the pattern ({exc})") from None
         if data.shape[1] not in (3, 4) or len(data) == 0 or np.any(np.diff(data[:, 0]) < 0):
-            from .errors import ConfigError
+            from ..errors import ConfigError
 
             raise ConfigError(
                 spec.file, "table.file",

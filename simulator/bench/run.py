@@ -33,9 +33,8 @@ from typing import Any
 import numpy as np
 import trimesh
 
-from .backend import NumpyBackend, select_backend
-from .bench_scene import build_bench_scene, rolling_ground
-from .config import (
+from ..backend import NumpyBackend, select_backend
+from ..config import (
     GeneratorRef,
     Pose,
     SceneSpec,
@@ -45,8 +44,9 @@ from .config import (
     load_materials,
     load_scanner,
 )
-from .pipeline import Simulation, Window
-from .scene import Scene, build_scene
+from ..pipeline.simulation import Simulation, Window
+from ..world.scene import Scene, build_scene
+from .scene import build_bench_scene, rolling_ground
 
 __all__ = ["BenchResult", "bench_text", "format_result", "run_bench"]
 
@@ -172,7 +172,7 @@ def run_bench(
     moving : bool
         Drive the sensor at 5 m/s (a pose per pulse) instead of a static pose.
     bare_script : bool
-        Also run ``benchmarks/bare_cast.py`` (a plain cast-keep-save script on the same
+        Also run ``python -m simulator.bench.bare`` (a plain cast-keep-save script on the same
         rays, in a process of its own) when the source tree has it, and compare per
         revolution.
     weather : dict, optional
@@ -299,20 +299,15 @@ def run_bench(
     return BenchResult(figures)
 
 
-#: The plain cast-and-save script, in a source checkout.
-BARE_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bare_cast.py"
-
-
-def _bare_script(revolutions: float, scene_scale: float, chunk_pulses: int) -> dict | None:
-    """Figures of ``benchmarks/bare_cast.py`` on the same survey (None without the file)."""
+def _bare_script(revolutions: float, scene_scale: float, chunk_pulses: int) -> dict:
+    """Figures of the plain cast-and-save script (:mod:`simulator.bench.bare`) on the same
+    survey, run in a process of its own."""
     import json
     import subprocess
     import sys
 
-    if not BARE_SCRIPT.is_file():
-        return None
     res = subprocess.run(
-        [sys.executable, str(BARE_SCRIPT), "--revolutions", str(revolutions),
+        [sys.executable, "-m", "simulator.bench.bare", "--revolutions", str(revolutions),
          "--scene-scale", str(scene_scale), "--chunk-pulses", str(chunk_pulses)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -353,7 +348,7 @@ def format_result(result: BenchResult) -> str:
     bare = f.get("bare_script")
     if bare:
         lines.append(
-            f"plain script       benchmarks/bare_cast.py (cast, keep hits, np.savez 5 fields): "
+            f"plain script       simulator/bench/bare.py (cast, keep hits, np.savez 5 fields): "
             f"{bare['per_revolution_ms']:.1f} ms a revolution; the pipeline "
             f"{f['pipeline_per_revolution_ms']:.1f} ms "
             f"({f['pipeline_per_revolution_ms'] / bare['per_revolution_ms']:.2f} x)"
@@ -377,13 +372,13 @@ def write_load_mesh(path: Path, triangles: int = 10_000_000) -> None:
 def run_load_bench(path: str | Path) -> dict[str, Any]:
     """Load a mesh file as a scene, set up the ray engine, and cast once (BVH build).
 
-    Times :func:`~simulator.scene.load_scene` (trimesh), the ray engine's set-up and
+    Times :func:`~simulator.world.scene.load_scene` (trimesh), the ray engine's set-up and
     its first cast (Embree builds the BVH then), with the resident memory at each
     step. Run it in a fresh process for a meaningful peak (``lidar-sim bench --load``).
     """
     import open3d as o3d
 
-    from .scene import load_scene
+    from ..world.scene import load_scene
 
     path = Path(path)
     rss0 = _rss_mib()
@@ -441,7 +436,7 @@ def run_load_bench_apart(triangles: int) -> dict[str, Any]:
         mesh = Path(tmp) / "terrain.ply"
         write_load_mesh(mesh, triangles)
         code = (
-            "import json, sys, simulator.bench as b; "
+            "import json, sys, simulator.bench.run as b; "
             "print(json.dumps(b.run_load_bench(sys.argv[1])))"
         )
         res = subprocess.run(
@@ -475,7 +470,7 @@ def run_sequence_bench(revolutions: float = 20.0, scene_scale: float = 1.0) -> d
     Times :func:`~simulator.sequence.write_sequence` alone, after the scene, the ray
     engine and a warm-up; the frames go to a temporary folder.
     """
-    from .sequence import write_sequence
+    from ..sequence import write_sequence
 
     scene = build_bench_scene(0, scene_scale)
     motion = {"start": {"position_m": [-10.0, 0.0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
@@ -524,7 +519,7 @@ def run_dataset_scaling(
     (``cluster_workers`` > 0) on a Dask LocalCluster of that many workers, one after the
     other in this process: wall seconds (a worker's start-up included), frames per second,
     and whether the files are bit-identical to the first's."""
-    from .datasets import run_dataset
+    from ..datasets import run_dataset
 
     runs: list[dict[str, Any]] = []
     reference: dict[str, bytes] | None = None

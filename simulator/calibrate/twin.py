@@ -35,15 +35,15 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from .calibrate import Calibration
-from .calibrate.outputs import CalibrationFiles
-from .compare import compare_clouds, grouped_median
-from .errors import ConfigError
-from .io.atomic import atomic_path, write_atomic
-from .pipeline import Simulation
-from .pointcloud import PointCloud
-from .reconstruct.grid import beam_indices
-from .scanner import SpinningPattern
+from ..compare import compare_clouds, grouped_median
+from ..errors import ConfigError
+from ..io.atomic import atomic_path, write_atomic
+from ..pipeline.simulation import Simulation
+from ..pointcloud import PointCloud
+from ..reconstruct.grid import beam_indices
+from ..sensor.scanner import SpinningPattern
+from . import Calibration
+from .outputs import CalibrationFiles
 
 __all__ = [
     "INTENSITY_TOLERANCE",
@@ -418,7 +418,7 @@ def run_twin(
         write_atomic(folder / "compare.json", json.dumps(result, indent=2) + "\n"),
         write_atomic(folder / "twin.json", json.dumps(surfaces, indent=2) + "\n"),
     ]
-    from .viz.twin import write_twin_page
+    from ..viz.twin import write_twin_page
 
     files += write_twin_page(surfaces, calibration, twin, folder)
     return TwinResult(result, surfaces, files)

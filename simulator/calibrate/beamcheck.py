@@ -8,7 +8,7 @@ preset's firing cycle. :func:`elevation_clusters` finds a frame's own beam eleva
 sensor without a preset. :func:`firing_order` recovers the packet (laser-id) order of the
 channels from the order in which a decoder wrote the points.
 
-Angles follow :mod:`simulator.scanner`: azimuth from +x towards +y, elevation up from the
+Angles follow :mod:`simulator.sensor.scanner`: azimuth from +x towards +y, elevation up from the
 xy plane, a beam's origin ``beam_origin_offset_m`` from the spin axis.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .config import ScannerConfig
+from ..config import ScannerConfig
 
 __all__ = ["BeamFit", "beam_residuals", "elevation_clusters", "firing_order", "swapped_pairs"]
 

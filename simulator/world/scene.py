@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .config import (
+from ..config import (
     Material,
     ObjectSpec,
     PartMapping,
@@ -36,13 +36,13 @@ from .config import (
     load_yaml,
     raise_validation,
 )
-from .config.scene import GLASS_PANE_REFLECTANCE
-from .errors import ConfigError, SceneError
-from .generators import GENERATORS
-from .labels import THING_LABELS, label_id
+from ..config.scene import GLASS_PANE_REFLECTANCE
+from ..errors import ConfigError, SceneError
+from ..generators import GENERATORS
+from ..labels import THING_LABELS, label_id
+from ..sensor.trajectory import Trajectory, trajectory_from_spec
+from ..transforms import compose
 from .meshcache import load_parts, mesh_file_key, scene_key, store_parts
-from .trajectory import Trajectory, trajectory_from_spec
-from .transforms import compose
 
 if TYPE_CHECKING:
     import trimesh
@@ -279,7 +279,7 @@ class Scene:
         per-face materials, (O,) int32, -1 for an object without them; None when no
         object has them.
 
-        The material rows (:attr:`simulator.hits.SceneTables.material_of_row`) are the
+        The material rows (:attr:`simulator.steps.hits.SceneTables.material_of_row`) are the
         objects' own, ``0..O-1``, then one a face of each object with per-face materials,
         in object order: face ``f`` of object ``o`` is row ``starts[o] + f``.
         """
@@ -827,7 +827,7 @@ def build_scene(
 
 
 def _cache_key(spec: SceneSpec, base_dir: Path) -> str | None:
-    """The scene's key in :mod:`simulator.meshcache`: each object's primitive parameters
+    """The scene's key in :mod:`simulator.world.meshcache`: each object's primitive parameters
     or mesh file (None when a mesh file is missing, not a local file or of a format not
     cached: the scene is then built, and errs, as without a cache)."""
     items = []

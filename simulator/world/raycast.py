@@ -18,9 +18,9 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import NDArray
 
-from .chunk import Hits, world_rays
+from ..chunk import Hits, world_rays
+from ..sensor.trajectory import Trajectory
 from .scene import Scene
-from .trajectory import Trajectory
 
 __all__ = ["BoxCull", "Hits", "RayEngine", "import_open3d", "rays_into_boxes"]
 
@@ -75,7 +75,7 @@ def import_open3d() -> ModuleType:
 
 
 class RayEngine:
-    """Casts rays against a :class:`~simulator.scene.Scene` with Open3D.
+    """Casts rays against a :class:`~simulator.world.scene.Scene` with Open3D.
 
     Static objects share one ``RaycastingScene``. Each moving object has a scene of
     its own, holding its mesh in its own frame; a ray is cast into it after moving the

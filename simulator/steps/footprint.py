@@ -42,9 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .beam import BeamPattern
-from .chunk import Hits
-from .scanner import ScanPattern, SpinningPattern
+from ..beam import BeamPattern
+from ..chunk import Hits
+from ..sensor.scanner import ScanPattern, SpinningPattern
 
 __all__ = [
     "NORMAL_TOLERANCE_DEG",

@@ -1,6 +1,6 @@
 """The plain script a user could write instead of the simulator: cast, keep the hits, save.
 
-``python benchmarks/bare_cast.py [--revolutions N] [--scene-scale S] [--chunk-pulses C]``
+``python -m simulator.bench.bare [--revolutions N] [--scene-scale S] [--chunk-pulses C]``
 prints, as JSON, the seconds of its cast-and-save loop on the benchmark scene with the
 RS-Helios' rays at 1.8 m, the same rays ``lidar-sim bench`` casts. Untimed: building the
 scene and Open3D's structure (one warm-up cast), and making the rays. Timed: for each chunk,
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 
-from simulator.bench_scene import build_bench_scene
+from simulator.bench.scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
-from simulator.pipeline import Simulation
+from simulator.pipeline.simulation import Simulation
 
 
 def cast_and_save(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import trimesh
 
-from .config import load_materials
-from .labels import label_id
-from .scene import Scene, SceneObject
+from ..config import load_materials
+from ..labels import label_id
+from ..world.scene import Scene, SceneObject
 
 __all__ = ["build_bench_scene", "rolling_ground"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from .config import Pose, TrajectorySpec
-from .errors import ConfigError
-from .transforms import rotation_from_rpy_deg
+from ..config import Pose, TrajectorySpec
+from ..errors import ConfigError
+from ..transforms import rotation_from_rpy_deg
 
 __all__ = [
     "StaticTrajectory",

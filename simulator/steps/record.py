@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .chunk import PulsePoses, Rays, world_rays
+from ..chunk import PulsePoses, Rays, world_rays
+from ..pointcloud import PointCloud
+from ..sensor.scanner import ScanPattern
 from .echoes import Returns
 from .hits import SceneTables
-from .pointcloud import PointCloud
-from .scanner import ScanPattern
 
 __all__ = ["add_diagnostics", "frame_points", "pack_las", "record"]
 

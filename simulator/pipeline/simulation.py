@@ -22,13 +22,19 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from .backend import Backend, select_backend
-from .beam import BeamPattern
-from .chunk import CastChunk, Hits, Layer, PulsePoses, Rays
-from .config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
-from .config.scene import TRANSMITTANCE_LAWS
-from .constants import PASS_THROUGH_M
-from .echoes import (
+from ..backend import Backend, select_backend
+from ..beam import BeamPattern
+from ..chunk import CastChunk, Hits, Layer, PulsePoses, Rays
+from ..config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
+from ..config.scene import TRANSMITTANCE_LAWS
+from ..constants import PASS_THROUGH_M
+from ..io import check_space, check_writable, open_writer
+from ..io.poses import kitti_line
+from ..labels import count_labels, named_counts
+from ..pointcloud import PointCloud, record_spec
+from ..sensor.scanner import ScanPattern, pattern_for
+from ..sensor.trajectory import Trajectory, trajectory_from_survey
+from ..steps.echoes import (
     DIAGNOSTIC_FIELDS,
     Behind,
     Returns,
@@ -37,24 +43,18 @@ from .echoes import (
     single_returns,
     with_front_laws,
 )
-from .footprint import (
+from ..steps.footprint import (
     Witnesses,
     centre_sub_ray,
     neighbour_stride,
     probe_indices,
     sub_pattern,
 )
-from .hits import HitResults, ReturnModel, SceneTables, Streams
-from .io import check_space, check_writable, open_writer
-from .io.poses import kitti_line
-from .labels import count_labels, named_counts
-from .pointcloud import PointCloud, record_spec
-from .raycast import RayEngine
-from .record import add_diagnostics
-from .scanner import ScanPattern, pattern_for
-from .scene import Scene, load_scene
-from .trajectory import Trajectory, trajectory_from_survey
-from .weather import MEDIUM_BLOCK_PULSES, SOFT_BLOCK_PULSES, Medium, weather_extinction_per_m
+from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.record import add_diagnostics
+from ..steps.weather import MEDIUM_BLOCK_PULSES, SOFT_BLOCK_PULSES, Medium, weather_extinction_per_m
+from ..world.raycast import RayEngine
+from ..world.scene import Scene, load_scene
 
 __all__ = [
     "Frame",
@@ -189,7 +189,7 @@ class Simulation:
     streams: Streams = field(init=False)
     beam: BeamPattern = field(init=False)
     #: Whether footprints are sampled adaptively (``beam_sampling: adaptive`` with more
-    #: than one sub-ray): sub-rays are cast only where :mod:`simulator.footprint` says.
+    #: than one sub-ray): sub-rays are cast only where :mod:`simulator.steps.footprint` says.
     adaptive: bool = field(init=False)
     #: The survey's weather made ready for the scanner (None: clear air).
     medium: Medium | None = field(init=False)
@@ -418,7 +418,7 @@ class Simulation:
 
     def front_laws(self, chunk: CastChunk, results: HitResults) -> HitResults:
         """``results`` with each see-through surface's own echo at its incidence by its
-        material's ``transmittance_law`` (:func:`simulator.echoes.with_front_laws`);
+        material's ``transmittance_law`` (:func:`simulator.steps.echoes.with_front_laws`);
         ``results`` itself when every law is ``constant``."""
         if self.law_of_object is None:
             return results
@@ -469,9 +469,9 @@ class Simulation:
     ) -> Returns:
         """The chunk's returns where a pulse's light meets more than its first surfaces:
         the pulses the weather touches (a particle in the beam, or a detectable soft
-        target; :mod:`simulator.weather`) and those that pass a see-through surface,
+        target; :mod:`simulator.steps.weather`) and those that pass a see-through surface,
         recomputed with every surface and the medium's echoes
-        (:func:`simulator.echoes.surface_returns`). The others keep the returns of their
+        (:func:`simulator.steps.echoes.surface_returns`). The others keep the returns of their
         first surfaces, ``first()`` (called only if some pulse keeps them: fog touches
         every pulse), whose model already carries the weather's extinction."""
         ids = chunk.pulse_ids
@@ -552,7 +552,7 @@ class Simulation:
 
     def witnesses(self, chunk: CastChunk) -> Witnesses:
         """What vouches for each footprint of a chunk cast as beams, cast
-        (:mod:`simulator.footprint`): probe sub-rays at its vertical extremes, and its
+        (:mod:`simulator.steps.footprint`): probe sub-rays at its vertical extremes, and its
         horizontal neighbours' beams (or probes at its horizontal extremes)."""
         stride = neighbour_stride(self.pattern, self.beam)
         which = probe_indices(self.beam, stride == 0)
@@ -590,7 +590,7 @@ class Simulation:
     ) -> list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]]:
         """The sub-rays of the footprints of beams ``fans`` (with their hits
         ``beam_hits``) that the probes ``probe`` did not cast, cast: ``(which, rays,
-        hits)`` parts as :func:`~simulator.footprint.interleave` takes them. The central
+        hits)`` parts as :func:`~simulator.steps.footprint.interleave` takes them. The central
         sub-ray is not cast again where it is the beam bit for bit (both are the beam's
         direction, the sub-ray normalised once more: 99 % of them): its hit is the
         beam's."""
@@ -702,7 +702,7 @@ class Simulation:
         """
         import tempfile
 
-        from .io import write
+        from ..io import write
 
         t0 = time.perf_counter()
         runs = 16

@@ -43,10 +43,10 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from . import physics
-from .beam import BeamPattern
-from .chunk import CastChunk, Hits, Layer, positions_in
-from .config.scene import GLASS_REFRACTIVE_INDEX, TRANSMITTANCE_LAWS
+from .. import physics
+from ..beam import BeamPattern
+from ..chunk import CastChunk, Hits, Layer, positions_in
+from ..config.scene import GLASS_REFRACTIVE_INDEX, TRANSMITTANCE_LAWS
 from .hits import (
     HitResults,
     ReturnModel,
@@ -583,7 +583,7 @@ def report_echoes(
     """Echoes measured (relief, jitter from ``key``, quantisation), detected against the
     threshold and the range window, selected by the return mode, and their intensity
     reported (through the sensor's intensity response: the pulse's channel, the measured
-    range; :func:`simulator.hits.reported_intensity`).
+    range; :func:`simulator.steps.hits.reported_intensity`).
 
     Parameters
     ----------
@@ -814,7 +814,7 @@ def with_front_laws(
     """The per-hit model of a chunk's hits with each see-through surface's own echo at its
     incidence by its ``transmittance_law`` (:func:`front_echo_factor` on its
     backscatter; its detection and its intensity as the pulse's only return again, as
-    :func:`simulator.hits.evaluate_hits` makes them). Hits of ``constant`` surfaces keep
+    :func:`simulator.steps.hits.evaluate_hits` makes them). Hits of ``constant`` surfaces keep
     every bit.
 
     Parameters

@@ -14,7 +14,7 @@ A ``weather:`` section (:class:`~simulator.config.Weather`) adds three things to
    the extinction (the part of the size distribution above the smallest drawn size at
    that range) is taken out of the continuum: hard targets receive
    ``exp(-2 integral(alpha - alpha_drawn(r) dr))`` times the drawn particles' shadows,
-   the model's extinction relief (:attr:`simulator.hits.ReturnModel.extinction_relief`),
+   the model's extinction relief (:attr:`simulator.steps.hits.ReturnModel.extinction_relief`),
    so that on average the beam loses ``exp(-2 alpha R)``, each particle counted once.
 
 2. **Soft targets** (fog, dust). The medium backscatters ``beta`` per metre and
@@ -76,11 +76,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from . import physics
-from .beam import BeamPattern
-from .chunk import Hits, positions_in
-from .config import ScannerConfig, Weather
-from .constants import (
+from .. import physics
+from ..beam import BeamPattern
+from ..chunk import Hits, positions_in
+from ..config import ScannerConfig, Weather
+from ..constants import (
     DUST_LIDAR_RATIO_SR,
     FOG_BACKSCATTER_MOR,
     GOLDEN_GAMMA,
@@ -99,9 +99,9 @@ from .constants import (
     STREAM_SNOW,
     stream_seed,
 )
+from ..labels import label_id
 from .echoes import Behind, Echoes, Returns, of_pulses, surface_returns, transmittance_at
 from .hits import HitResults, ReturnModel, Streams
-from .labels import label_id
 
 __all__ = [
     "MEDIUM_BLOCK_PULSES",
@@ -669,7 +669,7 @@ class Medium:
     porous_of_object : (objects + 1,) bool, optional
         Which objects are porous layers.
     law_of_object : (objects + 1,) int8, optional
-        Each object's transmittance law (:func:`simulator.echoes.transmittance_at`);
+        Each object's transmittance law (:func:`simulator.steps.echoes.transmittance_at`);
         None: all constant.
     """
 
@@ -798,7 +798,7 @@ def medium_returns(
 ) -> Returns:
     """The returns of pulses through the weather: the scene's sub-ray hits shadowed by the
     particles in front of them, the particles' own echoes, grouped with them as in
-    :func:`simulator.echoes.echo_returns`, and each soft target's waveform peak; all
+    :func:`simulator.steps.echoes.echo_returns`, and each soft target's waveform peak; all
     measured, detected and selected together.
 
     Parameters
@@ -820,7 +820,7 @@ def medium_returns(
         Each population's particles in these pulses, if drawn already
         (:meth:`Medium.draw`).
     behind : sequence of Behind
-        The surfaces behind see-through ones (:func:`simulator.echoes.surface_returns`).
+        The surfaces behind see-through ones (:func:`simulator.steps.echoes.surface_returns`).
     pulses : (Q,) intp, optional
         Only these pulses (increasing indices into ``pulse_id``); ``particles`` are then
         theirs, and the returns' ``pulse`` indexes ``pulses``.
@@ -853,7 +853,7 @@ def medium_entries(
     behind: Sequence[Behind] = (),
     results: HitResults | None = None,
 ) -> tuple[list[NDArray[np.float64]], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
-    """What the weather adds to :func:`simulator.echoes.surface_returns` for
+    """What the weather adds to :func:`simulator.steps.echoes.surface_returns` for
     :func:`medium_returns`: the share of each sub-ray's light the particles in front of a
     surface take (two passes; a (P, S) array for the first surfaces, then one a row of
     each layer of ``behind``), the particles' own entries (its ``extra``) and each soft
@@ -889,7 +889,7 @@ def medium_entries(
             t = t_of[o]
             if law_of is not None and results is not None:
                 # Each surface's transmittance at its ray's incidence (its law), as
-                # simulator.echoes.layers_behind takes it.
+                # simulator.steps.echoes.layers_behind takes it.
                 cos = np.ones(rays)
                 if layer == 0:
                     cos[results.idx] = results.cos_incidence

@@ -22,7 +22,7 @@ direction ``d``, range ``R``, normal ``n`` turned to face the sensor):
    intensity response if it has one (a channel's gain, a range response:
    :class:`SensorResponse`), clipped, in the sensor's steps (:func:`reported_intensity`).
 
-Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.echoes`).
+Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.steps.echoes`).
 """
 
 from __future__ import annotations
@@ -32,19 +32,19 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from numpy.typing import NDArray
 
-from . import physics
-from .chunk import CastChunk, Hits, positions_in, world_rays
-from .config import ScannerConfig
-from .constants import (
+from .. import physics
+from ..chunk import CastChunk, Hits, positions_in, world_rays
+from ..config import ScannerConfig
+from ..constants import (
     RETURN_MODES,
     STREAM_MICRO_SLOPE,
     STREAM_RELIEF,
     STREAM_SENSOR_NOISE,
     stream_seed,
 )
-from .errors import ConfigError
-from .scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
-from .scene import MaterialTable, Scene
+from ..errors import ConfigError
+from ..sensor.scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
+from ..world.scene import MaterialTable, Scene
 
 __all__ = [
     "RANGE_FORMS",
@@ -100,7 +100,7 @@ class SceneTables:
     material_of_row : (R,) int32 or None
         With per-face materials: the material of each material row (``Hits.material_row``):
         the objects' own ``material_of_object`` (rows ``0..O-1``), then each face's own
-        row of ``materials`` (:meth:`simulator.scene.Scene.face_row_starts`). None
+        row of ``materials`` (:meth:`simulator.world.scene.Scene.face_row_starts`). None
         without: the per-hit model looks materials up by object.
     """
 
@@ -269,7 +269,7 @@ class ReturnModel:
     returns_per_pulse: int = 1
     #: The sensor's intensity response; None: the reflectivity as it is.
     response: SensorResponse | None = field(default=None, compare=False)
-    #: Weather with drawn particles (:mod:`simulator.weather`): the one-way optical depth
+    #: Weather with drawn particles (:mod:`simulator.steps.weather`): the one-way optical depth
     #: their share of ``extinction_per_m`` contributes out to ranges ``0, step, 2 step,
     #: ...`` (the last value beyond), given back because their shadows are drawn; None:
     #: the extinction is uniform. ``exp(-2 alpha R + 2 relief(R))`` is the transmission.

@@ -1,0 +1,33 @@
+"""``lidar-sim bench``: the pipeline against the bare cast (:mod:`.run`), on the
+benchmark's million-triangle scene (:mod:`.scene`), beside a plain cast-and-save script
+(:mod:`.bare`)."""
+
+from .run import (
+    BenchResult,
+    bench_text,
+    format_dataset_scaling,
+    format_load,
+    format_result,
+    format_sequence,
+    run_bench,
+    run_dataset_scaling,
+    run_load_bench,
+    run_load_bench_apart,
+    run_sequence_bench,
+    write_load_mesh,
+)
+
+__all__ = [
+    "BenchResult",
+    "bench_text",
+    "format_dataset_scaling",
+    "format_load",
+    "format_result",
+    "format_sequence",
+    "run_bench",
+    "run_dataset_scaling",
+    "run_load_bench",
+    "run_load_bench_apart",
+    "run_sequence_bench",
+    "write_load_mesh",
+]
