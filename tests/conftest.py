@@ -20,6 +20,7 @@ from hypothesis import settings
 
 import simulator
 from simulator.backend import KERNELS_AVAILABLE, Backend, NumbaBackend, NumpyBackend
+from simulator.pipeline.adaptive import cast_in_full, witnesses
 from simulator.pointcloud import PointCloud
 
 REPO = Path(__file__).resolve().parent.parent
@@ -192,8 +193,8 @@ def judged_in_full(sim: simulator.Simulation) -> np.ndarray:
     parts = []
     for a, b in sim.chunk_spans():
         chunk = sim.cast(sim.aim(a, b, footprints=False))
-        smooth = single_surface(chunk.beams, chunk.hits, sim.witnesses(chunk))
-        parts.append(~smooth | sim.cast_in_full(chunk, []))
+        smooth = single_surface(chunk.beams, chunk.hits, witnesses(sim, chunk))
+        parts.append(~smooth | cast_in_full(sim, chunk, []))
     return np.concatenate(parts)
 
 

@@ -9,10 +9,12 @@ import pytest
 
 import simulator
 import simulator.steps.footprint
-from simulator import echoes, hits, raycast, rays, record
 from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
 from simulator.beam import BeamPattern
 from simulator.chunk import PulsePoses
+from simulator.pipeline.layers import layers_of
+from simulator.steps import echoes, hits, rays, record
+from simulator.world import raycast
 
 from .conftest import REPO, Workspace
 
@@ -565,7 +567,7 @@ def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None
     chunk = sim.cast_pulses(0, 20_000)
     assert len(chunk.behind) == 3 and len(chunk.behind[1].rays) > 500
     results = sim.evaluate(chunk)
-    behind = sim.layers_behind(chunk, results)
+    behind = layers_of(sim, chunk, results)
     ids = chunk.pulse_ids
     args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, behind)
     # the pulses with a ray that passed a see-through surface
@@ -595,7 +597,7 @@ def test_see_through_kernel_matches_the_specification(mode: str, backend: Backen
     chunk = sim.cast_pulses(0, 60_000)
     assert len(chunk.behind) == 3 and len(chunk.behind[2].rays) > 300
     results = sim.evaluate(chunk)
-    behind = sim.layers_behind(chunk, results)
+    behind = layers_of(sim, chunk, results)
     args = (results, chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams, behind)
     for diagnostics in (False, True):
         want = echoes.see_through_returns(*args, diagnostics=diagnostics)

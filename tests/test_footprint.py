@@ -16,6 +16,7 @@ import pytest
 import simulator
 from simulator.backend import Backend, NumpyBackend
 from simulator.chunk import Hits, Layer, Rays
+from simulator.pipeline.adaptive import cast_in_full, witnesses
 from simulator.steps.footprint import single_surface
 
 from .conftest import REPO, Workspace, count_cast_in_full
@@ -63,9 +64,9 @@ def _split(survey: Path, overrides: list[str]) -> np.ndarray:
     parts = []
     for a, b in sim.chunk_spans():
         chunk = sim.cast(sim.aim(a, b, footprints=False))
-        smooth = single_surface(chunk.beams, chunk.hits, sim.witnesses(chunk))
+        smooth = single_surface(chunk.beams, chunk.hits, witnesses(sim, chunk))
         # (the farm pickup's glass windows are cast in full whatever the witnesses say)
-        parts.append(smooth & ~sim.cast_in_full(chunk, []))
+        parts.append(smooth & ~cast_in_full(sim, chunk, []))
     return np.concatenate(parts)
 
 
@@ -184,9 +185,9 @@ def test_footprint_kernel_matches_its_specification(cluttered: Path, backend: Ba
     """The numba footprint test decides every pulse as the numpy one does."""
     sim = simulator.Simulation.from_file(cluttered, COMMON + ADAPTIVE)
     chunk = sim.cast(sim.aim(0, 40_000, footprints=False))
-    witnesses = sim.witnesses(chunk)
-    want = single_surface(chunk.beams, chunk.hits, witnesses)
-    got = backend.single_surface(chunk.beams, chunk.hits, witnesses)
+    seen = witnesses(sim, chunk)
+    want = single_surface(chunk.beams, chunk.hits, seen)
+    got = backend.single_surface(chunk.beams, chunk.hits, seen)
     np.testing.assert_array_equal(got, want)
     assert 0.3 < want.mean() < 0.99
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator import echoes, hits
 from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
+from simulator.pipeline.layers import layers_of
+from simulator.steps import echoes, hits
 
 from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 
@@ -176,12 +177,12 @@ def test_echo_and_see_through_kernels_apply_the_response(backend: Backend) -> No
         chunk = sim.cast_pulses(0, pulses)
         assert len(chunk.behind) == 3
         results = sim.evaluate(chunk)
-        behind = sim.layers_behind(chunk, results)
+        behind = layers_of(sim, chunk, results)
         ids = chunk.pulse_ids
         args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, behind)
         plain_results = plain.evaluate(chunk)
         plain_args = (plain_results, chunk.hits, ids, sim.beam, plain.model, sim.streams,
-                      plain.layers_behind(chunk, plain_results))  # fmt: skip
+                      layers_of(plain, chunk, plain_results))  # fmt: skip
         if samples == 1:
             want = echoes.see_through_returns(*args, diagnostics=True)
             got = backend.see_through_returns(*args, diagnostics=True)

@@ -192,7 +192,7 @@ def test_see_through_scans_are_identical_for_any_chunk_size_backend_and_sampling
     adaptive, in_full = count_cast_in_full(adaptive_sim)
     sim = _sim(ws, objects, scanner, **keys)
     beams = sim.cast(sim.aim(0, sim.total_pulses, footprints=False))
-    passed = sim.transmittance_of_object[beams.hits.object_index] > 0
+    passed = sim.see_through.transmittance_of_object[beams.hits.object_index] > 0
     # Adaptive sampling casts in full exactly the footprints the specification judges
     # (every one whose beam meets a see-through surface among them), and not all.
     judged = judged_in_full(adaptive_sim)

@@ -14,8 +14,10 @@ import pytest
 from scipy import integrate, interpolate, optimize, special
 
 import simulator
+import simulator.pipeline.layers
 from simulator.backend import Backend, NumpyBackend
 from simulator.labels import label_id
+from simulator.pipeline.layers import layers_of
 from simulator.pipeline.simulation import Simulation
 from simulator.steps.weather import SoftTarget
 
@@ -378,7 +380,7 @@ def test_fog_behind_a_window_is_identical_for_any_chunk_size(
     def fog_echoes(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         cast = sim.cast_pulses(start, stop)
         results = sim.evaluate(cast)
-        behind = sim.layers_behind(cast, results)
+        behind = layers_of(sim, cast, results)
         echoes = medium_entries(cast.hits, cast.pulse_ids, sim.beam, sim.model, sim.medium,
                                 None, behind, results)[2][0][0]  # fmt: skip
         return echoes.range_true_m, echoes.energy
@@ -390,9 +392,7 @@ def test_fog_behind_a_window_is_identical_for_any_chunk_size(
     spec = Simulation.from_file(path)
     spec.backend = NumpyBackend()
     others.append(spec.run())
-    monkeypatch.setattr(
-        simulator.pipeline.simulation, "SOFT_BLOCK_PULSES", 401
-    )  # (fog: no particles)
+    monkeypatch.setattr(simulator.pipeline.layers, "SOFT_BLOCK_PULSES", 401)  # (fog: no particles)
     others.append(Simulation.from_file(path).run())
     for other in others:
         for name in ("pulse_id", "range_m", "intensity", "label", "return_number"):
@@ -736,7 +736,7 @@ def test_weather_scans_are_identical_for_any_chunk_size_threads_and_backend(
     spec_sim.backend = NumpyBackend()
     spec = spec_sim.run()
     # The weather's pulses in blocks of 401 (the pipeline's bound on their memory).
-    monkeypatch.setattr(simulator.pipeline.simulation, "MEDIUM_BLOCK_PULSES", 401)
+    monkeypatch.setattr(simulator.pipeline.layers, "MEDIUM_BLOCK_PULSES", 401)
     blocks = Simulation.from_file(FARM, sets).run()
     monkeypatch.undo()
     labels = set(np.unique(ref["label"]).tolist())
@@ -768,7 +768,7 @@ def test_the_medium_kernel_equals_its_specification(
     import dataclasses
     import inspect
 
-    from simulator import weather
+    from simulator.steps import weather
 
     spec, kernel = weather.medium_returns, backend.medium_returns
     assert spec.__name__ == kernel.__name__
@@ -790,7 +790,7 @@ def test_the_medium_kernel_equals_its_specification(
     ids = chunk.pulse_ids
     assert sim.medium is not None
     particles = sim.medium.draw(ids)
-    behind = sim.layers_behind(chunk, results)
+    behind = layers_of(sim, chunk, results)
     assert behind and sum(len(p.pulse) for p in particles) > 1000
     args = (results, chunk.hits, ids, sim.beam, sim.model, sim.streams, sim.medium)
     if fog:  # the fog behind the pane moves its peak on many pulses (the test has power)
@@ -817,7 +817,7 @@ def test_the_particle_draw_kernel_equals_its_specification(backend: Backend) -> 
     ``count_particles`` counts each pulse's as both draw them."""
     import inspect
 
-    from simulator import weather
+    from simulator.steps import weather
 
     spec, kernel = weather.draw_particles, backend.draw_particles
     assert spec.__name__ == kernel.__name__
@@ -868,7 +868,7 @@ def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
     pulse and seven; every kind of echo is among the returns (the test has power)."""
     import dataclasses
 
-    from simulator import weather
+    from simulator.steps import weather
 
     sim = _two_walls_in_weather(ws, samples, mode)
     assert sim.medium is not None
@@ -895,9 +895,9 @@ def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> N
     diameter and sub-ray, and :func:`simulator.steps.weather.overlap` at its range (the kernel
     computes it where it is 0 or 1, numpy the rest): drops and flakes of the Helios, one
     and seven sub-rays, surfaces from 0.5 to 15 m and misses."""
-    from simulator import weather
     from simulator.beam import BeamPattern
     from simulator.kernels import weather as k_weather
+    from simulator.steps import weather
 
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
                                       "weather.snow.rate_mm_h=2"])  # fmt: skip
@@ -998,7 +998,7 @@ def test_weather_scans_of_one_surface_a_ray_are_identical_for_any_chunk_and_back
     spec_sim = Simulation.from_file(path, ["chunk_pulses=1000"])
     spec_sim.backend = NumpyBackend()
     spec = spec_sim.run()
-    monkeypatch.setattr(simulator.pipeline.simulation, "MEDIUM_BLOCK_PULSES", 301)
+    monkeypatch.setattr(simulator.pipeline.layers, "MEDIUM_BLOCK_PULSES", 301)
     blocks = Simulation.from_file(path).run()
     monkeypatch.undo()
     assert np.sum(ref["object_id"] >= sim.medium.first_object) > 200

@@ -1,0 +1,115 @@
+"""Adaptive footprint sampling (``beam_sampling: adaptive``): a chunk is cast as beams,
+and only the footprints that :func:`simulator.steps.footprint.single_surface` does not
+vouch for have their sub-rays cast and their echoes formed as in full sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..chunk import CastChunk, Hits, Rays
+from ..steps.echoes import Returns
+from ..steps.footprint import Witnesses, centre_sub_ray, neighbour_stride, probe_indices
+from .layers import Scanning, several_surfaces, surface_returns
+
+__all__ = ["adaptive_returns", "cast_in_full", "rest_of_fans", "witnesses"]
+
+
+def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
+    """What vouches for each footprint of a chunk cast as beams, cast
+    (:mod:`simulator.steps.footprint`): probe sub-rays at its vertical extremes, and its
+    horizontal neighbours' beams (or probes at its horizontal extremes)."""
+    stride = neighbour_stride(sim.pattern, sim.beam)
+    which = probe_indices(sim.beam, stride == 0)
+    probes = sim.footprint_rays(chunk, which)
+    start, stop, total = chunk.start, chunk.start + chunk.pulses, sim.total_pulses
+    beams, beam_hits, beams_start = chunk.beams, chunk.hits, start
+    if stride:
+        # The same channel's previous and next firing: this chunk's beams, and beyond its
+        # ends the beams of up to `stride` more pulses on each side.
+        lo, hi = max(0, start - stride), min(total, stop + stride)
+        spans = ((lo, start), (stop, hi))
+        sides = [sim.cast(sim.aim(a, b, footprints=False)) for a, b in spans]
+        pieces = [sides[0], chunk, sides[1]]
+        beams = np.concatenate([c.beams for c in pieces])
+        beam_hits = Hits.concatenate([c.hits for c in pieces])
+        beams_start = lo
+    return Witnesses(which, probes.cast, sim.cast_rays(probes.cast, probes.cast_time_s),
+                     stride, beams, beam_hits, beams_start, start, total,
+                     sim.model.separation_m)  # fmt: skip
+
+
+def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:
+    """(P,) bool: the pulses of a chunk cast as beams that adaptive sampling casts in full
+    whatever their witnesses say: those whose beam meets a see-through surface, and those
+    the weather touches (``particles``: the chunk's, :meth:`Medium.draw`)."""
+    out = several_surfaces(chunk)
+    if sim.see_through.any:
+        out |= sim.see_through.transmittance_of_object[chunk.hits.object_index] > 0.0
+    if sim.medium is not None:
+        out |= sim.medium.touched(chunk.pulse_ids, sim.model.threshold, particles)
+    return out
+
+
+def rest_of_fans(
+    sim: Scanning, beam_hits: Hits, fans: Rays, probe: NDArray[np.intp]
+) -> list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]]:
+    """The sub-rays of the footprints of beams ``fans`` (with their hits ``beam_hits``)
+    that the probes ``probe`` did not cast, cast: ``(which, rays, hits)`` parts as
+    :func:`~simulator.steps.footprint.interleave` takes them. The central sub-ray is not
+    cast again where it is the beam bit for bit (both are the beam's direction, the
+    sub-ray normalised once more: 99 % of them): its hit is the beam's."""
+    unprobed = np.ones(sim.beam.samples, dtype=bool)
+    unprobed[probe] = False
+    rest = np.flatnonzero(unprobed)
+    centre = np.flatnonzero(rest == centre_sub_ray(sim.beam))
+    if len(centre) == 0:
+        others = sim.footprint_rays(fans, rest)
+        return [(rest, others.cast, sim.cast_rays(others.cast, others.cast_time_s))]
+    # The central sub-ray and the others made apart (each sub-ray is made from its beam
+    # alone), so that neither needs copying out of one fan.
+    c = int(centre[0])
+    cols = np.delete(rest, c)
+    # (A pattern of the central sub-ray alone would be the beams as they are, the
+    # single-ray scan's rays; a fan's central sub-ray is the beam normalised once more,
+    # so it is made twice a beam and taken once.)
+    centre_rays = np.ascontiguousarray(sim.footprint_rays(fans, rest[[c, c]]).cast[::2])
+    again = np.flatnonzero(
+        np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
+    )
+    if len(again):
+        times = fans.cast_time_s
+        met = sim.cast_rays(centre_rays[again], None if times is None else times[again])
+        beam_hits.put(again, met)
+    others = sim.footprint_rays(fans, cols)
+    return [
+        (rest[c : c + 1], centre_rays, beam_hits),
+        (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s)),
+    ]
+
+
+def adaptive_returns(sim: Scanning, chunk: CastChunk, single: Returns) -> Returns:
+    """Adaptive footprint sampling of a chunk cast as beams: the single-ray ``single``
+    returns where the footprint lies on one smooth surface, and elsewhere the footprint's
+    sub-rays cast (the probes kept) and their echoes formed as in full sampling."""
+    seen = witnesses(sim, chunk)
+    smooth = sim.backend.single_surface(chunk.beams, chunk.hits, seen)
+    particles = (
+        [] if sim.medium is None else sim.medium.draw(chunk.pulse_ids, sim.backend.draw_particles)
+    )
+    smooth &= ~cast_in_full(sim, chunk, particles)
+    pulses = np.flatnonzero(~smooth)
+    probe = seen.probes
+    fans = chunk.select(pulses)
+    rows = (pulses[:, None] * len(probe) + np.arange(len(probe))).ravel()
+    parts = [(probe, seen.probe_rays[rows], seen.probe_hits.take(rows))]
+    cast, hits = sim.backend.interleave(
+        parts + rest_of_fans(sim, chunk.hits.take(pulses), fans, probe), sim.beam.samples
+    )
+    fanned = fans.fanned(cast, sim.beam.samples)
+    sub = CastChunk(**vars(fanned), hits=hits, behind=sim.surfaces_behind(fanned, hits))
+    results = sim.evaluate(sub)
+    ids = chunk.pulse_ids[pulses]
+    echoes = surface_returns(sim, sub, results, ids, [p.of_pulses(pulses) for p in particles])
+    kept = smooth[single.pulse]
+    return sim.backend.merge_returns(single, kept, echoes, pulses, diagnostics=sim.diagnostics)
