@@ -44,7 +44,7 @@ MOVED = {
     "boxes": "world.boxes",
     "rays": "steps.rays", "hits": "steps.hits", "echoes": "steps.echoes",
     "weather": "steps.weather", "footprint": "steps.footprint", "record": "steps.record",
-    "twin": "calibrate.twin", "beamcheck": "calibrate.beamcheck", "bench_scene": "bench.scene",
+    "twin": "reconstruct.twin", "beamcheck": "calibrate.beamcheck", "bench_scene": "bench.scene",
 }  # fmt: skip
 
 

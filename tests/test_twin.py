@@ -13,8 +13,8 @@ import yaml
 import simulator
 from simulator.calibrate import calibrate
 from simulator.calibrate.outputs import calibrate_to_files
-from simulator.calibrate.twin import run_twin, twin_of
 from simulator.io.read import read
+from simulator.reconstruct.twin import run_twin, twin_of
 
 from .conftest import REPO
 

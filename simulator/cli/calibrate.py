@@ -1,6 +1,6 @@
 """``lidar-sim calibrate``: the per-hit model and the sensor's response fitted to a real scan
 (:func:`simulator.calibrate.outputs.calibrate_to_files`), and, if asked, its twin re-scanned
-(:func:`simulator.calibrate.twin.twin_of`)."""
+(:func:`simulator.reconstruct.twin.twin_of`)."""
 
 from __future__ import annotations
 
@@ -130,8 +130,8 @@ def calibrate(
     )  # fmt: skip
     for line in calibrated.lines():
         out.print(line)
-    if twin is not None:  # above the calibration: the twin scans it (simulator/calibrate/twin.py)
-        from ..calibrate.twin import twin_of
+    if twin is not None:  # above the calibration: the twin scans it (simulator/reconstruct/twin.py)
+        from ..reconstruct.twin import twin_of
 
         for line in twin_of(calibrated, twin, scanner).lines():
             out.print(line)

@@ -38,7 +38,8 @@ def write_twin_page(
     Parameters
     ----------
     surfaces : dict
-        Per surface name, the figures of :func:`simulator.calibrate.twin.run_twin` (per-ring lists).
+        Per surface name, the figures of :func:`simulator.reconstruct.twin.run_twin`
+        (per-ring lists).
     calibration : Calibration
         The fits (each surface's points' incidence cosines and intensities).
     twin : PointCloud

@@ -35,15 +35,15 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from ..calibrate import Calibration
+from ..calibrate.outputs import CalibrationFiles
 from ..compare import compare_clouds, grouped_median
 from ..errors import ConfigError
 from ..io.atomic import atomic_path, write_atomic
 from ..pipeline.simulation import Simulation
 from ..pointcloud import PointCloud
-from ..reconstruct.grid import beam_indices
 from ..sensor.scanner import SpinningPattern
-from . import Calibration
-from .outputs import CalibrationFiles
+from .grid import beam_indices
 
 __all__ = [
     "INTENSITY_TOLERANCE",
