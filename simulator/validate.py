@@ -27,15 +27,18 @@ def validate_file(path: str | Path) -> str:
     path = Path(path)
     data = load_yaml(path)
     if "scene" in data and "scanner" in data:
+        from .world.ego import ego_geometry
         from .world.scene import load_scene  # trimesh: only for the files that hold a scene
 
         survey, base = load_survey(path)
         scanner = load_scanner(survey.scanner, survey.scanner_overrides, base_dir=base, source=path)
         scene = load_scene(referenced_file(base, survey.scene, path, "scene"))
+        ego = ego_geometry((scanner.ego, survey.ego), base, path)
+        blocker = "" if ego is None else f", a vehicle of {len(ego[1])} triangles under the sensor"
         return (
             f"survey: scanner {scanner.name} ({pattern_for(scanner).channels} channels), "
             f"scene with {len(scene.objects)} objects, {scene.triangle_count} triangles, "
-            f"{survey.weather.describe()}"
+            f"{survey.weather.describe()}{blocker}"
         )
     if "pattern" in data or "channels" in data:
         scanner = load_scanner(path)

@@ -18,6 +18,7 @@ from .base import (
     raise_validation,
 )
 from .dataset import DatasetSpec, SequenceGroup
+from .ego import Ego, EgoBox
 from .load import (
     apply_overrides,
     config_dir,
@@ -66,6 +67,8 @@ __all__ = [
     "Detection",
     "Divergence",
     "Dust",
+    "Ego",
+    "EgoBox",
     "FiniteFloat",
     "Fog",
     "GeneratorRef",

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..constants import RETURNS_PER_PULSE, RING_COUNTS
 from .base import FiniteFloat, Model, NonNegFloat, PositiveFloat
+from .ego import Ego
 
 __all__ = [
     "Channels",
@@ -273,6 +274,15 @@ class ScannerConfig(Model):
     return_mode: Literal["strongest", "last", "first", "dual", "multi"] = "strongest"
     #: Returns reported per pulse in ``multi`` mode (the other modes fix it: 1, or 2 for dual).
     max_returns: Annotated[int, Field(ge=1, le=255)] | None = None
+    #: The unit's own parts that block its beams (a bracket, the housing's base), as boxes
+    #: in the sensor frame; a survey's ``ego`` adds the vehicle's.
+    ego: Ego = Field(default_factory=Ego)
+
+    @model_validator(mode="after")
+    def _ego_boxes_only(self) -> ScannerConfig:
+        if self.ego.mesh is not None:
+            raise ValueError("a scanner's ego section takes boxes; give a mesh in the survey's")
+        return self
 
     @model_validator(mode="after")
     def _pattern_section(self) -> ScannerConfig:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from .base import Model, PositiveFloat
+from .ego import Ego
 from .pose import Pose, TrajectorySpec
 from .weather import Weather
 
@@ -42,6 +43,9 @@ class Survey(Model):
     max_surfaces: Annotated[int, Field(ge=1, le=16)] = 4
     #: Fog, rain, snow or dust along the beams; absent or empty is clear air.
     weather: Weather = Field(default_factory=Weather)
+    #: The vehicle under the sensor: boxes or a mesh in the sensor frame that block beams
+    #: (with the scanner's own ``ego`` boxes, if any).
+    ego: Ego = Field(default_factory=Ego)
 
     @model_validator(mode="after")
     def _length(self) -> Survey:

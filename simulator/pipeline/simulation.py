@@ -38,6 +38,7 @@ from ..steps.footprint import (
 from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
 from ..steps.record import add_diagnostics
 from ..steps.weather import Medium, weather_extinction_per_m
+from ..world.ego import with_ego
 from ..world.raycast import RayEngine
 from ..world.scene import Scene, load_scene
 from .layers import SeeThrough, surfaces_behind
@@ -95,10 +96,13 @@ class Simulation(Runs):
     def __post_init__(self) -> None:
         s, scanner = self.survey, self.scanner
         self.pattern = pattern_for(scanner)
-        self.engine = RayEngine(self.scene, cull=self.backend.rays_into_boxes)
         self.trajectory = trajectory_from_survey(
             s.pose, s.trajectory, s.mount, self.base_dir, self.source
         )
+        # The vehicle under the sensor, if any, follows it (after the scene's objects).
+        ego = (scanner.ego, s.ego)
+        self.scene = with_ego(self.scene, ego, self.trajectory, self.base_dir, self.source)
+        self.engine = RayEngine(self.scene, cull=self.backend.rays_into_boxes)
         self.tables = SceneTables.from_scene(self.scene)
         optics = self.see_through = SeeThrough.of(self.tables, self.scene)
         self.model = ReturnModel.from_scanner(
