@@ -87,3 +87,20 @@ def test_an_object_pickled_under_an_old_path_loads() -> None:
         sys.modules.pop("simulator.trajectory", None)
         loaded = pickle.loads(old)
     assert type(loaded) is Trajectory
+
+
+def test_the_licence_and_the_citation_name_the_projects_authors() -> None:
+    """LICENSE is MIT as pyproject says, and CITATION.cff cites the version and the authors
+    that pyproject.toml names."""
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    licence = (REPO / "LICENSE").read_text()
+    assert licence.startswith("MIT License")
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert cff["version"] == project["version"] == simulator.__version__
+    assert [a["name"] for a in cff["authors"]] == [a["name"] for a in project["authors"]]
+    assert all(a["name"] in licence for a in project["authors"])
