@@ -93,7 +93,6 @@ def test_the_licence_and_the_citation_name_the_projects_authors() -> None:
     """LICENSE is MIT as pyproject says, and CITATION.cff cites the version and the authors
     that pyproject.toml names."""
     import tomllib
-
     import yaml
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
