@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .io.frames import open_frame_sink
+from .io.pointcloud2 import BagOptions
 from .io.poses import write_kitti_poses, write_times, write_tum_poses
 from .pipeline.simulation import OutputFrame, ProgressCallback, Simulation
 
@@ -22,6 +23,7 @@ def write_sequence(
     *,
     compensate: bool = False,
     progress: ProgressCallback | None = None,
+    bag: BagOptions | None = None,
 ) -> SequenceSummary:
     """Write a survey as a sequence of frames, one per revolution, with ground-truth poses.
 
@@ -35,13 +37,14 @@ def write_sequence(
     ``output.frame`` names (:func:`sequence_frame`): by default the sensor frame at their
     own firing time, distorted by the motion as a real sensor's are; with ``compensate``
     (or ``sensor_compensated``) the sensor frame at the frame's reference time; or the
-    world frame. ``time_s`` is relative to the frame.
+    world frame. ``time_s`` is relative to the frame. ``bag``: how a ``rosbag2``
+    sequence's bag is written (storage, point layout, frame id; default MCAP, ``lidar-sim``).
     """
     from .sensor.trajectory import quaternion_from_matrix
 
     out = Path(out_dir)
     frame_kind = sequence_frame(sim, fmt, compensate=compensate)
-    sink = open_frame_sink(out, fmt)
+    sink = open_frame_sink(out, fmt, bag, sim.scanner.return_mode)
     total = sim.total_pulses
     frames = sim.frames()
     summary = SequenceSummary(frames=len(frames), pulses=total)

@@ -220,6 +220,7 @@ def test_pcap_without_its_metadata_says_how_to_give_it(tmp_path: Path) -> None:
 def test_rosbag2_topic_frame_by_frame(tmp_path: Path) -> None:
     """A bag written as the ROS 2 velodyne driver lays points out reads back exactly, frame
     by frame; a topic that is not there or is no PointCloud2 names what there is."""
+    from simulator.io.pointcloud2 import BagOptions
     from simulator.io.rosbag import RosbagWriter
 
     clouds = []
@@ -232,7 +233,7 @@ def test_rosbag2_topic_frame_by_frame(tmp_path: Path) -> None:
             "time_s": np.linspace(0, 0.09, n),
         }))  # fmt: skip
     bag = tmp_path / "bag"
-    writer = RosbagWriter(bag)
+    writer = RosbagWriter(bag, BagOptions(point_layout="velodyne"))
     for k, cloud in enumerate(clouds):
         writer.write_frame(cloud, 0.1 * k, np.eye(3), np.zeros(3), np.array([0, 0, 0, 1.0]))
     writer.close()

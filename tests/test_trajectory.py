@@ -304,17 +304,19 @@ def test_a_moving_object_is_hit_where_it_is_at_each_pulse(ws: Workspace) -> None
 
 
 def test_rosbag2_sequence_reads_back_with_rosbags(tmp_path: Path) -> None:
-    """The bag holds one PointCloud2 per frame, with the velodyne driver's fields, and the
-    ground-truth poses as tf."""
+    """The bag holds one PointCloud2 per frame, with the velodyne driver's fields (asked
+    for), and the ground-truth poses as tf."""
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
+    from simulator.io.pointcloud2 import BagOptions
     from simulator.io.rosbag import POINT_DTYPE
 
     survey = REPO / "scenes" / "farm" / "drive.yaml"
     sim = simulator.Simulation.from_file(survey, ["duration_s=0.3"])
     total_points = len(sim.run())
-    simulator.sequence.write_sequence(sim, tmp_path / "seq", "rosbag2")
+    velodyne = BagOptions(point_layout="velodyne")
+    simulator.sequence.write_sequence(sim, tmp_path / "seq", "rosbag2", bag=velodyne)
     ts = get_typestore(Stores.ROS2_HUMBLE)
     clouds, tfs = [], []
     with Reader(tmp_path / "seq" / "bag") as reader:

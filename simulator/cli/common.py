@@ -88,6 +88,12 @@ def _color_fields() -> tuple[str, ...]:
     return COLOR_FIELDS
 
 
+def _point_layouts() -> tuple[str, ...]:
+    from ..io.pointcloud2 import POINT_LAYOUTS
+
+    return POINT_LAYOUTS
+
+
 def _bench_scenes() -> tuple[str, ...]:
     from ..generators import GENERATORS
 
@@ -105,6 +111,8 @@ CHOICES: dict[str, Callable[[], Sequence[str] | Mapping[str, str]]] = {
     "beam_sampling": lambda: _literal("scanner", "ScannerConfig", "beam_sampling"),
     "bench_scene": _bench_scenes,
     "layout": lambda: _literal("dataset", "DatasetSpec", "layout"),
+    "storage": lambda: ("mcap", "sqlite3"),
+    "point_layout": _point_layouts,
 }
 
 

@@ -108,6 +108,10 @@ def sequence(
     compensate: Annotated[
         bool, typer.Option(help="Remove the motion: points in the frame-start sensor frame.")
     ] = False,
+    storage: Annotated[str, typer.Option(help="rosbag2: the bag's storage: {storage}.")] = "mcap",
+    point_layout: Annotated[
+        str, typer.Option(help="rosbag2: the PointCloud2 point layout: {point_layout}.")
+    ] = "lidar-sim",
     set_: SetOption = None,
     quiet: QuietOption = False,
 ) -> None:
@@ -116,10 +120,13 @@ def sequence(
     One frame per revolution, in frames/ (rosbag2: one bag in bag/), with poses_tum.txt,
     poses_kitti.txt and times.txt beside them."""
     from ..io import check_writable
+    from ..io.pointcloud2 import BagOptions
     from ..pipeline.simulation import Simulation
     from ..sequence import write_sequence
 
     fmt = choose("--format", fmt.lstrip(".").lower(), "frame_format")
+    bag = BagOptions(choose("--storage", storage, "storage"),
+                     choose("--point-layout", point_layout, "point_layout"))  # type: ignore[arg-type]  # fmt: skip
     if fmt != "rosbag2":
         check_writable(output / "frames" / f"000000.{fmt}")
     sim = Simulation.from_file(survey, set_ or [])
@@ -133,6 +140,7 @@ def sequence(
             fmt,
             compensate=compensate,
             progress=lambda done, _: bar.update(task, completed=done),
+            bag=bag,
         )
     if not quiet:
         out.print(

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from ..errors import OutputError
 from ..pointcloud import PointCloud
 from . import FORMATS
+from .pointcloud2 import BagOptions
 from .rosbag import RosbagWriter
 
 __all__ = [
@@ -127,11 +128,17 @@ class RosbagFrameSink:
     ----------
     path : Path
         The bag folder; must not exist. Its parent is created if needed.
+    options : BagOptions, optional
+        Storage, point layout and frame id (:class:`~.pointcloud2.BagOptions`).
+    return_mode : str
+        The scanner's return mode (Autoware's return types follow it).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, options: BagOptions | None = None, return_mode: str = "strongest"
+    ) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.bag = RosbagWriter(Path(path))
+        self.bag = RosbagWriter(Path(path), options, return_mode)
 
     def write_frame(
         self,
@@ -154,10 +161,16 @@ class RosbagFrameSink:
         self.bag.abort()
 
 
-def open_frame_sink(out_dir: str | Path, fmt: str) -> FrameSink:
-    """The sink of a sequence folder: ``rosbag2`` -> ``out_dir/bag``, any point format
-    ``EXT`` -> ``out_dir/frames/NNNNNN.EXT``."""
+def open_frame_sink(
+    out_dir: str | Path,
+    fmt: str,
+    bag: BagOptions | None = None,
+    return_mode: str = "strongest",
+) -> FrameSink:
+    """The sink of a sequence folder: ``rosbag2`` -> ``out_dir/bag`` (written as ``bag``
+    says, for a scanner of ``return_mode``), any point format ``EXT`` ->
+    ``out_dir/frames/NNNNNN.EXT``."""
     out = Path(out_dir)
     if fmt == "rosbag2":
-        return RosbagFrameSink(out / "bag")
+        return RosbagFrameSink(out / "bag", bag, return_mode)
     return FileFrameSink(out / "frames", fmt)

@@ -1,12 +1,13 @@
 """ROS 2 bags of a sequence (rosbags library; no ROS install needed).
 
-Each frame becomes a ``sensor_msgs/msg/PointCloud2`` on ``/points`` in the layout of
-the ROS 2 velodyne driver's ``PointXYZIRT``: ``x y z intensity`` float32 at offsets
-0, 4, 8, 12, ``ring`` uint16 at 16, ``time`` float32 at 18 (seconds from the message
-stamp), 22 bytes a point, little-endian, ``frame_id`` ``lidar``. The ground-truth pose
-of each frame (world from sensor at the frame's reference time) is a
-``tf2_msgs/msg/TFMessage`` on ``/tf`` from ``map`` to ``lidar``. Stamps count from the
-survey start (t = 0 is 0 ns).
+Each frame becomes a ``sensor_msgs/msg/PointCloud2`` on ``/points`` in one of the drivers'
+point layouts (:mod:`.pointcloud2`: ``lidar-sim``, ``velodyne``, ``autoware``, ``ouster``),
+``frame_id`` ``lidar`` by default. The ground-truth pose of each frame (world from sensor
+at the frame's reference time) is a ``tf2_msgs/msg/TFMessage`` on ``/tf`` from ``map`` to
+the cloud's frame. Stamps count from the survey start (t = 0 is 0 ns). The bag is MCAP
+(ROS 2's default storage since Iron) or sqlite3 (:class:`~.pointcloud2.BagOptions`); each
+topic's offered QoS is recorded (reliable, volatile, keep last 10), which ``ros2 bag play``
+offers again, and which both reliable and best-effort subscribers accept.
 
 :func:`read_bag_frames` reads the ``PointCloud2`` messages of a topic of any bag (any
 driver's point layout: the fields are mapped by :mod:`simulator.io.drivers`).
@@ -25,19 +26,14 @@ from numpy.typing import NDArray
 from ..errors import InputError, OutputError
 from ..pointcloud import PointCloud
 from .drivers import cloud_from_fields
+from .pointcloud2 import BagOptions, encode, layout_dtype
 
 __all__ = ["POINT_DTYPE", "RosbagWriter", "read_bag_frames"]
 
-#: One point of the PointCloud2 (packed, 22 bytes).
-POINT_DTYPE = np.dtype(
-    {
-        "names": ["x", "y", "z", "intensity", "ring", "time"],
-        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
-        "offsets": [0, 4, 8, 12, 16, 18],
-        "itemsize": 22,
-    }
-)
-_DATATYPE = {"<f4": 7, "<u2": 4}  # sensor_msgs/PointField FLOAT32, UINT16
+#: One point of the ROS 2 velodyne driver's layout (packed, 22 bytes; :mod:`.pointcloud2`).
+POINT_DTYPE = layout_dtype("velodyne")
+#: numpy type (without byte order) -> sensor_msgs/PointField datatype.
+_DATATYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "f4": 7, "f8": 8}
 
 #: sensor_msgs/PointField datatype codes -> numpy type (little-endian form).
 _POINTFIELD = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
@@ -131,13 +127,69 @@ def read_bag_frames(bag: Path, topic: str | None = None) -> Iterator[PointCloud]
         reader.close()
 
 
+def _offered_qos() -> list[Any]:
+    """The QoS profile recorded for every topic: reliable, volatile, keep last 10, no
+    deadline, lifespan or lease (what ``ros2 bag record`` writes for such a publisher);
+    empty with a rosbags too old to write one."""
+    try:
+        from rosbags.interfaces import (
+            Qos,
+            QosDurability,
+            QosHistory,
+            QosLiveliness,
+            QosReliability,
+            QosTime,
+        )
+    except ImportError:
+        return []
+    never = QosTime(sec=2147483647, nsec=4294967295)
+    return [Qos(QosHistory.KEEP_LAST, 10, QosReliability.RELIABLE, QosDurability.VOLATILE,
+                never, never, QosLiveliness.AUTOMATIC, never, False)]  # fmt: skip
+
+
+def _open_writer(writer: Any, path: Path, storage: str) -> Any:
+    """rosbags' ``Writer`` of a bag at ``path`` in ``storage``; rosbags before 0.10
+    (ouster-sdk's pin) writes sqlite3 only."""
+    from rosbags.rosbag2 import StoragePlugin
+
+    plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    try:
+        return writer(path, version=8, storage_plugin=plugin)
+    except TypeError:
+        if storage != "sqlite3":
+            raise OutputError(
+                f"{path.name}: MCAP bags need rosbags 0.10 or later; give --storage sqlite3, "
+                "or pip install -U rosbags"
+            ) from None
+        return writer(path)
+
+
 class RosbagWriter:
-    """Writes frames and poses to a ROS 2 bag folder (sqlite3 storage).
+    """Writes frames and poses to a ROS 2 bag folder.
 
     The bag is written to a temporary folder beside ``path`` and renamed when closed.
+
+    Parameters
+    ----------
+    path : Path
+        The bag folder; must not exist.
+    options : BagOptions, optional
+        Storage, point layout and frame id (default: MCAP, ``lidar-sim``, ``lidar``).
+    return_mode : str
+        The scanner's return mode (Autoware's return types follow it).
+    world_id : str
+        The parent frame of the poses on ``/tf``.
     """
 
-    def __init__(self, path: Path, frame_id: str = "lidar", world_id: str = "map") -> None:
+    def __init__(
+        self,
+        path: Path,
+        options: BagOptions | None = None,
+        return_mode: str = "strongest",
+        world_id: str = "map",
+    ) -> None:
+        self.options = options = options or BagOptions()
+        self.return_mode = return_mode
         try:
             from rosbags.rosbag2 import Writer
             from rosbags.typesys import Stores, get_typestore
@@ -153,17 +205,18 @@ class RosbagWriter:
         shutil.rmtree(self.tmp_parent, ignore_errors=True)
         self.tmp_parent.mkdir(parents=True)
         self.tmp = self.tmp_parent / self.path.name
-        self.frame_id, self.world_id = frame_id, world_id
+        self.frame_id, self.world_id = options.frame_id, world_id
         self.ts = get_typestore(Stores.ROS2_HUMBLE)
-        try:
-            self.writer = Writer(self.tmp, version=8)
-        except TypeError:  # rosbags < 0.10 (ouster-sdk's pin) writes its one version
-            self.writer = Writer(self.tmp)
+        self.writer = _open_writer(Writer, self.tmp, options.storage)
         self.writer.open()
+        qos = _offered_qos()
+        extra: dict[str, Any] = {"offered_qos_profiles": qos} if qos else {}
         self.points = self.writer.add_connection(
-            "/points", "sensor_msgs/msg/PointCloud2", typestore=self.ts
+            "/points", "sensor_msgs/msg/PointCloud2", typestore=self.ts, **extra
         )
-        self.tf = self.writer.add_connection("/tf", "tf2_msgs/msg/TFMessage", typestore=self.ts)
+        self.tf = self.writer.add_connection(
+            "/tf", "tf2_msgs/msg/TFMessage", typestore=self.ts, **extra
+        )
 
     def _header(self, stamp_ns: int, frame_id: str):  # type: ignore[no-untyped-def]
         t = self.ts.types
@@ -182,20 +235,16 @@ class RosbagWriter:
         t = self.ts.types
         del rotation
         stamp_ns = round(stamp_s * 1e9)
-        data = np.zeros(len(cloud), dtype=POINT_DTYPE)
-        xyz = cloud["xyz"]
-        data["x"], data["y"], data["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-        data["intensity"] = cloud["intensity"]
-        data["ring"] = cloud["ring"]
-        data["time"] = cloud["time_s"]
+        dtype = layout_dtype(self.options.point_layout)
+        data = encode(cloud, self.options.point_layout, self.return_mode)
         fields = [
             t["sensor_msgs/msg/PointField"](
                 name=name,
-                offset=POINT_DTYPE.fields[name][1],
-                datatype=_DATATYPE[POINT_DTYPE.fields[name][0].str],
+                offset=dtype.fields[name][1],
+                datatype=_DATATYPE[dtype.fields[name][0].str.lstrip("<|")],
                 count=1,
             )
-            for name in POINT_DTYPE.names
+            for name in dtype.names
         ]
         msg = t["sensor_msgs/msg/PointCloud2"](
             header=self._header(stamp_ns, self.frame_id),
@@ -203,8 +252,8 @@ class RosbagWriter:
             width=len(cloud),
             fields=fields,
             is_bigendian=False,
-            point_step=POINT_DTYPE.itemsize,
-            row_step=POINT_DTYPE.itemsize * len(cloud),
+            point_step=dtype.itemsize,
+            row_step=dtype.itemsize * len(cloud),
             data=np.frombuffer(data.tobytes(), dtype=np.uint8),
             is_dense=True,
         )
