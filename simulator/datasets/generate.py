@@ -404,10 +404,14 @@ def _write_frame(task: SequenceTask, layout: DatasetLayout, prep: _Prepared, f: 
         layout.compensates if group.motion_compensated is None else group.motion_compensated
     )
     cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
+    # Each box where its object was scanned, in the points' frame (object_boxes).
     boxes = object_boxes(prep.scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
                          point_instance=cloud["instance"], engine=sim.engine,
                          range_max_m=scanner.range_max_m, headings_rad=prep.headings,
-                         elevation_window_rad=prep.window)  # fmt: skip
+                         elevation_window_rad=prep.window,
+                         point_time_s=f.time_s + cloud["time_s"],
+                         sensor_pose_at=None if compensated else sim.trajectory.pose_at,
+                         )  # fmt: skip
     mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)
     mount_m = np.asarray(group.mount.position_m, dtype=np.float64)
     pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
@@ -433,12 +437,14 @@ def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
     ``nuscenes``
         The end of the sweep, its last firing: nuScenes stamps a LIDAR_TOP sweep when
         the spin completes (the ``sample_data`` timestamp).
-    ``kitti``
+    ``kitti``, ``semantickitti``, ``openpcdet``
         The moment the head faces forward (+x, azimuth 0), which triggers KITTI's
-        cameras: the firing whose beam azimuth is nearest 0.
-    ``semantickitti``, ``npz``, ``openpcdet``
-        The frame's first firing (``times.txt``; OpenPCDet's custom format has none of
-        its own).
+        cameras: the firing whose beam azimuth is nearest 0 (the odometry scans that
+        SemanticKITTI labels are compensated to the camera's time, ``times.txt``;
+        OpenPCDet's custom format has no time of its own, and its KITTI frames are the
+        camera's).
+    ``npz``
+        The frame's first firing.
 
     Parameters
     ----------
@@ -458,7 +464,7 @@ def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
     if layout == "nuscenes":
         last = np.arange(max(frame.start, frame.stop - 4096), frame.stop, dtype=np.uint64)
         time_s = float(pattern.time_and_channel(last)[0].max())
-    elif layout == "kitti":
+    elif layout in ("kitti", "semantickitti", "openpcdet"):
         schedule = pattern.schedule(frame.start, frame.stop)
         azimuth = np.arctan2(schedule.direction[:, 1], schedule.direction[:, 0])
         time_s = float(schedule.time_s[int(np.argmin(np.abs(azimuth)))])

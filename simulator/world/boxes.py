@@ -15,17 +15,21 @@ An object is the set of scene parts that share one instance id of a countable cl
   object) gets the smallest rectangle around its vertices in the ground plane (its long
   side is x, the yaw in [-pi/2, pi/2)), and their height range.
 
-Boxes are given in the sensor frame at the frame's reference time (the layout's own),
-which is where the dataset layouts give them. A real scan of a moving object is smeared
-over the revolution; the points are left as scanned (not moved to the reference time),
-as KITTI and nuScenes do, so a box of a fast object can miss the points of the end of
-the turn. ``velocity_mps`` is the box centre's velocity over the ground (world frame)
-written in the sensor's axes.
+Each box is placed where its object was scanned. Given the points' firing times, an
+object's box stands at the median time of its own points (an object without points: at
+the frame's reference time), so a car passing at 15 m/s is boxed where the beams met it,
+not where it was when the turn began: its points lie in its box, as they lie in the boxes
+annotators draw around scanned points. The box is written in the frame the points are in:
+the sensor frame at the frame's reference time for motion-compensated points, or, for raw
+sweeps (each point in the sensor frame at its own firing), the sensor frame at the
+object's scan time (``sensor_pose_at``). Without the times, every box stands at the
+reference time in the sensor frame then, as before. ``velocity_mps`` is the box centre's
+velocity over the ground (world frame) written in the box frame's axes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,6 +86,10 @@ class Boxes:
     visibility : (B,) float64
         Share of the object's surface samples facing the sensor that the sensor sees
         (nothing in between, within range); 0 for an object out of view.
+    time_s : (B,) float64
+        When the box stands (s from the survey start): its object's scan time, the median
+        firing time of its own points (the frame's reference time for an object without
+        points); NaN in a file written before boxes had a time.
     """
 
     centre_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
@@ -94,6 +102,7 @@ class Boxes:
     num_points: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     num_points_in_box: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     visibility: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    time_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return len(self.label)
@@ -105,19 +114,25 @@ class Boxes:
     @classmethod
     def from_arrays(cls, arrays: dict[str, NDArray]) -> Boxes:
         """The inverse of :meth:`arrays` (a file written before ``num_points_in_box``
-        existed gets it equal to ``num_points``, which was then every point in the box)."""
+        existed gets it equal to ``num_points``, which was then every point in the box;
+        one written before ``time_s`` gets NaN times)."""
         arrays = dict(arrays)
         if "num_points_in_box" not in arrays:
             arrays["num_points_in_box"] = arrays["num_points"]
+        if "time_s" not in arrays:
+            arrays["time_s"] = np.full(len(np.asarray(arrays["label"])), np.nan)
         return cls(**{k: np.asarray(arrays[k]) for k in cls.__dataclass_fields__})
 
-    def contains(self, xyz_m: NDArray) -> NDArray[np.bool_]:
-        """(B, N): whether each point (N, 3) of the sensor frame is inside each box."""
+    def contains(self, xyz_m: NDArray, margin_m: float = 0.0) -> NDArray[np.bool_]:
+        """(B, N): whether each point (N, 3) of the sensor frame is inside each box grown
+        by ``margin_m`` on every side (the range noise puts a surface's points up to a few
+        of its sigmas off the surface: a box whose faces are the object's holds about a
+        fifth of them strictly)."""
         xyz = np.asarray(xyz_m, dtype=np.float64)
         inside = np.zeros((len(self), len(xyz)), dtype=bool)
         for b in range(len(self)):
             local = (xyz - self.centre_m[b]) @ self.rotation[b]
-            inside[b] = np.all(np.abs(local) <= self.size_m[b] / 2, axis=1)
+            inside[b] = np.all(np.abs(local) <= self.size_m[b] / 2 + margin_m, axis=1)
         return inside
 
 
@@ -215,8 +230,11 @@ def object_boxes(
     range_max_m: float = np.inf,
     headings_rad: Mapping[int, float] | None = None,
     elevation_window_rad: tuple[float, float] | None = None,
+    point_time_s: NDArray | None = None,
+    sensor_pose_at: Callable[[float], tuple[NDArray, NDArray]] | None = None,
 ) -> Boxes:
-    """The boxes of the scene's countable objects at ``time_s``, in the sensor frame.
+    """The boxes of the scene's countable objects, each where its object was scanned
+    (see the module docstring), in the frame of the points.
 
     Parameters
     ----------
@@ -243,6 +261,13 @@ def object_boxes(
     elevation_window_rad : (2,) float, optional
         The sensor's vertical field of view (lowest, highest beam elevation in its frame,
         rad): ``visibility`` counts only the surface within it.
+    point_time_s : (N,) float, optional
+        The points' firing times (s from the survey start; with ``point_instance``): each
+        object's box stands at the median time of its own points. Without: at ``time_s``.
+    sensor_pose_at : callable, optional
+        The world-from-sensor pose at a time, for points in the sensor frame at their own
+        firing (raw sweeps): each box is written in the sensor frame at its object's scan
+        time. Without (motion-compensated points): in the frame of ``world_from_sensor``.
     """
     headings: dict[int, float] = {}
     for o in scene.objects:  # a mesh file's front, as its part rule states it
@@ -251,20 +276,22 @@ def object_boxes(
     headings.update(headings_rad or {})
     groups = _objects_by_instance(scene)
     rot_s, pos_s = (np.asarray(a, dtype=np.float64) for a in world_from_sensor)
+    scan_time = _scan_times(sorted(groups), time_s, point_instance, point_time_s)
     rows = []
     for instance, members in sorted(groups.items()):
         objs = [scene.objects[i] for i in members]
         moving = [o for o in objs if o.trajectory is not None]
+        t = scan_time[instance]
         if moving:
             main = max(moving, key=lambda o: len(o.vertices_m))
-            rot, pos = main.trajectory.pose_at(time_s)  # type: ignore[union-attr]
-            local = _envelope(objs, main, time_s)
+            rot, pos = main.trajectory.pose_at(t)  # type: ignore[union-attr]
+            local = _envelope(objs, main, t)
             lo, hi = local.min(axis=0), local.max(axis=0)
             c_local = (lo + hi) / 2
             centre, size, rotation = rot @ c_local + pos, hi - lo, rot
             h = VELOCITY_STEP_S
-            ra, pa = main.trajectory.pose_at(time_s + h)  # type: ignore[union-attr]
-            rb, pb = main.trajectory.pose_at(time_s - h)  # type: ignore[union-attr]
+            ra, pa = main.trajectory.pose_at(t + h)  # type: ignore[union-attr]
+            rb, pb = main.trajectory.pose_at(t - h)  # type: ignore[union-attr]
             velocity = ((ra @ c_local + pa) - (rb @ c_local + pb)) / (2 * h)
         elif instance in headings:
             vertices = np.concatenate([o.vertices_m for o in objs])
@@ -273,21 +300,30 @@ def object_boxes(
         else:
             centre, size, rotation = _upright_box(np.concatenate([o.vertices_m for o in objs]))
             velocity = np.zeros(3)
-        rows.append((instance, objs[0].label, centre, size, rotation, velocity, members))
+        # The frame the box is written in: the sensor's at the object's scan time for raw
+        # sweeps, else the points' one frame.
+        frame_rot, frame_pos = (
+            (rot_s, pos_s)
+            if sensor_pose_at is None
+            else (np.asarray(a, dtype=np.float64) for a in sensor_pose_at(t))
+        )
+        rows.append((instance, objs[0].label, frame_rot.T @ (centre - frame_pos), size,
+                     frame_rot.T @ rotation, frame_rot.T @ velocity, members, t))  # fmt: skip
     if not rows:
         return Boxes()
-    rotation_s = np.stack([rot_s.T @ r[4] for r in rows])
+    rotation_s = np.stack([r[4] for r in rows])
     boxes = Boxes(
-        centre_m=np.stack([rot_s.T @ (r[2] - pos_s) for r in rows]),
+        centre_m=np.stack([r[2] for r in rows]),
         size_m=np.stack([r[3] for r in rows]),
         rotation=rotation_s,
         yaw_rad=np.arctan2(rotation_s[:, 1, 0], rotation_s[:, 0, 0]),
         label=np.array([r[1] for r in rows], dtype=np.uint16),
         instance=np.array([r[0] for r in rows], dtype=np.uint16),
-        velocity_mps=np.stack([rot_s.T @ r[5] for r in rows]),
+        velocity_mps=np.stack([r[5] for r in rows]),
         num_points=np.zeros(len(rows), dtype=np.int64),
         num_points_in_box=np.zeros(len(rows), dtype=np.int64),
         visibility=np.zeros(len(rows)),
+        time_s=np.array([r[7] for r in rows], dtype=np.float64),
     )
     if xyz_m is not None and len(xyz_m):
         inside = boxes.contains(xyz_m)
@@ -303,6 +339,29 @@ def object_boxes(
                                        pos_s, engine, range_max_m, elevation_window_rad,
                                        rot_s)  # fmt: skip
     return boxes
+
+
+def _scan_times(
+    instances: list[int],
+    time_s: float,
+    point_instance: NDArray | None,
+    point_time_s: NDArray | None,
+) -> dict[int, float]:
+    """Each object's scan time by instance id: the median firing time of its own points
+    (``point_time_s``, with ``point_instance``), or ``time_s`` for an object without
+    points, or without the times."""
+    out = dict.fromkeys(instances, float(time_s))
+    if point_time_s is None or point_instance is None or len(point_time_s) == 0:
+        return out
+    ids = np.asarray(point_instance, dtype=np.int64)
+    times = np.asarray(point_time_s, dtype=np.float64)
+    order = np.lexsort((times, ids))  # by instance, then time
+    ids, times = ids[order], times[order]
+    for instance in instances:
+        lo, hi = np.searchsorted(ids, [instance, instance + 1])
+        if hi > lo:
+            out[instance] = float(np.median(times[lo:hi]))
+    return out
 
 
 def visibility_from(
