@@ -3,6 +3,7 @@ benchmark's million-triangle scene (:mod:`.scene`), beside a plain cast-and-save
 (:mod:`.bare`)."""
 
 from .run import (
+    BenchOptions,
     BenchResult,
     bench_text,
     format_dataset_scaling,
@@ -18,6 +19,7 @@ from .run import (
 )
 
 __all__ = [
+    "BenchOptions",
     "BenchResult",
     "bench_text",
     "format_dataset_scaling",

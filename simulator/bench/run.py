@@ -48,7 +48,7 @@ from ..pipeline.simulation import Simulation, Window
 from ..world.scene import Scene, build_scene
 from .scene import build_bench_scene, rolling_ground
 
-__all__ = ["BenchResult", "bench_text", "format_result", "run_bench"]
+__all__ = ["BenchOptions", "BenchResult", "bench_text", "format_result", "run_bench"]
 
 
 @dataclass
@@ -127,30 +127,15 @@ def _bare_cast_s(sim: Simulation, total: int) -> tuple[float, np.ndarray | None]
     return seconds, first
 
 
-def run_bench(
-    revolutions: float = 50.0,
-    *,
-    duration_s: float | None = None,
-    output_format: str = "npz",
-    chunk_pulses: int = 2**18,
-    seed: int = 0,
-    scene_scale: float = 1.0,
-    compare_trimesh: bool = False,
-    use_fast: bool = True,
-    beam_samples: int = 1,
-    beam_sampling: str = "full",
-    moving: bool = False,
-    bare_script: bool = False,
-    weather: dict[str, Any] | None = None,
-    scene_name: str = "bench",
-) -> BenchResult:
-    """Run the benchmark; see the module docstring for what is measured.
+@dataclass(frozen=True)
+class BenchOptions:
+    """What :func:`run_bench` is asked for.
 
-    Parameters
+    Attributes
     ----------
     revolutions : float
         Survey length at 10 Hz (ignored when ``duration_s`` is given).
-    duration_s : float, optional
+    duration_s : float or None
         Survey length in seconds of sensor time.
     output_format : str
         Extension of the file the pipeline writes (into a temporary folder), or
@@ -175,44 +160,77 @@ def run_bench(
         Also run ``python -m simulator.bench.bare`` (a plain cast-keep-save script on the same
         rays, in a process of its own) when the source tree has it, and compare per
         revolution.
-    weather : dict, optional
-        A ``weather:`` section (e.g. ``{"fog": {"visibility_m": 50}}``); default clear.
+    weather : dict or None
+        A ``weather:`` section (e.g. ``{"fog": {"visibility_m": 50}}``); None: clear.
     scene_name : str
         ``bench`` (the ~1 M-triangle scene) or a generator (``street``, ``farm_yard``,
         with ``seed``); in a generated scene the sensor stands, or drives, in the ego lane
         at y = -1.6 m and the bare script is not run.
     """
+
+    revolutions: float = 50.0
+    duration_s: float | None = None
+    output_format: str = "npz"
+    chunk_pulses: int = 2**18
+    seed: int = 0
+    scene_scale: float = 1.0
+    compare_trimesh: bool = False
+    use_fast: bool = True
+    beam_samples: int = 1
+    beam_sampling: str = "full"
+    moving: bool = False
+    bare_script: bool = False
+    weather: dict[str, Any] | None = None
+    scene_name: str = "bench"
+
+
+def run_bench(options: BenchOptions | None = None) -> BenchResult:
+    """Run the benchmark; see the module docstring for what is measured.
+
+    Parameters
+    ----------
+    options : BenchOptions, optional
+        What to run (default: :class:`BenchOptions`' defaults, 50 revolutions of the
+        1 M-triangle scene).
+
+    Returns
+    -------
+    BenchResult
+    """
     import open3d as o3d
+
+    o = options if options is not None else BenchOptions()
+    bare_script = o.bare_script  # (not in a generated scene)
 
     t0 = time.perf_counter()
     y0 = 0.0
-    if scene_name == "bench":
-        scene = build_bench_scene(seed, scene_scale)
+    if o.scene_name == "bench":
+        scene = build_bench_scene(o.seed, o.scene_scale)
     else:
-        spec = SceneSpec(generator=GeneratorRef(name=scene_name, seed=seed))
-        scene = build_scene(spec, Path("."), load_materials(), source=scene_name)
+        spec = SceneSpec(generator=GeneratorRef(name=o.scene_name, seed=o.seed))
+        scene = build_scene(spec, Path("."), load_materials(), source=o.scene_name)
         y0, bare_script = -1.6, False
     t_scene = time.perf_counter() - t0
     motion = {"start": {"position_m": [-10.0, y0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
     where = (
         {"trajectory": TrajectorySpec.model_validate(motion)}
-        if moving
+        if o.moving
         else {"pose": Pose(position_m=[0.0, y0, 1.8])}
     )
     survey = Survey(
         scanner="rs-helios-5515",
         scene="(in memory)",
         **where,
-        revolutions=None if duration_s else revolutions,
-        duration_s=duration_s,
-        chunk_pulses=chunk_pulses,
-        weather=Weather.model_validate(weather or {}),
+        revolutions=None if o.duration_s else o.revolutions,
+        duration_s=o.duration_s,
+        chunk_pulses=o.chunk_pulses,
+        weather=Weather.model_validate(o.weather or {}),
     )
     scanner = load_scanner(
-        "rs-helios-5515", {"beam_samples": beam_samples, "beam_sampling": beam_sampling}
+        "rs-helios-5515", {"beam_samples": o.beam_samples, "beam_sampling": o.beam_sampling}
     )
     t0 = time.perf_counter()
-    backend = select_backend() if use_fast else NumpyBackend()
+    backend = select_backend() if o.use_fast else NumpyBackend()
     sim = Simulation(
         survey=survey, scanner=scanner, scene=scene, base_dir=Path("."), backend=backend
     )
@@ -233,7 +251,7 @@ def run_bench(
     rss_before = _rss_mib()
     marks: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        paths = [] if output_format == "none" else [Path(tmp) / f"bench.{output_format}"]
+        paths = [] if o.output_format == "none" else [Path(tmp) / f"bench.{o.output_format}"]
         t_all = time.perf_counter()
         marks.append((0, t_all))
         summary = sim.write(
@@ -251,7 +269,7 @@ def run_bench(
     t_cast_after, first_rays = _bare_cast_s(sim, total)
     t_cast = 0.5 * (t_cast_before + t_cast_after)
     trimesh_rate = None
-    if compare_trimesh and first_rays is not None:
+    if o.compare_trimesh and first_rays is not None:
         trimesh_rate = _trimesh_embree_rays_per_s(scene, first_rays)
 
     figures: dict[str, Any] = {
@@ -259,19 +277,19 @@ def run_bench(
         f"Python {platform.python_version()}, Open3D {o3d.__version__}",
         "kernels": sim.backend.name,
         "scanner": scanner.name,
-        "beam_samples": beam_samples,
-        "beam_sampling": beam_sampling,
-        "moving": moving,
+        "beam_samples": o.beam_samples,
+        "beam_sampling": o.beam_sampling,
+        "moving": o.moving,
         "weather": survey.weather.describe(),
-        "scene": scene_name,
+        "scene": o.scene_name,
         "sensor_pulses_per_s": sim.pattern.pulses_per_second,
         "triangles": scene.triangle_count,
         "objects": len(scene.objects),
         "pulses": total,
         "sensor_time_s": total / sim.pattern.pulses_per_second,
         "points": points,
-        "chunk_pulses": chunk_pulses,
-        "output_format": output_format,
+        "chunk_pulses": o.chunk_pulses,
+        "output_format": o.output_format,
         "output_mib": file_mib,
         "scene_build_s": t_scene,
         "engine_setup_s": t_engine,
@@ -282,7 +300,7 @@ def run_bench(
         "real_time_factor": pulses_per_s / sim.pattern.pulses_per_second,
         "cast_only_s": t_cast,
         "cast_only_s_before_after": [t_cast_before, t_cast_after],
-        "cast_only_rays_per_s": total * beam_samples / t_cast,
+        "cast_only_rays_per_s": total * o.beam_samples / t_cast,
         "pipeline_to_cast_ratio": t_pipeline / t_cast,
         "steady_state_ratio": total / t_cast / pulses_per_s,
         "stages_s": stage,
@@ -292,8 +310,8 @@ def run_bench(
     }
     figures["pipeline_per_revolution_ms"] = 1e3 * t_pipeline / (total / sim.pattern.frame_pulses)
     figures["bare_script"] = (
-        _bare_script(total / sim.pattern.frame_pulses, scene_scale, chunk_pulses)
-        if bare_script and not moving and beam_samples == 1
+        _bare_script(total / sim.pattern.frame_pulses, o.scene_scale, o.chunk_pulses)
+        if bare_script and not o.moving and o.beam_samples == 1
         else None
     )
     return BenchResult(figures)
@@ -618,7 +636,7 @@ def format_dataset_scaling(f: dict[str, Any]) -> str:
 
 
 def bench_text(
-    bench: dict[str, Any],
+    options: BenchOptions,
     *,
     sequence: bool = False,
     load_triangles: int = 0,
@@ -626,13 +644,13 @@ def bench_text(
     as_json: bool = False,
 ) -> str:
     """What ``lidar-sim bench`` prints, as text or JSON: the figures of :func:`run_bench`
-    with the keywords ``bench``, or instead of a moving sequence (:func:`run_sequence_bench`
-    over ``bench``'s revolutions, 20 unless given), of loading a mesh of ``load_triangles``
+    with ``options``, or instead of a moving sequence (:func:`run_sequence_bench` over
+    the options' revolutions, 20 unless given), of loading a mesh of ``load_triangles``
     (:func:`run_load_bench_apart`), or of a dataset spec (:func:`run_dataset_scaling`)."""
     if sequence:
-        revolutions = bench.get("revolutions", 50.0)  # run_bench's default: not given
+        revolutions = options.revolutions  # run_bench's default (50): not given
         revolutions = 20.0 if revolutions == 50.0 else revolutions
-        figures = run_sequence_bench(revolutions, bench.get("scene_scale", 1.0))
+        figures = run_sequence_bench(revolutions, options.scene_scale)
         return json.dumps(figures) if as_json else format_sequence(figures)
     if dataset_spec is not None:
         figures = run_dataset_scaling(dataset_spec, cluster_workers=2)
@@ -640,5 +658,5 @@ def bench_text(
     if load_triangles:
         figures = run_load_bench_apart(load_triangles)
         return json.dumps(figures, indent=2) if as_json else format_load(figures)
-    result = run_bench(**bench)
+    result = run_bench(options)
     return result.to_json() if as_json else format_result(result)

@@ -35,7 +35,7 @@ from scipy.special import ndtr
 
 from .fits import Fit
 
-__all__ = ["Response", "fit_response"]
+__all__ = ["Response", "ResponseFitOptions", "fit_response"]
 
 #: The share of readings taken as outliers (uniform over the log readings).
 OUTLIER_SHARE = 0.01
@@ -380,6 +380,33 @@ def _components(links: NDArray[np.bool_]) -> NDArray[np.int64]:
     return label
 
 
+@dataclass(frozen=True)
+class ResponseFitOptions:
+    """What :func:`fit_response` fits against: how many surfaces and rings the readings
+    fall in, how the scanner reports intensity, and the bootstrap.
+
+    Attributes
+    ----------
+    n_surfaces, n_rings : int
+        The surfaces (``0 .. n_surfaces - 1``) and rings (``0 .. n_rings - 1``) of the
+        readings.
+    scale, intensity_max, intensity_step : float
+        The scanner's ``intensity_scale``, top reading and step (0: unquantised).
+    replicas : int
+        Bootstrap replicas (0: no uncertainties).
+    seed : int
+        The seed of the subsets and of the bootstrap.
+    """
+
+    n_surfaces: int
+    n_rings: int
+    scale: float
+    intensity_max: float
+    intensity_step: float
+    replicas: int = BOOTSTRAP_REPLICAS
+    seed: int = 0
+
+
 def fit_response(
     intensity: NDArray,
     cos: NDArray,
@@ -387,14 +414,7 @@ def fit_response(
     surface: NDArray,
     ring: NDArray | None,
     azimuth_rad: NDArray,
-    *,
-    n_surfaces: int,
-    n_rings: int,
-    scale: float,
-    intensity_max: float,
-    intensity_step: float,
-    replicas: int = BOOTSTRAP_REPLICAS,
-    seed: int = 0,
+    options: ResponseFitOptions,
 ) -> Response:
     """Fit the per-ring gains, the range response and each surface's reflectance, k,
     micro-slope and intensity noise (see the module's docstring).
@@ -413,19 +433,18 @@ def fit_response(
         The ring of each point (``0 .. n_rings - 1``); None: no per-ring gains.
     azimuth_rad : (N,) float
         Each point's azimuth about the sensor, rad (the bootstrap's blocks).
-    n_surfaces, n_rings : int
-    scale, intensity_max, intensity_step : float
-        The scanner's ``intensity_scale``, top reading and step (0: unquantised).
-    replicas : int
-        Bootstrap replicas (0: no uncertainties).
-    seed : int
-        The seed of the subsets and of the bootstrap.
+    options : ResponseFitOptions
+        The surfaces' and rings' counts, the scanner's intensity scale, top and step,
+        the bootstrap's replicas and the seed.
 
     Returns
     -------
     Response
     """
-    rng = np.random.default_rng(seed)
+    n_surfaces, n_rings, scale = options.n_surfaces, options.n_rings, options.scale
+    intensity_max, intensity_step = options.intensity_max, options.intensity_step
+    replicas = options.replicas
+    rng = np.random.default_rng(options.seed)
     i = np.asarray(intensity, dtype=np.float64)
     c = np.asarray(cos, dtype=np.float64)
     r_m = np.asarray(range_m, dtype=np.float64)
