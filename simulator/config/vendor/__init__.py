@@ -37,11 +37,13 @@ from typing import Any
 import yaml
 
 from ...errors import ConfigError
+from ..load import load_scanner
+from ..scanner import ScannerConfig
 from .hesai import import_hesai
 from .ouster import import_ouster, osf_metadata_json, osf_size_problem
 from .velodyne import import_velodyne
 
-__all__ = ["import_scanner", "osf_size_problem", "write_scanner_yaml"]
+__all__ = ["import_scanner", "osf_size_problem", "write_imported_scanner", "write_scanner_yaml"]
 
 
 def import_scanner(files: list[Path], preset: str | None = None) -> tuple[dict[str, Any], str]:
@@ -127,6 +129,35 @@ def write_scanner_yaml(mapping: dict[str, Any], header: str, path: Path) -> Path
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_imported_scanner(
+    files: list[Path], output: Path, preset: str | None = None
+) -> ScannerConfig:
+    """A unit's calibration file(s) as a scanner YAML (``lidar-sim scanners import``): read
+    (:func:`import_scanner`), written with its header (:func:`write_scanner_yaml`) and
+    loaded back as any scanner file is.
+
+    Parameters
+    ----------
+    files : list of Path
+        As :func:`import_scanner` takes them.
+    output : Path
+        The scanner YAML to write; its folder must exist.
+    preset : str, optional
+        The base preset of the radiometry (see :func:`import_scanner`).
+
+    Returns
+    -------
+    ScannerConfig
+        The scanner ``output`` now holds.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`import_scanner`, before anything is written.
+    """
+    return load_scanner(write_scanner_yaml(*import_scanner(files, preset), Path(output)))
 
 
 class _FlowListDumper(yaml.SafeDumper):
