@@ -548,6 +548,19 @@ def test_the_dispatcher_keeps_workers_on_their_sequences_and_balances_the_rest()
     assert by[0] & by[1] == {2}  # the third sequence split, the first two whole on one each
 
 
+def test_a_specs_sample_count_is_what_a_run_writes(one_process: Path) -> None:
+    """``DatasetSpec.sample_count`` (the ``dataset`` command's progress total): every frame
+    of every sequence of every group, the samples a run writes."""
+    from simulator.config import load_dataset_spec
+
+    spec = load_dataset_spec(DEMO)
+    manifest = json.loads((one_process / "manifest.json").read_text())
+    assert spec.sample_count == manifest["frames"] == 6
+    two = spec.model_copy(update={"groups": [g.model_copy(update={"sequences": 3})
+                                             for g in spec.groups]})  # fmt: skip
+    assert two.sample_count == 2 * 3 * 3
+
+
 def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """N local workers each cast and compute on cores // N threads (at least one), so they
     do not oversubscribe the machine; one in-process run keeps all cores (threads 0)."""
