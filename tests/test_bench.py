@@ -164,7 +164,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
     its own, in less time than the call took."""
     import time
 
-    from simulator.bench.run import run_sequence_bench
+    from simulator.bench.scaling import run_sequence_bench
     from simulator.config import TrajectorySpec
 
     t0 = time.perf_counter()
@@ -181,7 +181,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
 
 
 def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
-    from simulator.bench.run import run_dataset_scaling
+    from simulator.bench.scaling import run_dataset_scaling
 
     f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
     assert [r["workers"] for r in f["runs"]] == [1, 2]

@@ -102,6 +102,7 @@ def task_layout(task: SequenceTask) -> DatasetLayout:
 
 
 def spec_layout(spec: DatasetSpec, out: Path) -> DatasetLayout:
+    """The files of the spec's dataset in ``out``."""
     return DatasetLayout(spec.layout, out, spec.range_images, spec.keyframe_every)
 
 
@@ -208,6 +209,8 @@ def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
 def sequence_tasks(
     spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool
 ) -> list[SequenceTask]:
+    """One task a sequence of the spec, counted over all groups in order, each with its
+    seed (:func:`~simulator.constants.sequence_seed` of the root seed and its index)."""
     tasks, index = [], 0
     for group in spec.groups:
         for _ in range(group.sequences):
@@ -248,4 +251,6 @@ def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
 
 
 def frame_task(task: SequenceTask, frame: int) -> SequenceTask:
+    """The task of one frame of ``task``'s sequence (its own files are then not written;
+    a dispatched frame is never skipped as done)."""
     return dataclasses.replace(task, frames=(frame,), resume=False)

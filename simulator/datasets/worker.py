@@ -120,6 +120,9 @@ def content_key(task: SequenceTask) -> str:
 
 
 def build_sequence(task: SequenceTask) -> Prepared:
+    """The task's sequence made ready to scan: its scene (generated from its seed, or its
+    scene file), scanner, simulation, the parked objects' headings, the scanner's
+    vertical window and the frames at the layout's reference times."""
     from ..pipeline.simulation import Simulation
     from ..world.scene import build_scene, load_scene
 
@@ -277,6 +280,7 @@ def write_frame(task: SequenceTask, layout: DatasetLayout, prep: Prepared, f: Fr
 
 
 def write_sequence_files(layout: DatasetLayout, index: int, frames: list[Frame]) -> None:
+    """The files of sequence ``index`` as a whole (its poses and times) from its frames."""
     layout.write_sequence_files(index, [f.time_s for f in frames],
                                 [f.rotation for f in frames],
                                 [f.position_m for f in frames])  # fmt: skip

@@ -66,10 +66,14 @@ def plain_floats(values: NDArray, decimals: int | None = None) -> list[float]:
 
 
 def slug(text: str) -> str:
+    """``text`` lower-case, each run of other characters than ``a-z0-9`` one ``-``: a name's
+    part (``OS1 SN 122`` -> ``os1-sn-122``)."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def digest(text: str) -> str:
+    """The first 12 hex digits of the SHA-256 of ``text`` (UTF-8): a source file's stamp in
+    the header."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
