@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.bench.run import run_bench
+from simulator.bench.run import BenchOptions, run_bench
 from simulator.bench.scene import build_bench_scene
 from simulator.config import Pose, Survey, load_scanner
 from simulator.pipeline.simulation import Simulation
@@ -38,7 +38,7 @@ def half_turn() -> tuple[dict, float]:
 
     t0 = time.perf_counter()
     figures = run_bench(
-        revolutions=0.5, scene_scale=0.1, chunk_pulses=5000, bare_script=True
+        BenchOptions(revolutions=0.5, scene_scale=0.1, chunk_pulses=5000, bare_script=True)
     ).figures
     return figures, time.perf_counter() - t0
 
@@ -164,7 +164,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
     its own, in less time than the call took."""
     import time
 
-    from simulator.bench.run import run_sequence_bench
+    from simulator.bench.scaling import run_sequence_bench
     from simulator.config import TrajectorySpec
 
     t0 = time.perf_counter()
@@ -181,7 +181,7 @@ def test_sequence_bench_writes_one_frame_a_revolution(bench_scene) -> None:  # t
 
 
 def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
-    from simulator.bench.run import run_dataset_scaling
+    from simulator.bench.scaling import run_dataset_scaling
 
     f = run_dataset_scaling(REPO / "configs" / "datasets" / "demo.yaml")
     assert [r["workers"] for r in f["runs"]] == [1, 2]
@@ -196,10 +196,10 @@ def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_
     scene, which casts in full exactly the pulses the footprint test's specification
     judges (a share well below all: a no-op that cast everything in full would fail), and
     the bare cast it is compared with casts every sub-ray, 7 a pulse."""
-    figures = run_bench(
+    figures = run_bench(BenchOptions(
         revolutions=0.2, scene_scale=0.1, chunk_pulses=7000, beam_samples=7,
         beam_sampling="adaptive", output_format="none",
-    ).figures  # fmt: skip
+    )).figures  # fmt: skip
     keys = {"beam_samples": 7, "beam_sampling": "adaptive"}
     sim = _helios(bench_scene, 0.2, chunk_pulses=7000, overrides=keys)
     assert sim.adaptive and figures["beam_sampling"] == "adaptive"

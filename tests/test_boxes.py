@@ -323,7 +323,7 @@ def test_the_reference_time_is_the_layouts_own(
     """KITTI's reference is the moment the head faces forward (+x), nuScenes' the end of
     the sweep (its LIDAR_TOP timestamp): a car's points fired within 3 ms of it lie in its
     box then; at the first firing (the old reference) the box is 15 m/s x offset off."""
-    from simulator.datasets.generate import reference_frame
+    from simulator.datasets.tasks import reference_frame
     from simulator.world.boxes import object_boxes
 
     sim, scene = passing_cars

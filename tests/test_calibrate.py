@@ -489,7 +489,7 @@ def test_ring_gains_are_fitted_only_where_a_surface_spans_incidences_within_ring
     0-9 and 16, each gain within 1 % of the truth (to a median of 1; measured 0.4 %), the
     ground's reflectance within 5 % (2.8 %; extrapolated to normal incidence from cos
     0.16-0.44) and k within 0.04 (0.018)."""
-    from simulator.calibrate.response import fit_response
+    from simulator.calibrate.response import ResponseFitOptions, fit_response
 
     rng = np.random.default_rng(7)
     n_rings, cos_ring = 17, 0.06 + 0.025 * np.arange(17)
@@ -511,9 +511,16 @@ def test_ring_gains_are_fitted_only_where_a_surface_spans_incidences_within_ring
     cos = np.concatenate([p[2] for p in parts])
     law = np.concatenate([100.0 * p[3] * p[2] ** p[4] for p in parts])
     reading = law * gains[ring] * np.exp(0.05 * rng.standard_normal(len(cos)))
-    r = fit_response(reading, cos, 2.0 / cos, surface, ring, rng.uniform(-np.pi, np.pi, len(cos)),
-                     n_surfaces=3, n_rings=n_rings, scale=100.0, intensity_max=1e6,
-                     intensity_step=0.0, replicas=0)  # fmt: skip
+    options = ResponseFitOptions(
+        n_surfaces=3,
+        n_rings=n_rings,
+        scale=100.0,
+        intensity_max=1e6,
+        intensity_step=0.0,
+        replicas=0,
+    )
+    r = fit_response(reading, cos, 2.0 / cos, surface, ring,
+                     rng.uniform(-np.pi, np.pi, len(cos)), options)  # fmt: skip
     np.testing.assert_array_equal(np.flatnonzero(r.gain_fitted), tied)
     np.testing.assert_allclose(r.gain[tied], gains[tied], rtol=0.01)
     assert (r.gain[~r.gain_fitted] == 1.0).all()

@@ -4,6 +4,7 @@ sequences of three frames) serves every test; the runs are module fixtures."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -21,7 +22,9 @@ import pytest
 import yaml
 
 from simulator.constants import sequence_seed
-from simulator.datasets import SemanticKittiDataset, generate, run_dataset, torch_dataset
+from simulator.datasets import SemanticKittiDataset, run_dataset, torch_dataset, worker
+from simulator.datasets.dispatch import Dispatcher
+from simulator.datasets.tasks import SequenceResult, sequence_tasks, share_cores
 from simulator.generators import GENERATORS
 from simulator.io.layouts import DatasetLayout
 from simulator.io.npz import read_npz
@@ -490,23 +493,23 @@ def test_a_worker_keeps_what_it_built_keyed_by_content(tmp_path: Path) -> None:
     spec.write_text(yaml.safe_dump({"groups": [group]}))
     from simulator.config import load_dataset_spec
 
-    task = generate._tasks(load_dataset_spec(spec), tmp_path / "o", tmp_path, False)[0]
-    generate.clear_cache()
+    task = sequence_tasks(load_dataset_spec(spec), tmp_path / "o", tmp_path, False)[0]
+    worker.clear_cache()
     try:
-        first, built_s = generate.prepared(task)
-        again, cached_s = generate.prepared(task)
+        first, built_s = worker.prepared(task)
+        again, cached_s = worker.prepared(task)
         assert again is first and built_s > 0 and cached_s == 0.0
-        other = generate.prepared(generate.dataclasses.replace(task, seed=task.seed + 1))[0]
+        other = worker.prepared(dataclasses.replace(task, seed=task.seed + 1))[0]
         assert other is not first
         os.utime(scene, ns=(scene.stat().st_atime_ns, scene.stat().st_mtime_ns + 10**9))
-        edited, edited_s = generate.prepared(task)
+        edited, edited_s = worker.prepared(task)
         assert edited is not first and edited_s > 0
-        assert len(generate._CACHE) == generate.CACHE_ENTRIES
+        assert worker.cached_sequences() == worker.CACHE_ENTRIES
     finally:
-        generate.clear_cache()
+        worker.clear_cache()
 
 
-def _simulate(dispatcher: generate.Dispatcher, workers: int, frame_s: dict[int, float],
+def _simulate(dispatcher: Dispatcher, workers: int, frame_s: dict[int, float],
               build_s: float) -> dict[str, list[tuple[int, int]]]:  # fmt: skip
     """Run a dispatcher on ``workers`` simulated workers (a frame of sequence s takes
     frame_s[s], a build build_s): what each ran, in order."""
@@ -525,8 +528,8 @@ def _simulate(dispatcher: generate.Dispatcher, workers: int, frame_s: dict[int, 
         held[w].add(s)
         clock[w] += build + frame_s[s]
         ran[w].append(job)
-        dispatcher.done(generate.SequenceResult(s, 0, frames_written=1, worker=w,
-                                                build_s=build, scan_s=frame_s[s]), w)  # fmt: skip
+        dispatcher.done(SequenceResult(s, 0, frames_written=1, worker=w,
+                                       build_s=build, scan_s=frame_s[s]), w)  # fmt: skip
     return ran
 
 
@@ -537,7 +540,7 @@ def test_the_dispatcher_keeps_workers_on_their_sequences_and_balances_the_rest()
     sequences of twelve, the third twice as long a frame: the worker done first starts the
     third, the other takes frames from its end (eleven frames left outweigh a build)."""
     plan = {s: list(range(6)) for s in range(4)}
-    ran = _simulate(generate.Dispatcher(plan), 2, dict.fromkeys(range(4), 1.0), 2.0)
+    ran = _simulate(Dispatcher(plan), 2, dict.fromkeys(range(4), 1.0), 2.0)
     assert sorted(j for r in ran.values() for j in r) == [
         (s, k) for s in range(4) for k in range(6)
     ]
@@ -545,10 +548,10 @@ def test_the_dispatcher_keeps_workers_on_their_sequences_and_balances_the_rest()
         assert len({s for s, _ in r}) == 2 and len(r) == 12
         for s in {s for s, _ in r}:
             assert [k for q, k in r if q == s] == list(range(6))
-    ran = _simulate(generate.Dispatcher({0: list(range(6))}), 2, {0: 1.0}, 0.5)
+    ran = _simulate(Dispatcher({0: list(range(6))}), 2, {0: 1.0}, 0.5)
     assert sorted(j for r in ran.values() for j in r) == [(0, k) for k in range(6)]
     assert all(len(r) >= 2 for r in ran.values())  # both work on it
-    ran = _simulate(generate.Dispatcher({s: list(range(12)) for s in range(3)}), 2,
+    ran = _simulate(Dispatcher({s: list(range(12)) for s in range(3)}), 2,
                     {0: 1.0, 1: 1.0, 2: 2.0}, 2.0)  # fmt: skip
     everything = [(s, k) for s in range(3) for k in range(12)]
     assert sorted(j for r in ran.values() for j in r) == everything
@@ -556,18 +559,31 @@ def test_the_dispatcher_keeps_workers_on_their_sequences_and_balances_the_rest()
     assert by[0] & by[1] == {2}  # the third sequence split, the first two whole on one each
 
 
+def test_a_specs_sample_count_is_what_a_run_writes(one_process: Path) -> None:
+    """``DatasetSpec.sample_count`` (the ``dataset`` command's progress total): every frame
+    of every sequence of every group, the samples a run writes."""
+    from simulator.config import load_dataset_spec
+
+    spec = load_dataset_spec(DEMO)
+    manifest = json.loads((one_process / "manifest.json").read_text())
+    assert spec.sample_count == manifest["frames"] == 6
+    two = spec.model_copy(update={"groups": [g.model_copy(update={"sequences": 3})
+                                             for g in spec.groups]})  # fmt: skip
+    assert two.sample_count == 2 * 3 * 3
+
+
 def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """N local workers each cast and compute on cores // N threads (at least one), so they
     do not oversubscribe the machine; one in-process run keeps all cores (threads 0)."""
     from simulator.config import load_dataset_spec
 
-    tasks = generate._tasks(load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
+    tasks = sequence_tasks(load_dataset_spec(DEMO), Path("/tmp/x"), DEMO.parent, False)
     assert {t.threads for t in tasks} == {0}
-    monkeypatch.setattr(generate.os, "cpu_count", lambda: 8)
-    assert {t.threads for t in generate._share_cores(tasks, 2)} == {4}
-    assert {t.threads for t in generate._share_cores(tasks, 3)} == {2}
-    assert {t.threads for t in generate._share_cores(tasks, 16)} == {1}
-    shared = generate._share_cores(tasks, 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert {t.threads for t in share_cores(tasks, 2)} == {4}
+    assert {t.threads for t in share_cores(tasks, 3)} == {2}
+    assert {t.threads for t in share_cores(tasks, 16)} == {1}
+    shared = share_cores(tasks, 2)
     assert [(t.index, t.seed) for t in shared] == [(t.index, t.seed) for t in tasks]
 
 

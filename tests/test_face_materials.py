@@ -15,7 +15,8 @@ from simulator import labels
 from simulator.backend import Backend
 from simulator.errors import ConfigError
 from simulator.io.mesh import write_material_mesh
-from simulator.world.scene import MaterialTable, load_scene
+from simulator.world.materials import MaterialTable
+from simulator.world.scene import load_scene
 
 from .conftest import PLAIN, Workspace, lidar_sim, single_channel_scanner
 

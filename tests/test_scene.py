@@ -333,19 +333,19 @@ def test_boxes_and_icospheres_are_trimeshs_own_bit_for_bit() -> None:
     object each, are ``trimesh.creation.box`` and ``icosphere`` bit for bit, vertices and
     faces: 500 boxes from 1 mm to 5 km, and icospheres of every subdivision level 0-5 at
     radii from 1 mm to 300 m (a generated street has hundreds of each)."""
-    from simulator.world.scene import _box_arrays, _icosphere_arrays
+    from simulator.world.primitives import box_arrays, icosphere_arrays
 
     rng = np.random.default_rng(11)
     for _ in range(500):
         size = rng.uniform(0.01, 50.0, 3) * 10.0 ** rng.integers(-3, 3)
         want = trimesh.creation.box(extents=size)
-        vertices, faces = _box_arrays(size)
+        vertices, faces = box_arrays(size)
         np.testing.assert_array_equal(vertices.view(np.uint64), want.vertices.view(np.uint64))
         np.testing.assert_array_equal(faces, want.faces)
     for subdivisions in range(6):
         for radius in rng.uniform(0.01, 30.0, 4) * 10.0 ** rng.integers(-2, 2, 4):
             want = trimesh.creation.icosphere(subdivisions=subdivisions, radius=radius)
-            vertices, faces = _icosphere_arrays(subdivisions, float(radius))
+            vertices, faces = icosphere_arrays(subdivisions, float(radius))
             assert vertices.shape == (len(want.vertices), 3) and len(faces) == len(want.faces)
             np.testing.assert_array_equal(vertices.view(np.uint64),
                                           want.vertices.view(np.uint64))  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from simulator.config import ScannerConfig, load_scanner, load_yaml, scanner_presets
-from simulator.config.vendor import import_scanner, write_scanner_yaml
+from simulator.config.vendor import import_scanner, write_imported_scanner, write_scanner_yaml
 from simulator.errors import ConfigError
 from simulator.sensor.scanner import pattern_for
 
@@ -165,6 +165,24 @@ def test_written_yaml_loads_and_round_trips(tmp_path: Path) -> None:
     loaded = load_scanner(out)
     assert loaded == ScannerConfig.model_validate(mapping)
     assert yaml.safe_load(text) == mapping
+
+
+def test_write_imported_scanner_is_the_import_written_and_loaded_back(tmp_path: Path) -> None:
+    """What ``lidar-sim scanners import`` does: the import written with its header, and
+    the scanner loaded back from the file; a bad file writes nothing."""
+    vert = [math.radians(e) for e in VLP16_ELEVATION_DEG]
+    calibration = _velodyne_file(tmp_path, vert, [0.0] * 16)
+    out = tmp_path / "scanner.yaml"
+    config = write_imported_scanner([calibration], out)
+    mapping, header = import_scanner([calibration])
+    assert out.read_text().startswith(header)
+    assert config == load_scanner(out) == ScannerConfig.model_validate(mapping)
+    assert config.name == "vlp-16-unit-db"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Laser id,Elevation,Azimuth\n")
+    with pytest.raises(ConfigError):
+        write_imported_scanner([bad], tmp_path / "never.yaml")
+    assert not (tmp_path / "never.yaml").exists()
 
 
 # --------------------------------------------------------------------------- Velodyne

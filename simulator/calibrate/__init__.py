@@ -37,7 +37,7 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
-from .response import Response, fit_response
+from .response import Response, ResponseFitOptions, fit_response
 from .surfaces import (
     Surface,
     beam_origins,
@@ -453,9 +453,10 @@ def calibrate(
             None if rings is None else np.concatenate([rings[s.index] for s, *_ in geometry]),
             np.concatenate([np.arctan2(d_all[s.index, 1], d_all[s.index, 0])
                             for s, *_ in geometry]),
-            n_surfaces=len(geometry), n_rings=n_rings, scale=config.intensity_scale,
-            intensity_max=config.intensity_max, intensity_step=config.intensity_step,
-            replicas=replicas,
+            ResponseFitOptions(n_surfaces=len(geometry), n_rings=n_rings,
+                               scale=config.intensity_scale,
+                               intensity_max=config.intensity_max,
+                               intensity_step=config.intensity_step, replicas=replicas),
         )  # fmt: skip
         result.notes += response.verdicts
         if response.gain_fitted.any() or response.range_exponent is not None:

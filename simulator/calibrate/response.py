@@ -31,14 +31,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import ndtr
 
 from .fits import Fit
+from .likelihood import (
+    BOOTSTRAP_BLOCKS,
+    CensoredReadings,
+    NegLogLikelihood,
+    bootstrap_replicas,
+    newton_fit,
+    reading_intervals,
+)
 
-__all__ = ["Response", "fit_response"]
+__all__ = ["Response", "ResponseFitOptions", "fit_response"]
 
-#: The share of readings taken as outliers (uniform over the log readings).
-OUTLIER_SHARE = 0.01
 #: Fewest points a ring needs on a surface to link it to that surface.
 RING_LINK_POINTS = 40
 #: Most points of a surface used in the fit (a seeded random subset).
@@ -56,16 +61,11 @@ MIN_LOG_DISTANCE_SPAN = 0.3
 MIN_NOISE = 0.001
 #: tan(theta) is capped here in the micro-slope's spread (cos 0.15).
 MAX_TAN = 6.6
-#: Azimuth sectors for the block bootstrap, and its replicas.
-BOOTSTRAP_BLOCKS = 24
+#: The block bootstrap's replicas (over BOOTSTRAP_BLOCKS azimuth sectors, :mod:`.likelihood`).
 BOOTSTRAP_REPLICAS = 24
 #: Most damped Newton steps of the fit (the BHHH Hessian can take a couple of hundred
 #: steps when an intensity noise sits at its floor).
 NEWTON_STEPS = 400
-#: The fit has converged when a step lowers the negative log-likelihood by less than this
-#: per point.
-NEWTON_TOL = 1e-7
-_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
 @dataclass
@@ -109,221 +109,8 @@ class Response:
         return out
 
 
-@dataclass
-class _Data:
-    lo: NDArray[np.float64]  # log lower bound of the reading's interval (-inf: none)
-    hi: NDArray[np.float64]  # log upper bound (+inf: none)
-    u: NDArray[np.float64]  # outlier likelihood of the interval
-    x: NDArray[np.float64]  # log cos
-    t: NDArray[np.float64]  # tan theta (capped)
-    lr: NDArray[np.float64]  # log(R / R0)
-    s: NDArray[np.int64]  # surface index
-    g: NDArray[np.int64]  # fitted gain index, -1: fixed at 1
-    block: NDArray[np.int64]
-
-
-def _intervals(
-    reading: NDArray[np.float64], step: float, intensity_max: float
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Log bounds of each reading's interval and its outlier likelihood."""
-    with np.errstate(divide="ignore"):
-        if step > 0:
-            n = np.rint(reading / step)
-            lo = np.log(np.maximum(n - 0.5, 0.0) * step)
-            hi = np.log((n + 0.5) * step)
-            floor = np.log(0.5 * step)
-        else:  # unquantised: a narrow interval about the reading (a density)
-            positive = reading[reading > 0]
-            small = float(positive.min()) if len(positive) else 1e-3
-            lo = np.where(reading > 0, np.log(np.maximum(reading, 1e-300)) - 1e-4, -np.inf)
-            hi = np.where(reading > 0, lo + 2e-4, np.log(0.5 * small))
-            floor = np.log(0.5 * small)
-    top = reading >= intensity_max - 0.5 * max(step, 1e-9)
-    hi = np.where(top, np.inf, hi)
-    lmin, lmax = floor - 2.0, np.log(intensity_max) + 1.0
-    u = (np.minimum(hi, lmax) - np.maximum(lo, lmin)) / (lmax - lmin)
-    return lo, hi, np.maximum(u, 1e-12)
-
-
-def _phi(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    out = np.zeros_like(z)
-    ok = np.isfinite(z)
-    out[ok] = _INV_SQRT_2PI * np.exp(-0.5 * z[ok] ** 2)
-    return out
-
-
-class _Model:
-    """The negative log-likelihood and its gradient over the parameter vector
-    ``[a (S), k (S), log sigma0 (S), log sigma_delta (S), gamma (G), p (0 or 1)]``,
-    ``a = log(scale rho)`` and ``gamma = log g``."""
-
-    def __init__(self, d: _Data, n_surfaces: int, n_gains: int, fit_p: bool) -> None:
-        self.d, self.S, self.G, self.fit_p = d, n_surfaces, n_gains, fit_p
-        self.size = 4 * n_surfaces + n_gains + int(fit_p)
-
-    def unpack(self, theta: NDArray) -> tuple[NDArray, ...]:
-        S, G = self.S, self.G
-        a, k, ls0, lsd = theta[:S], theta[S : 2 * S], theta[2 * S : 3 * S], theta[3 * S : 4 * S]
-        gamma = theta[4 * S : 4 * S + G]
-        p = theta[4 * S + G] if self.fit_p else 0.0
-        return a, k, ls0, lsd, gamma, p
-
-    def __call__(
-        self, theta: NDArray, w: NDArray, outer: bool = False
-    ) -> tuple[float, NDArray, NDArray | None]:
-        """The negative log-likelihood, its gradient (P,) and, with ``outer``, the sum of
-        the points' gradients' outer products (P, P): the BHHH estimate of the Hessian."""
-        d, S, G = self.d, self.S, self.G
-        a, k, ls0, lsd, gamma, p = self.unpack(theta)
-        gam = np.where(d.g >= 0, np.append(gamma, 0.0)[d.g], 0.0)
-        ks = k[d.s]
-        s0, sd = np.exp(ls0)[d.s], np.exp(lsd)[d.s]
-        # the tilts' mean: E[log cos(theta + delta)] = log cos - sd^2 sec^2 / 2 (+ O(sd^4))
-        curv = 0.5 * (1.0 + d.t**2)
-        m = a[d.s] + ks * (d.x - sd**2 * curv) + gam + p * d.lr
-        var = s0**2 + (ks * d.t * sd) ** 2
-        sig = np.sqrt(var)
-        zl, zh = (d.lo - m) / sig, (d.hi - m) / sig
-        upper = zl > 0  # both in the upper tail: take the difference there
-        prob = np.where(upper, ndtr(-zl) - ndtr(-zh), ndtr(zh) - ndtr(zl))
-        prob = np.maximum(prob, 0.0)
-        like = (1.0 - OUTLIER_SHARE) * prob + OUTLIER_SHARE * d.u
-        self.inlier = (1.0 - OUTLIER_SHARE) * prob > OUTLIER_SHARE * d.u  # (n,) bool
-        nll = -float(np.sum(w * np.log(like)))
-        pl, ph = _phi(zl), _phi(zh)
-        zph = np.where(np.isfinite(zh), zh, 0.0) * ph
-        zpl = np.where(np.isfinite(zl), zl, 0.0) * pl
-        c = (1.0 - OUTLIER_SHARE) / like / sig
-        gm = c * (ph - pl)  # d nll_j / d m_j
-        gs = c * (zph - zpl)  # d nll_j / d sigma_j
-        # each point's gradient, sparse: L values (n, L) at columns (n, L)
-        fitted = d.g >= 0
-        cols = [d.s, S + d.s, 2 * S + d.s, 3 * S + d.s,
-                np.where(fitted, 4 * S + d.g, 0)]  # fmt: skip
-        vals = [gm, gm * (d.x - sd**2 * curv) + gs * ks * (d.t * sd) ** 2 / sig,
-                gs * s0**2 / sig,
-                gs * (ks * d.t * sd) ** 2 / sig - gm * 2.0 * ks * sd**2 * curv,
-                np.where(fitted, gm, 0.0)]  # fmt: skip
-        if self.fit_p:
-            cols.append(np.full(len(m), self.size - 1))
-            vals.append(gm * d.lr)
-        self.cols, self.vals = np.stack(cols, axis=1), np.stack(vals, axis=1)  # the bootstrap's
-        grad = np.bincount(self.cols.ravel(), (w[:, None] * self.vals).ravel(), self.size)
-        hess = None
-        if outer:
-            hess = _outer_sum(self.cols, self.vals, w, self.size, np.zeros(len(m), np.int64), 1)[0]
-        if G:  # the gauge: the mean log gain is 0 (the scale goes into the reflectances)
-            lam = float(w.sum())
-            mean = float(gamma.mean())
-            nll += lam * mean**2
-            grad[4 * S : 4 * S + G] += 2.0 * lam * mean / G
-            if hess is not None:
-                hess[4 * S : 4 * S + G, 4 * S : 4 * S + G] += 2.0 * lam / G**2
-        return nll, grad, hess
-
-
-def _outer_sum(
-    cols: NDArray[np.int64], vals: NDArray, w: NDArray, size: int, group: NDArray[np.int64],
-    n_groups: int,
-) -> NDArray[np.float64]:  # fmt: skip
-    """(n_groups, P, P): per group, the weighted sum of the points' gradients' outer products,
-    the gradients sparse (values ``vals`` (n, L) at columns ``cols`` (n, L))."""
-    idx = (group[:, None, None] * size + cols[:, :, None]) * size + cols[:, None, :]
-    outer = w[:, None, None] * vals[:, :, None] * vals[:, None, :]
-    flat = np.bincount(idx.ravel(), outer.ravel(), n_groups * size * size)
-    return flat.reshape(n_groups, size, size)
-
-
-def _newton(
-    model: _Model, theta: NDArray, w: NDArray, lower: NDArray, upper: NDArray, maxiter: int
-) -> tuple[NDArray, bool, str]:
-    """Minimise the negative log-likelihood within bounds: damped Newton steps on the BHHH
-    Hessian (Levenberg-Marquardt damping), projected onto the bounds; the parameters
-    held at a bound by the gradient are left out of a step. Returns the parameters,
-    whether it converged, and why it stopped."""
-    free = upper > lower
-    theta = np.clip(theta, lower, upper)
-    nll, grad, hess = model(theta, w, outer=True)
-    damping = 1e-3
-    tol = NEWTON_TOL * max(float(w.sum()), 1.0)
-    for _ in range(maxiter):
-        assert hess is not None
-        held = ~free | ((theta <= lower) & (grad > 0)) | ((theta >= upper) & (grad < 0))
-        act = np.flatnonzero(~held)
-        if not len(act):
-            return theta, True, "all parameters at their bounds"
-        h = hess[np.ix_(act, act)]
-        g = grad[act]
-        improved = False
-        for _ in range(12):
-            try:
-                step = np.linalg.solve(h + damping * np.diag(np.diag(h) + 1e-9), -g)
-            except np.linalg.LinAlgError:
-                damping *= 10.0
-                continue
-            trial = theta.copy()
-            trial[act] += step
-            trial = np.clip(trial, lower, upper)
-            t_nll, t_grad, t_hess = model(trial, w, outer=True)
-            if np.isfinite(t_nll) and t_nll <= nll:
-                improved = True
-                break
-            damping *= 10.0
-        if not improved:
-            return (
-                theta,
-                bool(np.max(np.abs(g)) < 1e-3 * max(float(w.sum()), 1.0)),
-                "no step lowers it",
-            )
-        gain = nll - t_nll
-        theta, nll, grad, hess = trial, t_nll, t_grad, t_hess
-        damping = max(damping / 10.0, 1e-7)
-        if gain < tol:
-            return theta, True, "converged"
-    return theta, False, f"no convergence in {maxiter} steps"
-
-
-def _bootstrap(
-    model: _Model, theta: NDArray, lower: NDArray, upper: NDArray, replicas: int,
-    rng: np.random.Generator,
-) -> NDArray[np.float64]:  # fmt: skip
-    """(B, P) block-bootstrap replicas of the parameters: the azimuth sectors resampled
-    with replacement, each replica one Newton step from the fit on the resampled points'
-    gradient and BHHH Hessian (the one-step bootstrap; the parameters at a bound stay)."""
-    if replicas <= 0:
-        return np.empty((0, model.size))
-    w = np.ones(len(model.d.s))
-    model(theta, w, outer=False)
-    blocks = model.d.block
-    n_b = BOOTSTRAP_BLOCKS
-    grad_b = np.bincount((blocks[:, None] * model.size + model.cols).ravel(),
-                         model.vals.ravel(), n_b * model.size).reshape(n_b, model.size)  # fmt: skip
-    hess_b = _outer_sum(model.cols, model.vals, w, model.size, blocks, n_b)
-    free = (upper > lower) & (theta > lower + 1e-9) & (theta < upper - 1e-9)
-    act = np.flatnonzero(free)
-    S, G = model.S, model.G
-    out = np.repeat(theta[None], replicas, axis=0)
-    for r in range(replicas):
-        counts = np.bincount(rng.integers(0, n_b, n_b), minlength=n_b).astype(np.float64)
-        g = counts @ grad_b
-        h = np.tensordot(counts, hess_b, axes=1)
-        if G:
-            gamma = theta[4 * S : 4 * S + G]
-            lam = float(counts @ np.bincount(blocks, minlength=n_b))
-            g[4 * S : 4 * S + G] += 2.0 * lam * float(gamma.mean()) / G
-            h[4 * S : 4 * S + G, 4 * S : 4 * S + G] += 2.0 * lam / G**2
-        try:
-            step = np.linalg.pinv(h[np.ix_(act, act)], rcond=1e-10, hermitian=True) @ -g[act]
-        except np.linalg.LinAlgError:
-            out[r] = np.nan
-            continue
-        out[r, act] += step
-    out = out[np.isfinite(out).all(axis=1)]
-    return np.clip(out, lower, upper)
-
-
 def _start(
-    model: _Model, level: NDArray[np.float64], fix_k: NDArray[np.bool_],
+    model: NegLogLikelihood, level: NDArray[np.float64], fix_k: NDArray[np.bool_],
     present: NDArray[np.bool_],
 ) -> NDArray[np.float64]:  # fmt: skip
     """A starting point: least squares of the log readings (zeros at half a step) on the
@@ -380,6 +167,33 @@ def _components(links: NDArray[np.bool_]) -> NDArray[np.int64]:
     return label
 
 
+@dataclass(frozen=True)
+class ResponseFitOptions:
+    """What :func:`fit_response` fits against: how many surfaces and rings the readings
+    fall in, how the scanner reports intensity, and the bootstrap.
+
+    Attributes
+    ----------
+    n_surfaces, n_rings : int
+        The surfaces (``0 .. n_surfaces - 1``) and rings (``0 .. n_rings - 1``) of the
+        readings.
+    scale, intensity_max, intensity_step : float
+        The scanner's ``intensity_scale``, top reading and step (0: unquantised).
+    replicas : int
+        Bootstrap replicas (0: no uncertainties).
+    seed : int
+        The seed of the subsets and of the bootstrap.
+    """
+
+    n_surfaces: int
+    n_rings: int
+    scale: float
+    intensity_max: float
+    intensity_step: float
+    replicas: int = BOOTSTRAP_REPLICAS
+    seed: int = 0
+
+
 def fit_response(
     intensity: NDArray,
     cos: NDArray,
@@ -387,14 +201,7 @@ def fit_response(
     surface: NDArray,
     ring: NDArray | None,
     azimuth_rad: NDArray,
-    *,
-    n_surfaces: int,
-    n_rings: int,
-    scale: float,
-    intensity_max: float,
-    intensity_step: float,
-    replicas: int = BOOTSTRAP_REPLICAS,
-    seed: int = 0,
+    options: ResponseFitOptions,
 ) -> Response:
     """Fit the per-ring gains, the range response and each surface's reflectance, k,
     micro-slope and intensity noise (see the module's docstring).
@@ -413,19 +220,18 @@ def fit_response(
         The ring of each point (``0 .. n_rings - 1``); None: no per-ring gains.
     azimuth_rad : (N,) float
         Each point's azimuth about the sensor, rad (the bootstrap's blocks).
-    n_surfaces, n_rings : int
-    scale, intensity_max, intensity_step : float
-        The scanner's ``intensity_scale``, top reading and step (0: unquantised).
-    replicas : int
-        Bootstrap replicas (0: no uncertainties).
-    seed : int
-        The seed of the subsets and of the bootstrap.
+    options : ResponseFitOptions
+        The surfaces' and rings' counts, the scanner's intensity scale, top and step,
+        the bootstrap's replicas and the seed.
 
     Returns
     -------
     Response
     """
-    rng = np.random.default_rng(seed)
+    n_surfaces, n_rings, scale = options.n_surfaces, options.n_rings, options.scale
+    intensity_max, intensity_step = options.intensity_max, options.intensity_step
+    replicas = options.replicas
+    rng = np.random.default_rng(options.seed)
     i = np.asarray(intensity, dtype=np.float64)
     c = np.asarray(cos, dtype=np.float64)
     r_m = np.asarray(range_m, dtype=np.float64)
@@ -524,13 +330,15 @@ def fit_response(
             "then in the fitted k); pool one material's surfaces at several distances "
             "(--surface) to fit it"
         )
-    lo, hi, u = _intervals(i[sel], intensity_step, intensity_max)
-    data = _Data(lo, hi, u, np.log(c[sel]), np.minimum(np.sqrt(1.0 / c[sel] ** 2 - 1.0), MAX_TAN),
-                 np.log(r_m[sel] / reference_m), s, gain_index,
-                 (((np.asarray(azimuth_rad)[sel] + np.pi) / (2 * np.pi) * BOOTSTRAP_BLOCKS)
-                  .astype(np.int64).clip(0, BOOTSTRAP_BLOCKS - 1)))  # fmt: skip
+    lo, hi, u = reading_intervals(i[sel], intensity_step, intensity_max)
+    tan = np.minimum(np.sqrt(1.0 / c[sel] ** 2 - 1.0), MAX_TAN)
+    data = CensoredReadings(lo, hi, u, np.log(c[sel]), tan, np.log(r_m[sel] / reference_m), s,
+                            gain_index,
+                            (((np.asarray(azimuth_rad)[sel] + np.pi) / (2 * np.pi)
+                              * BOOTSTRAP_BLOCKS).astype(np.int64)
+                             .clip(0, BOOTSTRAP_BLOCKS - 1)))  # fmt: skip
     n_g = len(gain_rings)
-    model = _Model(data, n_surfaces, n_g, fit_p)
+    model = NegLogLikelihood(data, n_surfaces, n_g, fit_p)
     level = np.log(np.maximum(i[sel], 0.5 * max(intensity_step, 1e-3)))
     theta0 = _start(model, level, fix_k, present)
     bounds = (
@@ -549,7 +357,7 @@ def fit_response(
 
     def solve(theta: NDArray, weights: NDArray, maxiter: int) -> tuple[NDArray, bool, str]:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x, good, message = _newton(model, theta, weights, lower, upper, maxiter)
+            x, good, message = newton_fit(model, theta, weights, lower, upper, maxiter)
         return x, good and bool(np.all(np.isfinite(x))), message
 
     theta, good, message = solve(theta0, w, NEWTON_STEPS)
@@ -577,7 +385,7 @@ def fit_response(
     if not good:
         empty.verdicts.append(f"the intensity fit did not converge ({message})")
         return empty
-    draws = _bootstrap(model, theta, lower, upper, replicas, rng)
+    draws = bootstrap_replicas(model, theta, lower, upper, replicas, rng)
     boot = draws if len(draws) >= 5 else np.empty((0, model.size))
     if replicas and not len(boot):
         verdicts.append("the bootstrap failed: no standard errors")

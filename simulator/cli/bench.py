@@ -108,29 +108,29 @@ def bench(
     something else instead."""
     import subprocess
 
-    from ..bench.run import bench_text
+    from ..bench.run import BenchOptions, bench_text
 
     output_format = choose("--format", output_format.lstrip("."), "bench_format")
     choose("--beam-sampling", beam_sampling, "beam_sampling")
     choose("--scene", scene, "bench_scene")
-    pipeline = {
-        "revolutions": revolutions,
-        "duration_s": duration,
-        "output_format": output_format,
-        "chunk_pulses": chunk_pulses,
-        "scene_scale": scene_scale,
-        "compare_trimesh": compare_trimesh,
-        "use_fast": not numpy,
-        "beam_samples": beam_samples,
-        "beam_sampling": beam_sampling,
-        "moving": moving,
-        "bare_script": bare_script,
-        "weather": _weather(weather or []),
-        "scene_name": scene,
-        "seed": seed,
-    }
+    options = BenchOptions(
+        revolutions=revolutions,
+        duration_s=duration,
+        output_format=output_format,
+        chunk_pulses=chunk_pulses,
+        scene_scale=scene_scale,
+        compare_trimesh=compare_trimesh,
+        use_fast=not numpy,
+        beam_samples=beam_samples,
+        beam_sampling=beam_sampling,
+        moving=moving,
+        bare_script=bare_script,
+        weather=_weather(weather or []),
+        scene_name=scene,
+        seed=seed,
+    )
     try:
-        text = bench_text(pipeline, sequence=sequence, load_triangles=load,
+        text = bench_text(options, sequence=sequence, load_triangles=load,
                           dataset_spec=dataset_workers, as_json=as_json)  # fmt: skip
     except subprocess.CalledProcessError as exc:  # --load's process failed
         typer.echo(exc.stderr, err=True)

@@ -170,7 +170,7 @@ def dataset(
     from ..datasets import run_dataset
 
     parsed = load_dataset_spec(spec)  # bad input fails here, before any work
-    with _samples_bar(sum(g.sequences * g.frames for g in parsed.groups), quiet) as update:
+    with _samples_bar(parsed.sample_count, quiet) as update:
         manifest = run_dataset(
             spec, output, scheduler=scheduler, workers=workers, resume=resume, progress=update
         )

@@ -23,17 +23,15 @@ _COLUMNS = ("name", "ch", "elevation deg", "azimuth deg", "az step", "points/s",
 
 def _import(files: list[Path], output: Path | None, preset: str | None) -> None:
     """``scanners import FILE... -o scanner.yaml``: a scanner of one unit's calibration."""
-    from ..config import load_scanner
-    from ..config.vendor import import_scanner, write_scanner_yaml
+    from ..config.vendor import write_imported_scanner
 
     if not files:
         raise ConfigError("scanners import", "FILE", "expected a calibration file")
     if output is None:
         raise ConfigError("scanners import", "--output", "expected -o scanner.yaml")
-    path = write_scanner_yaml(*import_scanner(files, preset), output)
-    config = load_scanner(path)
+    config = write_imported_scanner(files, output, preset)
     out.print(
-        f"wrote {path} ({config.name}: {config.channels.count if config.channels else 0} "
+        f"wrote {output} ({config.name}: {config.channels.count if config.channels else 0} "
         f"channels, {config.firings_per_revolution or 0} firings a revolution)"
     )
 

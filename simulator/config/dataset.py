@@ -46,3 +46,8 @@ class DatasetSpec(Model):
     #: the frames between are sweeps (nuScenes itself: key frames at 2 Hz, so 5 at 10 Hz).
     keyframe_every: Annotated[int, Field(ge=1, le=1000)] = 1
     groups: Annotated[list[SequenceGroup], Field(min_length=1)]
+
+    @property
+    def sample_count(self) -> int:
+        """The samples the dataset holds: every frame of every sequence of every group."""
+        return sum(g.sequences * g.frames for g in self.groups)

@@ -1,4 +1,4 @@
-"""Scenes: trimesh loading, primitives, placement, materials, labels and instances.
+"""Scenes: a scene file loaded, its objects placed, their materials, labels and instances.
 
 A scene is a list of :class:`SceneObject`, one per geometry that the ray engine
 holds, each with its triangles in world coordinates, a material, a SemanticKITTI
@@ -10,59 +10,44 @@ Instance ids: an object's ``instance`` key wins; otherwise objects of countable
 classes (cars, people, ...; :data:`~simulator.labels.THING_LABELS`) get a unique id,
 counting in file order from one above the largest explicit id; everything else
 gets 0, as SemanticKITTI does for "stuff".
+
+The parts of the scene live beside it: the primitives in :mod:`simulator.world.primitives`,
+a mesh file's parts and their rules in :mod:`simulator.world.parts`, the material table and
+the per-face values' checks in :mod:`simulator.world.materials` (re-exported here).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
-import warnings
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..config import (
-    Material,
-    ObjectSpec,
-    PartMapping,
-    PartRule,
-    SceneSpec,
-    load_materials,
-    load_scene_spec,
-    load_yaml,
-    raise_validation,
-)
-from ..config.scene import GLASS_PANE_REFLECTANCE
+from ..config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
 from ..errors import ConfigError, SceneError
 from ..generators import GENERATORS
 from ..labels import THING_LABELS, label_id
 from ..sensor.trajectory import Trajectory, trajectory_from_spec
 from ..transforms import compose
+from .materials import FACE_MATERIAL_KEYS, MaterialTable, check_face_values, check_faces_fit
 from .meshcache import load_parts, mesh_file_key, scene_key, store_parts
-
-if TYPE_CHECKING:
-    import trimesh
+from .parts import MeshPart, mesh_parts, part_rules, rule_for
+from .primitives import primitive_arrays, primitive_key, primitive_mesh
 
 __all__ = [
     "FACE_MATERIAL_KEYS",
     "MaterialTable",
     "Scene",
     "SceneObject",
+    "build_scene",
     "check_face_values",
     "load_scene",
     "primitive_mesh",
 ]
 
-#: The material keys whose values a mesh's faces may carry (PLY face properties of these
-#: names), in place of its object's material: the per-hit model's per-surface quantities
-#: that a capture can fit face by face. Everything else (transmittance, micro-slope, label,
-#: instance) stays the object's.
-FACE_MATERIAL_KEYS = ("reflectance", "minnaert_k", "roughness_m")
-
+#: What :func:`load_scene` reads as a single mesh file (anything else: a scene YAML).
 _MESH_SUFFIXES = {
     ".obj",
     ".ply",
@@ -75,6 +60,10 @@ _MESH_SUFFIXES = {
     ".xaml",
     ".3dxml",
 }
+
+#: The source files that make a scene's parts (an edit of one is a new mesh-cache key).
+_PARTS_CODE = tuple(Path(__file__).with_name(f"{name}.py")
+                    for name in ("scene", "parts", "primitives", "materials"))  # fmt: skip
 
 
 @dataclass
@@ -119,114 +108,6 @@ class SceneObject:
     def moving(self) -> bool:
         """Whether the object follows a trajectory."""
         return self.trajectory is not None
-
-
-@dataclass
-class MaterialTable:
-    """Material properties as arrays indexed by material number, for vectorised lookup.
-
-    Attributes
-    ----------
-    names : list of str
-        The named materials' names, (M,). A scene with per-face materials has one more
-        row a face past them (:meth:`of_faces`, :meth:`joined`), unnamed.
-    reflectance, minnaert_k, roughness_m, micro_slope_rad, micro_slope_cell_m : (M,) float64
-    transmittance : (M,) float64
-        The share of the beam that passes (0: opaque).
-    porous : (M,) bool
-        A porous layer (what is behind it gets ``T`` of the light there and back, through
-        one gap), not a pane (``T^2``).
-
-    A porous layer's ``reflectance`` here is its elements' reflectance times the share of
-    the beam that meets them, ``(1 - T) rho``: the per-hit model's reflectance of the layer.
-    """
-
-    names: list[str]
-    reflectance: NDArray[np.float64]
-    minnaert_k: NDArray[np.float64]
-    roughness_m: NDArray[np.float64]
-    micro_slope_rad: NDArray[np.float64]
-    micro_slope_cell_m: NDArray[np.float64]
-    transmittance: NDArray[np.float64]
-    porous: NDArray[np.bool_]
-
-    @classmethod
-    def from_materials(cls, materials: dict[str, Material]) -> MaterialTable:
-        """Build the table from named materials (in their order)."""
-        ms = list(materials.values())
-
-        def col(attr: str) -> NDArray[np.float64]:
-            return np.array([getattr(m, attr) for m in ms], dtype=np.float64)
-
-        t = col("transmittance")
-        porous = np.array([m.porous for m in ms], dtype=bool)
-        return cls(
-            names=list(materials),
-            reflectance=np.where(porous, col("reflectance") * (1.0 - t), col("reflectance")),
-            minnaert_k=col("minnaert_k"),
-            roughness_m=col("roughness_m"),
-            micro_slope_rad=np.radians(col("micro_slope_deg")),
-            micro_slope_cell_m=col("micro_slope_cell_m"),
-            transmittance=t,
-            porous=porous,
-        )
-
-    @classmethod
-    def of_faces(
-        cls, material: Material, values: Mapping[str, NDArray[np.float64]]
-    ) -> MaterialTable:
-        """One row a face: ``material`` with each face's values in place of its own.
-
-        Parameters
-        ----------
-        material : Material
-            The face's object's material (every key a face does not carry, and the
-            transmittance, porosity and micro-slope of all of them).
-        values : dict of str to (F,) float64
-            Some of :data:`FACE_MATERIAL_KEYS` (validated: :func:`check_face_values`).
-
-        Returns
-        -------
-        MaterialTable
-            F unnamed rows. A porous layer's face reflectance is ``(1 - T) rho``, as in
-            :meth:`from_materials`.
-        """
-        n = len(next(iter(values.values())))
-
-        def col(attr: str) -> NDArray[np.float64]:
-            given = values.get(attr)
-            if given is not None:
-                return np.asarray(given, dtype=np.float64)
-            return np.full(n, getattr(material, attr), dtype=np.float64)
-
-        t = col("transmittance")
-        rho = col("reflectance")
-        return cls(
-            names=[],
-            reflectance=rho * (1.0 - t) if material.porous else rho,
-            minnaert_k=col("minnaert_k"),
-            roughness_m=col("roughness_m"),
-            micro_slope_rad=np.radians(col("micro_slope_deg")),
-            micro_slope_cell_m=col("micro_slope_cell_m"),
-            transmittance=t,
-            porous=np.full(n, material.porous, dtype=bool),
-        )
-
-    def joined(self, more: Sequence[MaterialTable]) -> MaterialTable:
-        """This table with the rows of ``more`` after its own (their names are not
-        kept: they are faces' rows)."""
-        if not more:
-            return self
-
-        def cat(attr: str) -> NDArray:
-            return np.concatenate([getattr(self, attr)] + [getattr(m, attr) for m in more])
-
-        return MaterialTable(
-            names=list(self.names),
-            **{f: cat(f) for f in ("reflectance", "minnaert_k", "roughness_m",
-                                  "micro_slope_rad", "micro_slope_cell_m", "transmittance",
-                                  "porous")},
-        )  # fmt: skip
 
 
 @dataclass
@@ -293,323 +174,11 @@ class Scene:
         return np.where(counts > 0, starts, -1).astype(np.int32)
 
 
-def primitive_mesh(spec: ObjectSpec) -> trimesh.Trimesh:
-    """Mesh of a primitive object in its own frame (before placement).
-
-    A plane lies in z = 0 with its normal along +z; box, cylinder (axis z) and sphere
-    are centred on the origin.
-    """
-    import trimesh  # imported when a mesh is made, not when it comes from the cache
-
-    kind = spec.geometry_kind
-    if kind == "plane":
-        assert spec.plane is not None
-        sx, sy = (s / 2.0 for s in spec.plane.size_m)
-        vertices = np.array([[-sx, -sy, 0.0], [sx, -sy, 0.0], [sx, sy, 0.0], [-sx, sy, 0.0]])
-        return trimesh.Trimesh(vertices, np.array([[0, 1, 2], [0, 2, 3]]), process=False)
-    if kind == "box":
-        assert spec.box is not None
-        return trimesh.creation.box(extents=spec.box.size_m)
-    if kind == "cylinder":
-        assert spec.cylinder is not None
-        c = spec.cylinder
-        return trimesh.creation.cylinder(radius=c.radius_m, height=c.height_m, sections=c.sections)
-    assert spec.sphere is not None
-    return trimesh.creation.icosphere(
-        subdivisions=spec.sphere.subdivisions, radius=spec.sphere.radius_m
-    )
-
-
-#: The primitives made in this process, by kind and parameters: (vertices, faces) of
-#: :func:`primitive_mesh` (a generated street repeats half of its 1,800 geometries).
-_PRIMITIVES: dict[str, tuple[NDArray[np.float64], NDArray[np.int64]]] = {}
-#: Primitives kept (the memo is emptied when it holds more).
-_PRIMITIVES_KEPT = 4096
-
-
-def _primitive_key(spec: ObjectSpec) -> str:
-    """A primitive's kind and parameters, exactly (the JSON of its geometry key)."""
-    kind = spec.geometry_kind
-    return f"{kind}:{getattr(spec, kind).model_dump_json()}"
-
-
-#: What boxes and icospheres are made from, by trimesh once a process: the unit box, and
-#: each subdivision level's icosahedron ("ico": its vertices and faces; level ``k``: the
-#: vertex pairs whose midpoints it adds, and its faces).
-_TEMPLATES: dict[str, Any] = {}
-
-
-def _box_arrays(size_m: Sequence[float]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """``trimesh.creation.box(extents=size_m)``'s vertices and faces, bit for bit (its
-    reference cube less 0.5, times the extents), without building a mesh object."""
-    if "box" not in _TEMPLATES:
-        import trimesh
-
-        unit = trimesh.creation.box(extents=[1.0, 1.0, 1.0])  # (the cube less 0.5, times 1)
-        _TEMPLATES["box"] = (np.array(unit.vertices, dtype=np.float64),
-                             np.array(unit.faces, dtype=np.int64))  # fmt: skip
-    vertices, faces = _TEMPLATES["box"]
-    vertices = vertices.copy()
-    vertices *= np.asarray(size_m, dtype=np.float64)
-    return vertices, faces.copy()
-
-
-def _icosphere_level(k: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Subdivision ``k`` (from 1) of trimesh's icosphere: the (E, 2) vertex pairs whose
-    midpoints it appends, in trimesh's order, and the faces after it."""
-    key = f"ico{k}"
-    if key not in _TEMPLATES:
-        from trimesh import grouping, remesh
-        from trimesh.geometry import faces_to_edges
-
-        faces = _icosahedron()[1] if k == 1 else _icosphere_level(k - 1)[1]
-        edges = np.sort(faces_to_edges(faces), axis=1)
-        unique, _ = grouping.unique_rows(edges)
-        dummy = np.zeros((int(faces.max()) + 1, 3))
-        _, after = remesh.subdivide(dummy, faces)  # (its faces do not depend on the vertices)
-        _TEMPLATES[key] = (edges[unique], np.asarray(after, dtype=np.int64))
-    return _TEMPLATES[key]
-
-
-def _icosahedron() -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    if "ico" not in _TEMPLATES:
-        import trimesh
-
-        ico = trimesh.creation.icosahedron()
-        _TEMPLATES["ico"] = (np.array(ico.vertices, dtype=np.float64),
-                             np.array(ico.faces, dtype=np.int64))  # fmt: skip
-    return _TEMPLATES["ico"]
-
-
-def _icosphere_arrays(
-    subdivisions: int, radius_m: float
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """``trimesh.creation.icosphere(subdivisions, radius_m)``'s vertices and faces, bit for
-    bit: each level's midpoints appended, then every vertex moved to the radius, in
-    trimesh's own arithmetic; the levels' pairs and faces are made once a process."""
-    radius = float(radius_m)
-    vertices, faces = _icosahedron()
-    vertices = vertices.copy()
-    for k in range(1, subdivisions + 1):
-        pairs, faces = _icosphere_level(k)
-        vertices = np.vstack((vertices, vertices[pairs].mean(axis=1)))
-        vertices = _to_radius(vertices, radius)
-    if subdivisions <= 0:
-        vertices = _to_radius(vertices, radius)
-    return vertices, faces.copy()
-
-
-def _to_radius(vectors: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
-    """The vertices moved along their directions to ``radius``, as trimesh's icosphere
-    moves them."""
-    scalar = np.sqrt(np.dot(vectors**2, [1, 1, 1]))
-    unit = vectors / scalar.reshape((-1, 1))
-    vectors += unit * (radius - scalar).reshape((-1, 1))
-    return vectors
-
-
-def _primitive_arrays(spec: ObjectSpec) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """A primitive's (V, 3) vertices and (F, 3) faces, as :func:`primitive_mesh` makes them
-    (made once a process for each kind and parameters; each call gets its own copy).
-    Boxes and spheres are made from trimesh's templates without a mesh object each
-    (:func:`_box_arrays`, :func:`_icosphere_arrays`: a generated street has hundreds)."""
-    key = _primitive_key(spec)
-    made = _PRIMITIVES.get(key)
-    if made is None:
-        with np.errstate(all="ignore"):  # absurd sizes become inf, rejected by the caller
-            if spec.box is not None:
-                made = _box_arrays(spec.box.size_m)
-            elif spec.sphere is not None:
-                made = _icosphere_arrays(spec.sphere.subdivisions, spec.sphere.radius_m)
-            else:
-                mesh = primitive_mesh(spec)
-                made = (np.array(mesh.vertices, dtype=np.float64),
-                        np.array(mesh.faces, dtype=np.int64))  # fmt: skip
-        if len(_PRIMITIVES) >= _PRIMITIVES_KEPT:
-            _PRIMITIVES.clear()
-        _PRIMITIVES[key] = made
-    return made[0].copy(), made[1].copy()
-
-
-@dataclass
-class _Part:
-    """A mesh part as loaded: its own vertices and faces, where the file places it, and
-    its faces' material values (None: none)."""
-
-    name: str
-    material: str | None
-    vertices: NDArray[np.float64]
-    faces: NDArray[np.int64]
-    transform: NDArray[np.float64]
-    face_values: dict[str, NDArray[np.float64]] | None = None
-
-
-def check_face_values(
-    values: Mapping[str, Any], faces: int, source: str | Path
-) -> dict[str, NDArray[np.float64]]:
-    """Per-face material values checked as a material's own values are checked.
-
-    Parameters
-    ----------
-    values : dict of str to (F,) float
-        Some of :data:`FACE_MATERIAL_KEYS`, one value a face (an (F, 1) column is taken
-        as (F,)).
-    faces : int
-        F, the mesh's triangles.
-    source : str or Path
-        The mesh file, for the message.
-
-    Returns
-    -------
-    dict of str to (F,) float64
-        In the order of :data:`FACE_MATERIAL_KEYS`.
-
-    Raises
-    ------
-    ConfigError
-        Naming ``source``, the key and what was expected: an unknown key, a value that is
-        not a float, a length other than F, a value not finite or below 0 (as a
-        :class:`~simulator.config.Material`'s ``reflectance``, ``minnaert_k`` and
-        ``roughness_m`` must be).
-    """
-    unknown = sorted(set(values) - set(FACE_MATERIAL_KEYS))
-    if unknown:
-        raise ConfigError(
-            source, unknown[0], f"not a per-face material key; expected one of "
-            f"{', '.join(FACE_MATERIAL_KEYS)}"
-        )  # fmt: skip
-    out: dict[str, NDArray[np.float64]] = {}
-    for key in FACE_MATERIAL_KEYS:
-        if key not in values:
-            continue
-        given = np.asarray(values[key])
-        if given.ndim == 2 and given.shape[1] == 1:
-            given = given[:, 0]
-        if given.dtype.kind != "f":
-            raise ConfigError(
-                source, key, f"a face property of type {given.dtype}; expected float32 or "
-                f"float64 values, one a face"
-            )  # fmt: skip
-        if given.shape != (faces,):
-            raise ConfigError(
-                source, key, f"{given.shape[0] if given.ndim else 0} values for {faces} "
-                f"triangles; expected one a triangle (face properties need a mesh of "
-                f"triangles, each face one triangle)"
-            )  # fmt: skip
-        column = given.astype(np.float64)
-        bad = np.flatnonzero(~(np.isfinite(column) & (column >= 0.0)))
-        if len(bad):
-            raise ConfigError(
-                source, key, f"face {bad[0]} is {column[bad[0]]!r} ({len(bad)} of {faces} "
-                f"faces are not valid); expected finite values >= 0, as a material's {key}"
-            )  # fmt: skip
-        out[key] = column
-    return out
-
-
-def _face_values(geom: Any, path: Path) -> dict[str, NDArray[np.float64]] | None:
-    """The per-face material values of a mesh trimesh read (a PLY file's face properties
-    named as :data:`FACE_MATERIAL_KEYS`; other properties, colours or quality, are left
-    alone), checked; None when it has none."""
-    raw = (getattr(geom, "metadata", None) or {}).get("_ply_raw", {}).get("face", {})
-    data = raw.get("data") if isinstance(raw, dict) else None
-    names = (data.dtype.names or ()) if isinstance(data, np.ndarray) else tuple(data or ())
-    found = {k: data[k] for k in FACE_MATERIAL_KEYS if k in names}
-    attributes = getattr(geom, "face_attributes", None) or {}
-    found.update({k: attributes[k] for k in FACE_MATERIAL_KEYS
-                  if k in attributes and k not in found})  # fmt: skip
-    return check_face_values(found, len(geom.faces), path) if found else None
-
-
-def _check_faces_fit(
-    values: dict[str, NDArray[np.float64]], material: Material, source: str | Path
-) -> None:
-    """Per-face values checked against what their object's material allows beside them:
-    a ``fresnel`` pane's reflectance at most the pane's Fresnel reflectance and, with its
-    transmittance, at most 1 (as :class:`~simulator.config.Material` checks its own)."""
-    rho = values.get("reflectance")
-    if rho is None or material.transmittance_law != "fresnel":
-        return
-    bad = np.flatnonzero((rho > GLASS_PANE_REFLECTANCE) | (rho + material.transmittance > 1.0))
-    if len(bad):
-        raise ConfigError(
-            source, "reflectance", f"face {bad[0]} is {rho[bad[0]]!r}; the faces' material "
-            f"is a fresnel pane (transmittance {material.transmittance}): expected at most "
-            f"{GLASS_PANE_REFLECTANCE:.4f} and at most 1 - transmittance"
-        )  # fmt: skip
-
-
 def _place(vertices: NDArray[np.float64], matrix: NDArray[np.float64]) -> NDArray[np.float64]:
     """Vertices moved by a 4x4 matrix, as one new array (no other copy)."""
     out = vertices @ matrix[:3, :3].T
     out += matrix[:3, 3]
     return out
-
-
-def _mesh_parts(path: Path, source: str | Path, key: str) -> list[_Part]:
-    """Load a mesh file's parts (shared data, not copied) with their scene-graph transforms."""
-    if not path.is_file():
-        raise ConfigError(source, key, f"mesh file not found: {path}")
-    import trimesh  # imported when a mesh is read, not when it comes from the cache
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            loaded = trimesh.load(str(path), force="scene", process=False)
-    except Exception as exc:  # trimesh raises many types for unreadable files
-        raise SceneError(
-            f"{path}: cannot be read as a mesh ({type(exc).__name__}: {exc})"
-        ) from None
-    parts: list[_Part] = []
-    for node in loaded.graph.nodes_geometry:
-        transform, geom_name = loaded.graph[node]
-        geom = loaded.geometry[geom_name]
-        if not isinstance(geom, trimesh.Trimesh) or len(geom.faces) == 0:
-            continue
-        material = getattr(getattr(geom.visual, "material", None), "name", None)
-        parts.append(
-            _Part(
-                name=str(node),
-                material=material or None,
-                vertices=np.asarray(geom.vertices, dtype=np.float64),
-                faces=np.asarray(geom.faces, dtype=np.int64),
-                transform=np.asarray(transform, dtype=np.float64),
-                face_values=_face_values(geom, path),
-            )
-        )
-    if not parts:
-        raise SceneError(f"{path}: holds no triangles")
-    return parts
-
-
-def _part_rules(spec: ObjectSpec, base_dir: Path, source: str | Path, key: str) -> list[PartRule]:
-    """An object's part rules: inline, or read from its mapping file."""
-    if spec.parts is None:
-        return []
-    if isinstance(spec.parts, list):
-        return spec.parts
-    from pydantic import ValidationError
-
-    path = base_dir / spec.parts
-    if not path.is_file():
-        raise ConfigError(source, f"{key}.parts", f"mapping file not found: {path}")
-    try:
-        return PartMapping.model_validate(load_yaml(path)).parts
-    except ValidationError as err:
-        raise_validation(path, err)
-
-
-def _rule_for(rules: list[PartRule], part: _Part) -> PartRule | None:
-    """The first rule that matches a part (its node name, its mesh material name)."""
-    for rule in rules:
-        if rule.match is not None and not fnmatch.fnmatchcase(part.name, rule.match):
-            continue
-        if rule.match_material is not None and not (
-            part.material is not None and fnmatch.fnmatchcase(part.material, rule.match_material)
-        ):
-            continue
-        return rule
-    return None
 
 
 def _check_finite(vertices: NDArray[np.float64], where: str) -> None:
@@ -687,7 +256,7 @@ def build_scene(
     # builds thousands of generated scenes, each once) and every mesh file can be cached.
     cache_key = None if generated else _cache_key(spec, base_dir)
     cached = None if cache_key is None else load_parts(cache_key)
-    made: list[list[_Part]] = []
+    made: list[list[MeshPart]] = []
     library = {**library, **spec.materials}
     default_name = spec.default_material or "default"
     used: dict[str, Material] = {}
@@ -714,19 +283,19 @@ def build_scene(
         key = f"objects[{i}]"
         placement = compose(obj.position_m, obj.rotation_deg, obj.scale)
         if cached is not None:
-            parts = [_Part(*part) for part in cached[i]]
-            rules = [] if obj.mesh is None else _part_rules(obj, base_dir, source, key)
+            parts = [MeshPart(*part) for part in cached[i]]
+            rules = [] if obj.mesh is None else part_rules(obj, base_dir, source, key)
         elif obj.mesh is not None:
             if "://" in obj.mesh:  # trimesh is given files only: nothing is fetched
                 raise ConfigError(
                     source, f"{key}.mesh", f"expected a local file path, not a URL: {obj.mesh}"
                 )
-            parts = _mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
-            rules = _part_rules(obj, base_dir, source, key)
+            parts = mesh_parts(base_dir / obj.mesh, source, f"{key}.mesh")
+            rules = part_rules(obj, base_dir, source, key)
         else:
             rules = []
-            vertices, faces = _primitive_arrays(obj)
-            parts = [_Part(obj.name, None, vertices, faces, np.eye(4))]
+            vertices, faces = primitive_arrays(obj)
+            parts = [MeshPart(obj.name, None, vertices, faces, np.eye(4))]
         made.append(parts)
         object_instance: int | None = obj.instance  # all parts of one object share it
         groups: dict[str, int] = {}  # group key -> instance
@@ -747,7 +316,7 @@ def build_scene(
             part_material = part.material
             name = obj.name if len(parts) == 1 else f"{obj.name}/{part.name}"
             _check_finite(part.vertices, f"{source}: {key} ({name})")
-            rule = _rule_for(rules, part)
+            rule = rule_for(rules, part)
             if rule is not None and rule.material is not None:
                 r = rules.index(rule)
                 mat = material_key(rule.material, f"{key}.parts[{r}].material", name)
@@ -768,7 +337,7 @@ def build_scene(
             material = used[mat]
             if part.face_values is not None:
                 assert obj.mesh is not None  # (only a mesh file's faces carry values)
-                _check_faces_fit(part.face_values, material, base_dir / obj.mesh)
+                check_faces_fit(part.face_values, material, base_dir / obj.mesh)
             label = label_id(obj.label) if obj.label is not None else label_id(material.label)
             if rule is not None and rule.label is not None:
                 label = label_id(rule.label)
@@ -838,5 +407,5 @@ def _cache_key(spec: SceneSpec, base_dir: Path) -> str | None:
                 return None
             items.append(f"mesh:{item}")
         else:
-            items.append(_primitive_key(obj))
-    return scene_key(items, code=[Path(__file__)])  # this module makes the parts
+            items.append(primitive_key(obj))
+    return scene_key(items, code=_PARTS_CODE)

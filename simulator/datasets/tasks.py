@@ -1,0 +1,258 @@
+"""A dataset's specs and samples: the sequences of a dataset spec as picklable tasks (each
+with its seed, group and layout), the survey and frames of each, the frames' reference
+times as each layout has them, and the spec checked whole before any sample runs. Nothing
+here builds a scene or scans (:mod:`~simulator.datasets.worker` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..config import DatasetSpec, SceneSpec, SequenceGroup, Survey, load_scanner
+from ..constants import sequence_seed
+from ..errors import ConfigError, SceneError
+from ..generators import GENERATORS
+from ..io.layouts import DatasetLayout
+
+if TYPE_CHECKING:
+    from ..config import ScannerConfig
+    from ..pipeline.simulation import Frame, Simulation
+    from ..sensor.scanner import ScanPattern
+    from ..sensor.trajectory import Trajectory
+
+__all__ = [
+    "SampleError",
+    "SequenceClock",
+    "SequenceResult",
+    "SequenceTask",
+    "check_dataset",
+    "frame_task",
+    "reference_frame",
+    "sequence_frames",
+    "sequence_tasks",
+    "share_cores",
+    "spec_layout",
+    "survey_of",
+    "task_layout",
+]
+
+
+@dataclass(frozen=True)
+class SequenceTask:
+    """Everything a worker needs for one sequence, or some of its frames (picklable)."""
+
+    index: int
+    seed: int
+    group: dict[str, Any]
+    layout: str
+    range_images: bool
+    out_dir: str
+    base_dir: str
+    resume: bool
+    #: Threads the sequence may use (0: all cores): a worker process's share of the
+    #: machine, so that parallel workers do not oversubscribe the cores.
+    threads: int = 0
+    keyframe_every: int = 1
+    #: The frames to scan, in this order (None: every frame of the sequence, and then
+    #: the sequence's own files too).
+    frames: tuple[int, ...] | None = None
+
+
+@dataclass
+class SampleError:
+    """A sample that failed: which, with which seed, and why."""
+
+    sequence: int
+    frame: int
+    seed: int
+    error: str
+
+
+@dataclass
+class SequenceResult:
+    """What a task did: the frames it wrote or kept, their points and labels, its errors,
+    which worker ran it and the seconds it spent building (0 when the worker had the
+    sequence already) and scanning."""
+
+    index: int
+    seed: int
+    frames_written: int = 0
+    frames_skipped: int = 0
+    points: int = 0
+    label_counts: dict[int, int] = field(default_factory=dict)
+    errors: list[SampleError] = field(default_factory=list)
+    #: (sequence, frame) of every sample on disk (written or kept).
+    samples: list[tuple[int, int]] = field(default_factory=list)
+    worker: str = ""
+    build_s: float = 0.0
+    scan_s: float = 0.0
+    #: The worker process's CPU seconds (all its threads) while it built and scanned.
+    cpu_s: float = 0.0
+
+
+def task_layout(task: SequenceTask) -> DatasetLayout:
+    """The files of the task's dataset."""
+    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images, task.keyframe_every)
+
+
+def spec_layout(spec: DatasetSpec, out: Path) -> DatasetLayout:
+    """The files of the spec's dataset in ``out``."""
+    return DatasetLayout(spec.layout, out, spec.range_images, spec.keyframe_every)
+
+
+def share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
+    """The tasks, each with its share of the cores for one of ``processes`` workers on
+    this machine (each would otherwise cast and compute on all of them)."""
+    share = max(1, (os.cpu_count() or 1) // max(1, processes))
+    return [dataclasses.replace(task, threads=share) for task in tasks]
+
+
+def survey_of(task: SequenceTask, group: SequenceGroup, scanner: ScannerConfig) -> Survey:
+    """The sequence's survey: the group's trajectory (with its seeded start jitter)."""
+    trajectory = group.trajectory.model_copy(deep=True)
+    if group.start_jitter_m and trajectory.start is not None:
+        jitter = np.random.default_rng(task.seed).uniform(-1, 1, 2) * group.start_jitter_m
+        trajectory.start.position_m[0] += float(jitter[0])
+        trajectory.start.position_m[1] += float(jitter[1])
+    return Survey(scanner=scanner.name, scene="(generated)", trajectory=trajectory,
+                  mount=group.mount, revolutions=group.frames, seed=task.seed,
+                  weather=group.weather)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SequenceClock:
+    """What a sequence's frame times and poses need (no scene): :meth:`Simulation.frames`
+    and :func:`reference_frame` read only these."""
+
+    survey: Survey
+    pattern: ScanPattern
+    trajectory: Trajectory
+
+    @property
+    def total_pulses(self) -> int:
+        return self.pattern.pulses_for(self.survey.revolutions, self.survey.duration_s)
+
+
+def sequence_frames(task: SequenceTask) -> list[Frame]:
+    """The sequence's frames at the layout's reference times, without building its scene
+    (the same values as the worker's, from the same functions): what the sequence's own
+    files hold.
+
+    Raises
+    ------
+    Exception
+        Whatever the group's scanner or trajectory raise (a missing poses file).
+    """
+    from ..pipeline.simulation import Simulation
+    from ..sensor.scanner import pattern_for
+    from ..sensor.trajectory import trajectory_from_survey
+
+    group = SequenceGroup.model_validate(task.group)
+    base = Path(task.base_dir)
+    scanner = load_scanner(group.scanner, group.scanner_overrides, base_dir=base)
+    survey = survey_of(task, group, scanner)
+    trajectory = trajectory_from_survey(survey.pose, survey.trajectory, survey.mount, base,
+                                        "survey")  # fmt: skip
+    clock = SequenceClock(survey, pattern_for(scanner), trajectory)
+    frames = Simulation.frames(clock)  # type: ignore[arg-type]  # reads only the clock's
+    return [reference_frame(clock, f, task.layout) for f in frames]  # type: ignore[arg-type]
+
+
+def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
+    """The frame with its reference time (and the sensor's pose then) as the layout's
+    convention has it; the boxes, the poses and motion-compensated points are given then.
+
+    ``nuscenes``
+        The end of the sweep, its last firing: nuScenes stamps a LIDAR_TOP sweep when
+        the spin completes (the ``sample_data`` timestamp).
+    ``kitti``, ``semantickitti``, ``openpcdet``
+        The moment the head faces forward (+x, azimuth 0), which triggers KITTI's
+        cameras: the firing whose beam azimuth is nearest 0 (the odometry scans that
+        SemanticKITTI labels are compensated to the camera's time, ``times.txt``;
+        OpenPCDet's custom format has no time of its own, and its KITTI frames are the
+        camera's).
+    ``npz``
+        The frame's first firing.
+
+    Parameters
+    ----------
+    sim : Simulation
+        (Only its ``pattern`` and ``trajectory`` are read.)
+    frame : Frame
+        One of ``sim.frames()`` (reference: its first firing).
+    layout : str
+
+    Returns
+    -------
+    Frame
+        The same pulses with ``time_s`` (s from the survey start), ``rotation`` and
+        ``position_m`` (world from sensor) at the layout's reference time.
+    """
+    pattern = sim.pattern
+    if layout == "nuscenes":
+        last = np.arange(max(frame.start, frame.stop - 4096), frame.stop, dtype=np.uint64)
+        time_s = float(pattern.time_and_channel(last)[0].max())
+    elif layout in ("kitti", "semantickitti", "openpcdet"):
+        schedule = pattern.schedule(frame.start, frame.stop)
+        azimuth = np.arctan2(schedule.direction[:, 1], schedule.direction[:, 0])
+        time_s = float(schedule.time_s[int(np.argmin(np.abs(azimuth)))])
+    else:
+        return frame
+    rotation, position = sim.trajectory.pose_at(time_s)
+    return dataclasses.replace(frame, time_s=time_s, rotation=rotation, position_m=position)
+
+
+def sequence_tasks(
+    spec: DatasetSpec, out_dir: Path, base_dir: Path, resume: bool
+) -> list[SequenceTask]:
+    """One task a sequence of the spec, counted over all groups in order, each with its
+    seed (:func:`~simulator.constants.sequence_seed` of the root seed and its index)."""
+    tasks, index = [], 0
+    for group in spec.groups:
+        for _ in range(group.sequences):
+            tasks.append(SequenceTask(index, sequence_seed(spec.seed, index), group.model_dump(),
+                                      spec.layout, spec.range_images, str(out_dir),
+                                      str(base_dir), resume,
+                                      keyframe_every=spec.keyframe_every))  # fmt: skip
+            index += 1
+    return tasks
+
+
+def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
+    """Check every group of a dataset spec whole, before any sample runs: its scanner
+    (preset or file, with the overrides), its scene file (materials, labels, meshes) and
+    that each generator's scene is a valid scene spec (the build itself is the workers';
+    a generator takes no input from the spec but its seed). The first problem is one
+    :class:`ConfigError` naming the spec file and the group's key, e.g.
+    ``groups[1].scanner``."""
+    from ..world.scene import load_scene
+
+    base = spec_path.resolve().parent
+    for i, group in enumerate(spec.groups):
+        key = f"groups[{i}]"
+        try:
+            load_scanner(group.scanner, group.scanner_overrides, base_dir=base, source=spec_path)
+        except ConfigError as exc:
+            if exc.source != str(spec_path):  # the group's own scanner file is bad
+                raise ConfigError(spec_path, f"{key}.scanner", str(exc)) from None
+            where = "scanner" if exc.key in ("", "scanner") else exc.key
+            raise ConfigError(spec_path, f"{key}.{where}", exc.problem) from None
+        try:
+            if group.scene is not None:
+                load_scene(base / str(group.scene))
+            elif group.generator is not None:
+                SceneSpec.model_validate(GENERATORS[group.generator](0))
+        except (ConfigError, SceneError) as exc:
+            raise ConfigError(spec_path, f"{key}.scene", str(exc)) from None
+
+
+def frame_task(task: SequenceTask, frame: int) -> SequenceTask:
+    """The task of one frame of ``task``'s sequence (its own files are then not written;
+    a dispatched frame is never skipped as done)."""
+    return dataclasses.replace(task, frames=(frame,), resume=False)
