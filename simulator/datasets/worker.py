@@ -27,7 +27,7 @@ from ..io.layouts import DatasetLayout, Sample
 from ..io.nuscenes import SamplePose
 from ..labels import count_labels
 from ..transforms import rotation_from_rpy_deg
-from ..world.boxes import headings_from_spec, object_boxes, visibility_from
+from ..world.boxes import headings_from_spec, object_boxes, objects_at_time, visibility_from
 from .tasks import (
     SampleError,
     SequenceResult,
@@ -263,12 +263,18 @@ def write_frame(task: SequenceTask, layout: DatasetLayout, prep: Prepared, f: Fr
         layout.compensates if group.motion_compensated is None else group.motion_compensated
     )
     cloud = sim.frame_cloud(f, "sensor_compensated" if compensated else None)
-    # Each box where its object was scanned, in the points' frame (object_boxes).
-    boxes = object_boxes(prep.scene, f.time_s, (f.rotation, f.position_m), xyz_m=cloud["xyz"],
+    fired_s = f.time_s + cloud["time_s"]
+    pose = (f.rotation, f.position_m)
+    if compensated:  # the objects' own motion too: every point where it is at f.time_s
+        cloud.fields["xyz"] = objects_at_time(prep.scene, cloud["xyz"], cloud["instance"],
+                                              fired_s, f.time_s, pose)  # fmt: skip
+    # Compensated points: every box at the reference time; raw sweeps: each box where its
+    # object was scanned, in the sensor frame then (object_boxes).
+    boxes = object_boxes(prep.scene, f.time_s, pose, xyz_m=cloud["xyz"],
                          point_instance=cloud["instance"], engine=sim.engine,
                          range_max_m=scanner.range_max_m, headings_rad=prep.headings,
                          elevation_window_rad=prep.window,
-                         point_time_s=f.time_s + cloud["time_s"],
+                         point_time_s=None if compensated else fired_s,
                          sensor_pose_at=None if compensated else sim.trajectory.pose_at,
                          )  # fmt: skip
     mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)

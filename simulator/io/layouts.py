@@ -184,14 +184,14 @@ class DatasetLayout:
 
     @property
     def compensates(self) -> bool:
-        """Whether the layout's convention is points compensated for the ego motion (in the
-        sensor frame at the reference time): SemanticKITTI's (the KITTI odometry scans,
-        compensated by KITTI with the GPS/IMU: its odometry devkit's readme), nuScenes'
-        (sweeps stamped when the spin completes), and OpenPCDet's here (it takes clouds as
-        they come). KITTI's object scans come from its raw recordings, which are not
-        compensated (the raw devkit's readme asks the user to "untwist" them), and npz
-        gives raw sweeps."""
-        return self.name in ("openpcdet", "nuscenes", "semantickitti")
+        """Whether the layout's convention is motion-compensated points (in the sensor frame
+        at the reference time, every moving object's points where it stands then):
+        SemanticKITTI's (the KITTI odometry scans, compensated by KITTI with the GPS/IMU:
+        its odometry devkit's readme), nuScenes' (sweeps stamped when the spin completes),
+        OpenPCDet's here (it takes clouds as they come) and this project's npz. KITTI's
+        object scans come from its raw recordings, which are not compensated (the raw
+        devkit's readme asks the user to "untwist" them)."""
+        return self.name != "kitti"
 
     def write_sample(self, sample: Sample) -> list[Path]:
         """Write one sample; return the files written (:meth:`sample_paths`)."""

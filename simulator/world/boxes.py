@@ -41,7 +41,14 @@ from ..transforms import rotation_from_rpy_deg
 from .raycast import RayEngine
 from .scene import Scene, SceneObject
 
-__all__ = ["VISIBILITY_SAMPLES", "Boxes", "headings_from_spec", "object_boxes", "visibility_from"]
+__all__ = [
+    "VISIBILITY_SAMPLES",
+    "Boxes",
+    "headings_from_spec",
+    "object_boxes",
+    "objects_at_time",
+    "visibility_from",
+]
 
 #: Surface samples per object for its visibility: points spread over its front-facing
 #: surface by area (a panel weighs what it covers, not how many triangles it has).
@@ -339,6 +346,59 @@ def object_boxes(
                                        pos_s, engine, range_max_m, elevation_window_rad,
                                        rot_s)  # fmt: skip
     return boxes
+
+
+def objects_at_time(
+    scene: Scene,
+    xyz_m: NDArray,
+    point_instance: NDArray,
+    point_time_s: NDArray,
+    time_s: float,
+    world_from_sensor: tuple[NDArray[np.float64], NDArray[np.float64]],
+) -> NDArray[np.float32]:
+    """Points of moving objects moved to where their objects stand at ``time_s``: the
+    object-motion half of a motion compensation (the ego half is the frame the points are
+    in, ``sensor_compensated``).
+
+    Each moving object's points follow its main part (the moving part with the most
+    vertices, the frame its box is axis-aligned in): a point fired at ``t`` is taken into
+    that part's frame at ``t`` and out of it at ``time_s``. A walker's swinging limbs move
+    with its body, not with their swing (its box holds the swing). Other points are
+    returned as they are.
+
+    Parameters
+    ----------
+    scene : Scene
+    xyz_m : (N, 3) float
+        Points in the sensor frame at ``time_s`` (compensated for the ego motion).
+    point_instance : (N,) int
+        Their instance ids.
+    point_time_s : (N,) float
+        Their firing times (s from the survey start).
+    time_s : float
+        The time to move them to (the frame's reference time).
+    world_from_sensor : ((3, 3), (3,)) float
+        The sensor's pose at ``time_s``.
+
+    Returns
+    -------
+    (N, 3) float32
+    """
+    rot_s, pos_s = (np.asarray(a, dtype=np.float64) for a in world_from_sensor)
+    out = np.asarray(xyz_m, dtype=np.float32).copy()
+    instance = np.asarray(point_instance, dtype=np.int64)
+    for inst, members in sorted(_objects_by_instance(scene).items()):
+        moving = [scene.objects[i] for i in members if scene.objects[i].trajectory is not None]
+        rows = np.flatnonzero(instance == inst)
+        if not moving or len(rows) == 0:
+            continue
+        main = max(moving, key=lambda o: len(o.vertices_m))
+        world = out[rows].astype(np.float64) @ rot_s.T + pos_s
+        rot_t, pos_t = main.trajectory.poses(np.asarray(point_time_s, np.float64)[rows])  # type: ignore[union-attr]
+        local = np.einsum("nji,nj->ni", rot_t, world - pos_t)  # R_t^T (world - p_t)
+        rot_r, pos_r = main.trajectory.pose_at(time_s)  # type: ignore[union-attr]
+        out[rows] = ((local @ rot_r.T + pos_r - pos_s) @ rot_s).astype(np.float32)
+    return out
 
 
 def _scan_times(
