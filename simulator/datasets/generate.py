@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import DatasetSpec, SequenceGroup, load_dataset_spec
-from ..io.atomic import remove_stale_temps
+from ..errors import OutputError
+from ..io.atomic import folder_lock, no_space, remove_stale_temps
 from ..io.layouts import DatasetLayout, write_manifest
 from ..labels import label_name
 from .dispatch import Dispatcher, import_for_workers, run_dask, run_local, start_method
@@ -110,6 +111,28 @@ def run_dataset(
     check_dataset(spec, spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out):  # one run a folder: a second would interleave its files
+        try:
+            return _run(spec, spec_path, out, scheduler, workers, resume, progress)
+        except (OSError, OutputError) as exc:
+            if not no_space(exc):
+                raise
+            raise OutputError(
+                f"{out}: no space left on the device; every sample written is complete and "
+                "nothing half-written is kept: free some space and run again with --resume"
+            ) from None
+
+
+def _run(
+    spec: DatasetSpec,
+    spec_path: Path,
+    out: Path,
+    scheduler: str | None,
+    workers: int | None,
+    resume: bool,
+    progress: Callable[[SequenceResult, int], None] | None,
+) -> dict[str, Any]:
+    """The steps of :func:`run_dataset`, in its folder, held."""
     remove_stale_temps(out)  # a killed run's half-written files
     tasks = sequence_tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     layout = spec_layout(spec, out)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import SceneSpec, SequenceGroup, load_materials, load_scanner, load_scene_spec
 from ..generators import GENERATORS
+from ..io.atomic import no_space
 from ..io.kitti_object import CAMERA_IN_VELO_M
 from ..io.layouts import DatasetLayout, Sample
 from ..io.nuscenes import SamplePose
@@ -242,6 +243,8 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             try:
                 cloud = write_frame(task, layout, prep, prep.frames[k])
             except Exception as exc:
+                if no_space(exc):  # every later sample would fail alike: stop the run
+                    raise
                 detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 result.errors.append(SampleError(task.index, k, task.seed, detail))
                 continue

@@ -18,8 +18,11 @@ from typing import Any
 from ..errors import OutputError
 
 __all__ = [
+    "LOCK_NAME",
     "TEMP_GLOB",
     "atomic_path",
+    "folder_lock",
+    "no_space",
     "remove_stale_temps",
     "temp_name",
     "write_atomic",
@@ -28,6 +31,56 @@ __all__ = [
 
 #: Matches every temporary name :func:`temp_name` makes.
 TEMP_GLOB = ".*.tmp-*"
+#: The file a run holds locked while it writes into a folder (:func:`folder_lock`).
+LOCK_NAME = ".lidar-sim.lock"
+
+
+@contextmanager
+def folder_lock(folder: str | Path, what: str = "dataset run") -> Iterator[None]:
+    """Hold ``folder`` for one writer: an exclusive ``flock`` on ``folder/.lidar-sim.lock``
+    for as long as the block runs, released by the system if the process dies (a killed
+    run leaves nothing that blocks its ``--resume``); the file goes when the block ends.
+
+    Raises
+    ------
+    OutputError
+        Naming the folder, when another process holds it (a second run into the same
+        folder would interleave its files with the first's).
+    """
+    folder = Path(folder)
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX: no lock; the run goes on as before)
+        yield
+        return
+    path = folder / LOCK_NAME
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise OutputError(
+            f"{folder}: another {what} is writing into this folder; wait for it to end, or "
+            "write elsewhere"
+        ) from None
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        handle.close()
+
+
+def no_space(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or the error it was raised from, is the device being full (ENOSPC,
+    or EDQUOT: a quota)."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 8:  # (a writer's OutputError wraps the OSError)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def temp_name(path: Path) -> Path:
