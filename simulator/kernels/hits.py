@@ -8,7 +8,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..chunk import CastChunk
-from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.hits import HitResults, ReturnModel
+from ..steps.tables import SceneTables, Streams
 from .common import (
     COS_HALF_PI_BELOW,
     GAMMA,
