@@ -19,7 +19,7 @@ from ..steps.hits import HitResults, ReturnModel, Streams, reported_intensity
 from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from .common import mix64
-from .grouping import echoes_of_pulse, finish_echo, select_of_pulse
+from .grouping import ECHO_SLOTS, echoes_of_pulse, finish_echo, select_of_pulse
 
 __all__ = [
     "echo_returns",
@@ -32,17 +32,32 @@ __all__ = [
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _form_echoes(  # type: ignore[no-untyped-def]
-    width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
-    separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
-    e_obj, e_dom, e_cos_inc, e_cos_eff,
-):  # fmt: skip
+def _form_echoes(width, weights, hit_of_slot, entries, separation, count, echoes):  # type: ignore[no-untyped-def]
     """Per pulse: sort the surfaces its sub-rays met by range, split at gaps, accumulate
-    each echo.
+    each echo (:func:`simulator.kernels.grouping.echoes_of_pulse`).
 
     Pulse ``p`` has the ``width`` slots ``p * width + j``: ``hit_of_slot`` maps each to a
-    hit (-1: none), which the per-hit inputs are indexed by, and ``weights`` gives each
-    its share of the pulse's energy."""
+    row of ``entries`` (-1: none), and ``weights`` gives each its share of the pulse's
+    energy; its echoes go to the same slots of ``echoes``, ``count[p]`` of them."""
+    # The tuples taken apart once, before the parallel loop (by index: numba's parallel
+    # loops lose writes to arrays unpacked from a tuple with ``a, b = t``).
+    rng = entries[0]
+    relief = entries[1]
+    b = entries[2]
+    spread = entries[3]
+    obj = entries[4]
+    cos_inc = entries[5]
+    cos_eff = entries[6]
+    e_energy = echoes[0]
+    e_norm = echoes[1]
+    e_range = echoes[2]
+    e_relief = echoes[3]
+    e_spread_plane = echoes[4]
+    e_between = echoes[5]
+    e_obj = echoes[6]
+    e_dom = echoes[7]
+    e_cos_inc = echoes[8]
+    e_cos_eff = echoes[9]
     pulses = hit_of_slot.shape[0] // width
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
@@ -54,24 +69,21 @@ def _form_echoes(  # type: ignore[no-untyped-def]
         obj_wr = np.zeros(width)
         keys = np.zeros(width)  # the ranges of the sorted slots
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            echoes_of_pulse(
-                p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc,
-                cos_eff, separation, count, e_energy, e_norm, e_range, e_relief,
-                e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit,
-                objs, obj_e, obj_w, obj_wr, keys,
+            count[p] = echoes_of_pulse(
+                p * width, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc,
+                cos_eff, separation, e_energy, e_norm, e_range, e_relief, e_spread_plane,
+                e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w,
+                obj_wr, keys,
             )  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _select_echoes(  # type: ignore[no-untyped-def]
-    width, count, energy, range_true, relief, spread_plane, between, pulse_id,
-    noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
-    max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
-):  # fmt: skip
+def _select_echoes(width, count, echoes, pulse_id, noise_seed, model, selection):  # type: ignore[no-untyped-def]
     """Per pulse: measure its echoes (range jitter by pulse and echo rank,
     quantisation, detection, as :func:`simulator.steps.echoes.echo_returns`) and pick
     the reported ones (as :func:`simulator.steps.returns.select_returns`), in range order
-    into slots ``p * R ...`` of the (P, R) outputs (slot -1: none)."""
+    into row ``p`` of ``selection`` (slot -1: none); pulse ``p``'s echoes are in slots
+    ``p * width ...`` of ``echoes``."""
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
@@ -80,27 +92,34 @@ def _select_echoes(  # type: ignore[no-untyped-def]
         detected = np.empty(width, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             select_of_pulse(
-                p, count[p], p * width, energy, range_true, relief, spread_plane, between,
-                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
-                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
-                out_range, out_spread, out_peak, scratch, order, detected,
+                p, count[p], p * width, echoes, mix64(noise_seed + pulse_id[p]), model,
+                selection, scratch, order, detected,
             )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
 def _layer_slots(  # type: ignore[no-untyped-def]
-    layer, pulses, samples, idx, rays, weights, two_way, range_m, object_index, relief, b,
-    spread, cos_inc, cos_eff, used, hit_of_slot, weight, o_range, o_relief, o_b, o_spread,
-    o_obj, o_cos_inc, o_cos_eff,
+    layer, pulses, samples, idx, rays, weights, two_way, range_m, object_index, per_hit, used,
+    hit_of_slot, weight, entries,
 ):  # fmt: skip
     """Layer ``layer`` of the slots of the pulses ``pulses`` (increasing): each sub-ray's
     share of the energy (its beam weight times the two-way transmittance in front, when
-    ``two_way`` is not empty) and its hit there, if any and lit: the hit's per-hit inputs
-    are appended to the ``o_*`` arrays from ``used`` on. Returns the new ``used``.
+    ``two_way`` is not empty) and its hit there, if any and lit: the hit is appended to
+    ``entries`` (:mod:`simulator.kernels.grouping`) from row ``used`` on. Returns the new
+    ``used``.
 
     Hit ``j`` is of the layer's row ``idx[j]`` (increasing), which is the cast ray
     ``rays[idx[j]]`` (``rays`` empty: the ray ``idx[j]``); ``range_m``,
-    ``object_index`` and ``two_way`` are by row, the other inputs by hit."""
+    ``object_index`` and ``two_way`` are by row, ``per_hit`` (relief, backscatter, spread,
+    cos incidence, cos effective) by hit."""
+    relief, b, spread, cos_inc, cos_eff = per_hit
+    o_range = entries[0]
+    o_relief = entries[1]
+    o_b = entries[2]
+    o_spread = entries[3]
+    o_obj = entries[4]
+    o_cos_inc = entries[5]
+    o_cos_eff = entries[6]
     j = 0
     hits = idx.shape[0]
     by_row = rays.shape[0] > 0
@@ -195,36 +214,43 @@ def echo_slots(
             for v in (results.relief_m, results.backscatter, results.spread_m,
                       results.cos_incidence, results.cos_effective)
         )  # fmt: skip
+        entries = (range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff)
     else:
         capacity = hit_of_slot.size
-        per_hit = [np.empty(capacity) for _ in range(4)] + [np.empty(capacity, np.int64)]
-        per_hit += [np.empty(capacity) for _ in range(2)]
-        range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff = per_hit
+        entries = tuple(
+            np.empty(capacity, np.int64 if k == 4 else np.float64) for k in range(7)
+        )  # (range, relief, backscatter, spread, object, cos incidence, cos effective)
         used = 0
         for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
+            per_hit = (res.relief_m, res.backscatter, res.spread_m, res.cos_incidence,
+                       res.cos_effective)  # fmt: skip
             used = _layer_slots(
                 layer, pulses, samples, res.idx, np.ascontiguousarray(rays, np.int64),
                 weights, np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
-                layer_hits.object_index, res.relief_m, res.backscatter, res.spread_m,
-                res.cos_incidence, res.cos_effective, used, hit_of_slot, weight, *per_hit,
+                layer_hits.object_index, per_hit, used, hit_of_slot, weight, entries,
             )  # fmt: skip
-    pulse_count = len(pulses)
-    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
     # Only slots below a pulse's count are written and read: no need to zero the rest.
-    total = pulse_count * width
-    out: dict[str, Any] = {
-        k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")
-    }
-    out["object"] = np.empty(total, dtype=np.int64)
-    out["count"] = np.zeros(pulse_count, dtype=np.int64)
-    _form_echoes(
-        width, weight.ravel(), hit_of_slot.ravel(), range_m, relief_m, backscatter, spread_m,
-        object_index, cos_inc, cos_eff, separation_m,
-        out["count"], *(out[k] for k in names), out["object"], out["dominant"],
-        out["cos_incidence"], out["cos_effective"],
-    )  # fmt: skip
+    out = _slots(len(pulses) * width, len(pulses))
+    _form_echoes(width, weight.ravel(), hit_of_slot.ravel(), entries, separation_m,
+                 out["count"], _echoes_of(out))  # fmt: skip
     out["width"] = width
     return out
+
+
+def _slots(total: int, pulses: int) -> dict[str, Any]:
+    """A slot dict of ``total`` slots (unset) of ``pulses`` pulses: an array a name of
+    :data:`simulator.kernels.grouping.ECHO_SLOTS` (float64, the object int64), and the
+    (pulses,) ``count``, zero."""
+    out: dict[str, Any] = {
+        k: np.empty(total, np.int64 if k == "object" else np.float64) for k in ECHO_SLOTS
+    }
+    out["count"] = np.zeros(pulses, dtype=np.int64)
+    return out
+
+
+def _echoes_of(slots: dict[str, Any]) -> tuple[NDArray[Any], ...]:
+    """The ``echoes`` tuple of a slot dict (:mod:`simulator.kernels.grouping`)."""
+    return tuple(slots[k] for k in ECHO_SLOTS)
 
 
 def _echoes_in_slots(
@@ -327,25 +353,39 @@ def echo_returns(
     width = model.returns_per_pulse
     selection = _selection(count, width)
     _select_echoes(
-        slots["width"], slots["count"], slots["energy"], slots["range"], slots["relief"],
-        slots["spread_plane"], slots["between"], np.ascontiguousarray(pulse_id, np.uint64),
-        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, *selection,
+        slots["width"], slots["count"], _echoes_of(slots),
+        np.ascontiguousarray(pulse_id, np.uint64), np.uint64(streams.sensor_noise),
+        model.kernel_args(), selection,
     )  # fmt: skip
     return _selected_returns(slots, selection, pulse_id, model)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _form_entries(  # type: ignore[no-untyped-def]
-    starts, weight, rng, relief, b, spread, obj, cos_inc, cos_eff, separation, count,
-    e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
-    e_cos_inc, e_cos_eff,
-):  # fmt: skip
-    """:func:`simulator.steps.echoes.form_echoes` per pulse over entries sorted by pulse
-    (pulse ``p``'s are ``starts[p]`` to ``starts[p + 1]``, in the specification's order):
-    sorted by range (stable), split at gaps, each echo accumulated in the order the
-    specification sums; echo ``k`` of pulse ``p`` goes to slot ``starts[p] + k``."""
+def _form_entries(starts, weight, entries, separation, count, echoes):  # type: ignore[no-untyped-def]
+    """:func:`simulator.steps.echoes.form_echoes` per pulse over ``entries`` sorted by pulse
+    (pulse ``p``'s are ``starts[p]`` to ``starts[p + 1]``, in the specification's order),
+    of energy shares ``weight``: sorted by range (stable), split at gaps, each echo
+    accumulated in the order the specification sums; echo ``k`` of pulse ``p`` goes to
+    slot ``starts[p] + k`` of ``echoes``."""
+    # The tuples taken apart once, before the parallel loop (by index: numba's parallel
+    # loops lose writes to arrays unpacked from a tuple with ``a, b = t``).
+    rng = entries[0]
+    relief = entries[1]
+    b = entries[2]
+    spread = entries[3]
+    obj = entries[4]
+    cos_inc = entries[5]
+    cos_eff = entries[6]
+    e_energy = echoes[0]
+    e_norm = echoes[1]
+    e_range = echoes[2]
+    e_relief = echoes[3]
+    e_spread_plane = echoes[4]
+    e_between = echoes[5]
+    e_obj = echoes[6]
+    e_dom = echoes[7]
+    e_cos_inc = echoes[8]
+    e_cos_eff = echoes[9]
     pulses = starts.shape[0] - 1
     blocks = min(pulses, 256)
     widest = 0
@@ -393,11 +433,7 @@ def _form_entries(  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _select_entries(  # type: ignore[no-untyped-def]
-    starts, count, widest, energy, range_true, relief, spread_plane, between, pulse_id,
-    noise_seed, noise_m, resolution, pulse_m, threshold, ext, rmin, rmax, mode,
-    max_returns, out_slot, out_number, out_total, out_range, out_spread, out_peak,
-):  # fmt: skip
+def _select_entries(starts, count, widest, echoes, pulse_id, noise_seed, model, selection):  # type: ignore[no-untyped-def]
     """:func:`_select_echoes` of echoes in the slots of :func:`_form_entries` (pulse
     ``p``'s from ``starts[p]`` on)."""
     pulses = count.shape[0]
@@ -408,10 +444,8 @@ def _select_entries(  # type: ignore[no-untyped-def]
         detected = np.empty(widest, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             select_of_pulse(
-                p, count[p], starts[p], energy, range_true, relief, spread_plane, between,
-                mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
-                ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
-                out_range, out_spread, out_peak, scratch, order, detected,
+                p, count[p], starts[p], echoes, mix64(noise_seed + pulse_id[p]), model,
+                selection, scratch, order, detected,
             )  # fmt: skip
 
 
@@ -441,21 +475,14 @@ def entry_slots(
     def sorted_(values: NDArray[Any], dtype: Any) -> NDArray[Any]:
         return np.ascontiguousarray(values[by_pulse], dtype=dtype)
 
-    columns = [sorted_(v, np.float64) for v in (weight, range_m, relief_m, backscatter, spread_m)]
-    obj = sorted_(object_index, np.int64)
-    cos_inc, cos_eff = sorted_(cos_incidence, np.float64), sorted_(cos_effective, np.float64)
-    total = len(pulse)
-    names = ("energy", "norm", "range", "relief", "spread_plane", "between")
-    out: dict[str, Any] = {
-        k: np.empty(total) for k in (*names, "dominant", "cos_incidence", "cos_effective")
-    }
-    out["object"] = np.empty(total, dtype=np.int64)
-    out["count"] = np.zeros(pulses, dtype=np.int64)
-    _form_entries(
-        starts, *columns, obj, cos_inc, cos_eff, float(separation_m), out["count"],
-        *(out[k] for k in names), out["object"], out["dominant"], out["cos_incidence"],
-        out["cos_effective"],
+    entries = tuple(
+        sorted_(v, np.int64 if k == 4 else np.float64)
+        for k, v in enumerate((range_m, relief_m, backscatter, spread_m, object_index,
+                               cos_incidence, cos_effective))
     )  # fmt: skip
+    out = _slots(len(pulse), pulses)
+    _form_entries(starts, sorted_(weight, np.float64), entries, float(separation_m),
+                  out["count"], _echoes_of(out))  # fmt: skip
     out["starts"] = starts
     out["widest"] = int(per_pulse.max()) if pulses else 0
     return out
@@ -513,10 +540,7 @@ def surface_returns(
     width = model.returns_per_pulse
     selection = _selection(count, width)
     _select_entries(
-        slots["starts"], slots["count"], max(slots["widest"], 1), slots["energy"],
-        slots["range"], slots["relief"], slots["spread_plane"], slots["between"], pulse_id,
-        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, *selection,
+        slots["starts"], slots["count"], max(slots["widest"], 1), _echoes_of(slots), pulse_id,
+        np.uint64(streams.sensor_noise), model.kernel_args(), selection,
     )  # fmt: skip
     return _selected_returns(slots, selection, pulse_id, model)

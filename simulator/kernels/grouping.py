@@ -1,7 +1,24 @@
 """Inline numba helpers the returns kernels share: echoes accumulated from the surfaces (and
 particles) of a pulse, measured, detected and chosen by the return mode, a pulse at a time
 (the specification: :mod:`simulator.steps.echoes`,
-:func:`simulator.steps.returns.select_returns`)."""
+:func:`simulator.steps.returns.select_returns`).
+
+The kernels hand them their arrays in tuples, always in these orders:
+
+* ``entries``, what echoes are made of, one row an entry (a surface a sub-ray met, a
+  particle): ``(range_m, relief_m, backscatter, spread_m, object_index, cos_incidence,
+  cos_effective)``, float64 but the int64 object;
+* ``echoes``, the echoes, one row a slot: ``(energy, norm, range_true_m, relief_m,
+  spread_plane_m, between_var, object_index, dominant_energy, cos_incidence,
+  cos_effective)`` (:data:`ECHO_SLOTS`), float64 but the int64 object;
+* ``sums``, scratch of one echo's objects: ``(object, energy, weight, weight x range)``;
+* ``selection``, the reported returns, (P, R) each: ``(slot, return_number,
+  num_returns, range_m, spread_m, peak_factor)``, slot -1 where none;
+* ``model``: :meth:`simulator.steps.hits.ReturnModel.kernel_args` (a flat tuple: sliced
+  by position);
+* ``out``, the returns of a chunk, one row a return: the fields :data:`RETURN_FIELDS` of
+  :class:`~simulator.steps.returns.Returns` (:func:`returns_out`).
+"""
 
 from __future__ import annotations
 
@@ -12,26 +29,109 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from ..steps.returns import DIAGNOSTIC_FIELDS
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
+from .common import reported_intensity as intensity_of
 
 __all__ = [
+    "ECHO_SLOTS",
+    "RETURN_FIELDS",
     "echoes_of_pulse",
     "finish_echo",
     "insert_by_range",
     "joined",
     "report_echoes",
+    "returns_out",
     "select_of_pulse",
+    "write_returns",
 ]
+
+#: The names of the ``echoes`` tuple's arrays (the module docstring), as the slot dicts of
+#: :func:`simulator.kernels.echoes.echo_slots` key them.
+ECHO_SLOTS = ("energy", "norm", "range", "relief", "spread_plane", "between", "object",
+              "dominant", "cos_incidence", "cos_effective")  # fmt: skip
+
+#: The fields of the ``out`` tuple: :class:`~simulator.steps.returns.Returns`' in this order.
+RETURN_FIELDS = ("pulse", "return_number", "num_returns", "range_m", "intensity", "object_index",
+                 *DIAGNOSTIC_FIELDS)  # fmt: skip
+
+
+def returns_out(size: int, object_dtype: Any, diagnostics: bool = True) -> tuple[NDArray, ...]:
+    """An ``out`` tuple of ``size`` returns (unset), the object index of ``object_dtype``;
+    the diagnostic fields empty unless ``diagnostics``."""
+    diag = size if diagnostics else 0
+    return (np.empty(size, np.int64), np.empty(size, np.uint8), np.empty(size, np.uint8),
+            np.empty(size), np.empty(size), np.empty(size, object_dtype),
+            *(np.empty(diag) for _ in DIAGNOSTIC_FIELDS))  # fmt: skip
+
+
+@njit(inline="always", cache=True)
+def write_returns(p, pid, at, n_out, echoes, selection, model, diagnostics, out):  # type: ignore[no-untyped-def]
+    """The ``n_out`` returns chosen in row 0 of ``selection`` among the ``echoes`` of pulse
+    ``p`` (global id ``pid``), written to ``out`` from row ``at`` on, their intensity as
+    the sensor reports it (the diagnostic fields only if ``diagnostics``)."""
+    e_energy = echoes[0]
+    e_range = echoes[2]
+    e_obj = echoes[6]
+    e_dom = echoes[7]
+    e_ci = echoes[8]
+    e_ce = echoes[9]
+    out_slot = selection[0]
+    out_number = selection[1]
+    out_total = selection[2]
+    out_range = selection[3]
+    out_spread = selection[4]
+    out_peak = selection[5]
+    iscale = model[9]
+    imax = model[10]
+    istep = model[11]
+    response = model[12:17]
+    o_pulse = out[0]
+    o_number = out[1]
+    o_total = out[2]
+    o_range = out[3]
+    o_intensity = out[4]
+    o_obj = out[5]
+    o_range_true = out[6]
+    o_cos_inc = out[7]
+    o_cos_eff = out[8]
+    o_spread = out[9]
+    o_peak = out[10]
+    o_fraction = out[11]
+    for t in range(n_out):
+        k = out_slot[0, t]
+        energy = e_energy[k]
+        o_pulse[at + t] = p
+        o_number[at + t] = out_number[0, t]
+        o_total[at + t] = out_total[0, t]
+        o_range[at + t] = out_range[0, t]
+        o_intensity[at + t] = intensity_of(
+            energy, out_range[0, t], np.int64(pid), iscale, imax, istep, response
+        )
+        o_obj[at + t] = e_obj[k]
+        if diagnostics:
+            o_range_true[at + t] = e_range[k]
+            o_cos_inc[at + t] = e_ci[k]
+            o_cos_eff[at + t] = e_ce[k]
+            o_spread[at + t] = out_spread[0, t]
+            o_peak[at + t] = out_peak[0, t]
+            o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
 
 
 @njit(inline="always", cache=True)
 def echoes_of_pulse(  # type: ignore[no-untyped-def]
-    p, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
-    separation, count, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between,
-    e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr, keys,
+    base, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
+    separation, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj,
+    e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr, keys,
 ):  # fmt: skip
-    """One pulse of :func:`_form_echoes` (``order`` to ``keys`` are scratch)."""
-    base = p * width
+    """The echoes of the pulse whose ``width`` slots start at ``base``: ``hit_of_slot``
+    maps each slot to an entry (-1: none; ``rng`` to ``cos_eff``, the ``entries``), and
+    ``weights`` gives each slot its share of the pulse's energy. The entries sorted by
+    range, split at gaps of more than ``separation``, each echo accumulated
+    (:func:`finish_echo`) into slot ``base + e`` of the ``e_*`` arrays (the ``echoes``).
+    Returns how many (``order`` to ``keys`` are scratch).
+
+    The arrays one by one, not in tuples, as :func:`finish_echo`'s: called once a pulse."""
     n = 0
     for k in range(width):  # insertion sort of the slots that hit, by range (stable)
         h = hit_of_slot[base + k]
@@ -64,7 +164,7 @@ def echoes_of_pulse(  # type: ignore[no-untyped-def]
             echo += 1
             start = q
         prev = r
-    count[p] = echo + 1
+    return echo + 1
 
 
 @njit(inline="always", cache=True)
@@ -75,7 +175,12 @@ def finish_echo(  # type: ignore[no-untyped-def]
 ):  # fmt: skip
     """Accumulate one echo into ``slot``: the entries ``entry[start:stop]`` (indices of the
     per-entry inputs), entry ``t`` weighing ``weights[weight_base + weight_at[t]]``, summed
-    in the order the specification sums them (``objs`` to ``obj_wr`` are scratch)."""
+    in the order the specification sums them (``objs`` to ``obj_wr`` are scratch).
+
+    Its arrays one by one (``entries``, ``sums``, ``echoes``), not in tuples: called once
+    an echo, and an array taken out of a tuple costs numba a reference count (an atomic
+    add and a release) each call, a third more time in the formation of layered
+    footprints' echoes (measured)."""
     energy = 0.0
     for t in range(start, stop):
         energy += weights[weight_base + weight_at[t]] * b[entry[t]]
@@ -146,8 +251,7 @@ def insert_by_range(order, m, rm, k):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def report_echoes(  # type: ignore[no-untyped-def]
-    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
-    out_slot, out_number, out_total, out_range, out_spread, out_peak,
+    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
 ):  # fmt: skip
     """The reported returns of pulse ``p`` (the return mode's choice, as
     :func:`simulator.steps.returns.select_returns`) among its ``n`` echoes, ``m`` of them
@@ -156,6 +260,12 @@ def report_echoes(  # type: ignore[no-untyped-def]
     ``k``: numbered in range order. The strongest and second strongest are taken in echo
     order on ties (a stable sort). ``detected`` is (n or more,) bool scratch. Returns how
     many."""
+    out_slot = selection[0]
+    out_number = selection[1]
+    out_total = selection[2]
+    out_range = selection[3]
+    out_spread = selection[4]
+    out_peak = selection[5]
     for k in range(n):
         detected[k] = False
     for t in range(m):
@@ -196,14 +306,26 @@ def report_echoes(  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def select_of_pulse(  # type: ignore[no-untyped-def]
-    p, n, base, energy, range_true, relief, spread_plane, between, key0, noise_m,
-    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
-    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
+    p, n, base, echoes, key0, model, selection, scratch, order, detected
 ):  # fmt: skip
-    """One pulse of :func:`_select_echoes`: its ``n`` echoes are in slots ``base ...``,
-    ``key0`` is the hash key of its first echo's jitter, and its returns go to row ``p``
-    of the outputs (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are
-    scratch). Returns how many."""
+    """Pulse ``p``'s returns among its ``n`` echoes, in slots ``base ...`` of ``echoes``:
+    measured (``key0`` is the hash key of its first echo's jitter), detected, and chosen
+    by the return mode into row ``p`` of ``selection`` (``scratch``, (4, n or more)
+    float64, ``order`` and ``detected`` are scratch). Returns how many."""
+    energy = echoes[0]
+    range_true = echoes[2]
+    relief = echoes[3]
+    spread_plane = echoes[4]
+    between = echoes[5]
+    pulse_m = model[2]
+    threshold = model[3]
+    ext = model[4]
+    rmin = model[5]
+    rmax = model[6]
+    resolution = model[7]
+    noise_m = model[8]
+    mode = model[18]
+    max_returns = model[19]
     rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
     m = 0
     for k in range(n):
@@ -219,8 +341,7 @@ def select_of_pulse(  # type: ignore[no-untyped-def]
     if m == 0:
         return 0
     return report_echoes(
-        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
-        out_slot, out_number, out_total, out_range, out_spread, out_peak,
+        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
     )  # fmt: skip
 
 

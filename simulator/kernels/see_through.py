@@ -16,8 +16,14 @@ from ..steps.hits import HitResults, ReturnModel, Streams
 from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
 from ..steps.transmittance import Behind
 from .common import mix64
-from .common import reported_intensity as intensity_of
-from .grouping import echoes_of_pulse, joined, select_of_pulse
+from .grouping import (
+    RETURN_FIELDS,
+    echoes_of_pulse,
+    joined,
+    returns_out,
+    select_of_pulse,
+    write_returns,
+)
 
 __all__ = ["see_through_returns"]
 
@@ -41,11 +47,7 @@ def see_through_returns(
     size = pulse_count * width
     blocks = max(1, min(pulse_count, 256))
     block_count = np.zeros(blocks, dtype=np.int64)
-    o_pulse = np.empty(size, dtype=np.int64)
-    o_number, o_total = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
-    o_range, o_intensity = np.empty(size), np.empty(size)
-    o_obj = np.empty(size, dtype=np.int32)
-    diag = [np.empty(size if diagnostics else 0) for _ in range(6)]
+    out = returns_out(size, np.int32, diagnostics)
     row_start = np.zeros(len(behind) + 1, dtype=np.int64)
     row_start[1:] = np.cumsum([len(b.rays) for b in behind])
     hit_start = np.cumsum([0] + [len(b.results.idx) for b in behind])
@@ -54,23 +56,20 @@ def see_through_returns(
     for k, b in enumerate(behind):
         l_hit[row_start[k] + b.results.idx] = hit_start[k] + np.arange(len(b.results.idx))
     res = [b.results for b in behind]
-    _see_through_returns(
-        results.idx, results.keep, results.range_m, results.intensity, results.relief_m,
-        results.backscatter, results.spread_m, results.peak_factor, results.cos_incidence,
-        results.cos_effective, hits.range_m, hits.object_index, row_start,
-        joined([b.rays for b in behind], np.int64),
+    first = (results.idx, results.keep, results.range_m, results.intensity, results.relief_m,
+             results.backscatter, results.spread_m, results.peak_factor, results.cos_incidence,
+             results.cos_effective, hits.range_m, hits.object_index)  # fmt: skip
+    layers = (
+        row_start, joined([b.rays for b in behind], np.int64),
         joined([b.two_way for b in behind], np.float64),
         joined([b.hits.range_m for b in behind], np.float32),
         joined([b.hits.object_index for b in behind], np.int32), l_hit,
         *(joined([getattr(r, name) for r in res], np.float64)
           for name in ("relief_m", "backscatter", "spread_m", "cos_incidence", "cos_effective")),
-        float(beam.weights[0]), model.separation_m, np.ascontiguousarray(pulse_id, np.uint64),
-        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, model.intensity_scale,
-        model.intensity_max, model.intensity_step, model.response_args, diagnostics,
-        block_count, o_pulse, o_number,
-        o_total, o_range, o_intensity, o_obj, *diag,
+    )  # fmt: skip
+    _see_through_returns(
+        first, layers, float(beam.weights[0]), np.ascontiguousarray(pulse_id, np.uint64),
+        np.uint64(streams.sensor_noise), model.kernel_args(), diagnostics, block_count, out,
     )  # fmt: skip
     # Each block's returns, moved together into one table.
     src = np.arange(blocks, dtype=np.int64) * pulse_count // blocks * width
@@ -81,68 +80,90 @@ def see_through_returns(
         _move_blocks(values, src, block_count, dst, out)
         return out
 
-    out = Returns(
-        pulse=packed(o_pulse),
-        range_m=packed(o_range),
-        intensity=packed(o_intensity),
-        object_index=packed(o_obj),
-        return_number=packed(o_number),
-        num_returns=packed(o_total),
-    )
-    if diagnostics:
-        for name, values in zip(DIAGNOSTIC_FIELDS, diag, strict=True):
-            setattr(out, name, packed(values))
-    return out
+    return Returns(**{
+        name: packed(values)
+        for name, values in zip(RETURN_FIELDS, out, strict=True)
+        if diagnostics or name not in DIAGNOSTIC_FIELDS
+    })  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)
 def _see_through_returns(  # type: ignore[no-untyped-def]
-    idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true,
-    obj, row_start, l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b, l_spread,
-    l_cos_inc, l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m, resolution,
-    pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, response,
-    diagnostics, block_count, o_pulse, o_number, o_total, o_range, o_intensity, o_obj, o_range_true,
-    o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+    first, layers, weight, pulse_id, noise_seed, model, diagnostics, block_count, out
 ):  # fmt: skip
     """Per pulse of a chunk cast one ray a pulse: the echoes of every surface its ray met
-    when it passed a see-through one (formed as :func:`_form_echoes`, selected as
-    :func:`_select_echoes`), else its one hit if detected. Block ``b`` of the pulses
-    writes its ``block_count[b]`` returns to the (P * R,) outputs from ``p0 * R`` on, its
-    first pulse ``p0``, in pulse and range order.
+    when it passed a see-through one (formed and selected as
+    :func:`simulator.kernels.echoes.echo_returns` does), else its one hit if detected.
+    Block ``b`` of the pulses writes its ``block_count[b]`` returns to the (P * R,)
+    arrays of ``out`` (:data:`simulator.kernels.grouping.RETURN_FIELDS`) from ``p0 * R``
+    on, its first pulse ``p0``, in pulse and range order.
 
-    Hit ``j`` of the first surfaces is of ray ``idx[j]`` (increasing); ``range_true`` and
-    ``obj`` are by ray. Layer ``l`` behind has the rows ``row_start[l]`` to
-    ``row_start[l + 1]`` of the ``l_*`` by-row arrays (its rays increasing), and
-    ``l_hit`` the hit of each row among the ``l_*`` by-hit arrays (-1: none).
+    ``first``, the first surfaces: ``(idx, keep, range_m, intensity, relief_m,
+    backscatter, spread_m, peak_factor, cos_incidence, cos_effective)`` of the per-hit
+    model (hit ``j`` is of ray ``idx[j]``, increasing) and the rays' ``(range_m,
+    object_index)``. ``layers``, the layers behind: ``(row_start, rays, two_way, range_m,
+    object_index, hit, relief_m, backscatter, spread_m, cos_incidence, cos_effective)``;
+    layer ``l`` has the rows ``row_start[l]`` to ``row_start[l + 1]`` of the by-row arrays
+    (its rays increasing), and ``hit`` the hit of each row among the by-hit arrays (-1:
+    none). ``weight`` is the ray's share of its pulse (1), ``model``
+    :meth:`simulator.steps.hits.ReturnModel.kernel_args`.
 
     The loop body is one call of :func:`_see_through_block`, a plain function the per-pulse
     helpers are inlined into: inlined into this parallel loop instead, numba's parfor passes
     over their code made this kernel take 16 s to compile, not 9 s (docs/performance.md)."""
-    pulses = range_true.shape[0]
+    pulses = first[10].shape[0]
     blocks = block_count.shape[0]
     for block in prange(blocks):
         block_count[block] = _see_through_block(
-            block * pulses // blocks, (block + 1) * pulses // blocks, idx, keep, range_meas,
-            intensity, relief, b, spread, peak, cos_inc, cos_eff, range_true, obj, row_start,
-            l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b, l_spread, l_cos_inc,
-            l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m, resolution, pulse_m,
-            threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep, response,
-            diagnostics, o_pulse, o_number, o_total, o_range, o_intensity, o_obj,
-            o_range_true, o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+            block * pulses // blocks, (block + 1) * pulses // blocks, first, layers, weight,
+            pulse_id, noise_seed, model, diagnostics, out,
         )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
 def _see_through_block(  # type: ignore[no-untyped-def]
-    p0, p1, idx, keep, range_meas, intensity, relief, b, spread, peak, cos_inc, cos_eff,
-    range_true, obj, row_start, l_rays, l_two_way, l_range, l_obj, l_hit, l_relief, l_b,
-    l_spread, l_cos_inc, l_cos_eff, weight, separation, pulse_id, noise_seed, noise_m,
-    resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, iscale, imax, istep,
-    response, diagnostics, o_pulse, o_number, o_total, o_range, o_intensity, o_obj,
-    o_range_true, o_cos_inc, o_cos_eff, o_spread, o_peak, o_fraction,
+    p0, p1, first, behind, weight, pulse_id, noise_seed, model, diagnostics, out
 ):  # fmt: skip
-    """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block): writes
-    their returns from ``p0 * max_returns`` on and returns how many."""
+    """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block, its
+    ``layers`` here ``behind``): writes their returns from ``p0 * max_returns`` on and
+    returns how many."""
+    idx = first[0]
+    keep = first[1]
+    range_meas = first[2]
+    intensity = first[3]
+    relief = first[4]
+    b = first[5]
+    spread = first[6]
+    peak = first[7]
+    cos_inc = first[8]
+    cos_eff = first[9]
+    range_true = first[10]
+    obj = first[11]
+    row_start = behind[0]
+    l_rays = behind[1]
+    l_two_way = behind[2]
+    l_range = behind[3]
+    l_obj = behind[4]
+    l_hit = behind[5]
+    l_relief = behind[6]
+    l_b = behind[7]
+    l_spread = behind[8]
+    l_cos_inc = behind[9]
+    l_cos_eff = behind[10]
+    separation = model[17]
+    max_returns = model[19]
+    o_pulse = out[0]
+    o_number = out[1]
+    o_total = out[2]
+    o_range = out[3]
+    o_intensity = out[4]
+    o_obj = out[5]
+    o_range_true = out[6]
+    o_cos_inc = out[7]
+    o_cos_eff = out[8]
+    o_spread = out[9]
+    o_peak = out[10]
+    o_fraction = out[11]
     layers = row_start.shape[0] - 1
     width = layers + 1
     hits = idx.shape[0]
@@ -158,14 +179,15 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     scratch = np.empty((4, width))
     s_order = np.empty(width, dtype=np.int64)
     detected = np.empty(width, dtype=np.bool_)
-    out_slot = np.empty((1, max_returns), dtype=np.int64)
-    out_number = np.empty((1, max_returns), dtype=np.uint8)
-    out_total = np.empty((1, max_returns), dtype=np.uint8)
-    out_range, out_spread, out_peak = (
+    selection = (
+        np.empty((1, max_returns), dtype=np.int64),
+        np.empty((1, max_returns), dtype=np.uint8),
+        np.empty((1, max_returns), dtype=np.uint8),
         np.empty((1, max_returns)),
         np.empty((1, max_returns)),
         np.empty((1, max_returns)),
     )
+    echoes = (e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom, e_ci, e_ce)
     # merge walks over the first surfaces' hits and the first layer's rays
     at = p0 * max_returns  # the block's returns from here, to be moved together
     j = np.searchsorted(idx, p0)
@@ -221,35 +243,16 @@ def _see_through_block(  # type: ignore[no-untyped-def]
                     s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
                     used += 1
             w_slot[layer + 1] = w
-        echoes_of_pulse(
+        count[0] = echoes_of_pulse(
             0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
-            separation, count, e_energy, e_norm, e_range, e_relief, e_sp, e_between,
-            e_obj, e_dom, e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
+            separation, e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom,
+            e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
         )  # fmt: skip
         n_out = select_of_pulse(
-            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
-            mix64(noise_seed + pulse_id[p]), noise_m, resolution, pulse_m, threshold,
-            ext, rmin, rmax, mode, max_returns, out_slot, out_number, out_total,
-            out_range, out_spread, out_peak, scratch, s_order, detected,
+            0, count[0], 0, echoes, mix64(noise_seed + pulse_id[p]), model, selection,
+            scratch, s_order, detected,
         )  # fmt: skip
-        for t in range(n_out):
-            k = out_slot[0, t]
-            energy = e_energy[k]
-            o_pulse[at + t] = p
-            o_number[at + t] = out_number[0, t]
-            o_total[at + t] = out_total[0, t]
-            o_range[at + t] = out_range[0, t]
-            o_intensity[at + t] = intensity_of(
-                energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
-            )
-            o_obj[at + t] = e_obj[k]
-            if diagnostics:
-                o_range_true[at + t] = e_range[k]
-                o_cos_inc[at + t] = e_ci[k]
-                o_cos_eff[at + t] = e_ce[k]
-                o_spread[at + t] = out_spread[0, t]
-                o_peak[at + t] = out_peak[0, t]
-                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+        write_returns(p, pulse_id[p], at, n_out, echoes, selection, model, diagnostics, out)
         at += n_out
     return at - p0 * max_returns
 

@@ -16,13 +16,20 @@ from ..chunk import Hits
 from ..steps.echoes import of_pulses
 from ..steps.hits import HitResults, ReturnModel, Streams
 from ..steps.particles import Particles
-from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
+from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from ..steps.weather import Medium, medium_entries
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
-from .common import reported_intensity as intensity_of
 from .echoes import surface_returns
-from .grouping import finish_echo, insert_by_range, joined, report_echoes
+from .grouping import (
+    RETURN_FIELDS,
+    finish_echo,
+    insert_by_range,
+    joined,
+    report_echoes,
+    returns_out,
+    write_returns,
+)
 from .overlap import partial_overlap
 from .particles import draw_particles, lit_particles, particle_light
 from .soft_targets import peak_echo_energies
@@ -150,27 +157,22 @@ def _one_layer_returns(
     size = n_pulses * width
     blocks = max(1, min(n_pulses, 256))
     block_count = np.zeros(blocks, dtype=np.int64)
-    o_pulse = np.empty(size, dtype=np.int64)
-    o_number, o_total = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
-    o_range, o_intensity = np.empty(size), np.empty(size)
-    o_obj = np.empty(size, dtype=np.int64)
-    diag = [np.empty(size) for _ in range(6)]
-    _medium_pulses(
-        samples, beam.weights.astype(np.float64), hit_of_ray, ray_range,
-        results.relief_m, results.backscatter, results.spread_m, ray_obj, results.cos_incidence,
-        results.cos_effective, share_of_sub, starts,
-        np.array([p.efficiency for p in pops], dtype=np.float64),
+    out = returns_out(size, np.int64)
+    surfaces = (hit_of_ray, ray_range, results.relief_m, results.backscatter, results.spread_m,
+                ray_obj, results.cos_incidence, results.cos_effective)  # fmt: skip
+    drawn_args = (
+        starts, np.array([p.efficiency for p in pops], dtype=np.float64),
         np.array([p.reflectance for p in pops], dtype=np.float64),
         np.array([p.object_index for p in pops], dtype=np.int64),
         joined(subs, np.int64), joined(ranges, np.float64), joined(diameters, np.float64),
-        joined(overlaps, np.float64), area, soft_energy, soft_range, soft_stream,
-        np.array([s.object_index for s in medium.soft], dtype=np.int64), widest,
-        model.separation_m, np.ascontiguousarray(pulse_id, dtype=np.uint64),
-        np.uint64(streams.sensor_noise), model.range_noise_m, model.range_resolution_m,
-        model.pulse_length_m, model.threshold, model.extinction_args, model.range_min_m,
-        model.range_max_m, model.return_mode_number, width, model.intensity_scale,
-        model.intensity_max, model.intensity_step, model.response_args, block_count,
-        o_pulse, o_number, o_total, o_range, o_intensity, o_obj, *diag,
+        joined(overlaps, np.float64),
+    )  # fmt: skip
+    soft_args = (soft_energy, soft_range, soft_stream,
+                 np.array([s.object_index for s in medium.soft], dtype=np.int64))  # fmt: skip
+    _medium_pulses(
+        samples, beam.weights.astype(np.float64), share_of_sub, surfaces, drawn_args, area,
+        soft_args, widest, np.ascontiguousarray(pulse_id, dtype=np.uint64),
+        np.uint64(streams.sensor_noise), model.kernel_args(), block_count, out,
     )  # fmt: skip
     # Each block's returns, one table: block b's from slot src[b] on.
     # (every slot filled, as in fog with one return a pulse: the table as it is)
@@ -182,12 +184,9 @@ def _one_layer_returns(
     def packed(values: NDArray[Any]) -> NDArray[Any]:
         return values if rows is None else values[rows]
 
-    return Returns(
-        pulse=packed(o_pulse), range_m=packed(o_range), intensity=packed(o_intensity),
-        object_index=packed(o_obj).astype(np.int32), return_number=packed(o_number),
-        num_returns=packed(o_total),
-        **{name: packed(values) for name, values in zip(DIAGNOSTIC_FIELDS, diag, strict=True)},
-    )  # fmt: skip
+    fields = {name: packed(values) for name, values in zip(RETURN_FIELDS, out, strict=True)}
+    fields["object_index"] = fields["object_index"].astype(np.int32)
+    return Returns(**fields)
 
 
 @njit(cache=True, nogil=True)
@@ -208,19 +207,37 @@ _MOST_NORMAL = 9.0
 
 @njit(inline="always", cache=True)
 def _choose(  # type: ignore[no-untyped-def]
-    p, n, energy, range_true, relief, spread_plane, between, key, noise_m, resolution,
-    pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot, out_number,
-    out_total, out_range, out_spread, out_peak, rm, received, spread, peak, order, detected,
+    p, n, echoes, key, model, selection, rm, received, spread, peak, order, detected
 ):  # fmt: skip
     """:func:`simulator.kernels.grouping.select_of_pulse` of a pulse's ``n`` echoes in
-    slots ``0 ...``, each with the hash key of its jitter given (``key``): measured,
-    detected and chosen by the return mode into row ``p`` of the outputs. Returns how
-    many.
+    slots ``0 ...`` of ``echoes``, each with the hash key of its jitter given (``key``):
+    measured, detected and chosen by the return mode into row ``p`` of ``selection``.
+    Returns how many.
 
     Strongest (mode 0) reports one echo, whatever the order of the others: an echo's
     measured range is then made only where its jitter could take it out of the range
     window (the jitter is at most ``_MOST_NORMAL`` times ``noise_m``, the quantisation
     half a step), and for the one reported."""
+    energy = echoes[0]
+    range_true = echoes[2]
+    relief = echoes[3]
+    spread_plane = echoes[4]
+    between = echoes[5]
+    pulse_m = model[2]
+    threshold = model[3]
+    ext = model[4]
+    rmin = model[5]
+    rmax = model[6]
+    resolution = model[7]
+    noise_m = model[8]
+    mode = model[18]
+    max_returns = model[19]
+    out_slot = selection[0]
+    out_number = selection[1]
+    out_total = selection[2]
+    out_range = selection[3]
+    out_spread = selection[4]
+    out_peak = selection[5]
     m = 0
     margin = _MOST_NORMAL * noise_m + resolution
     strongest = -1
@@ -265,35 +282,60 @@ def _choose(  # type: ignore[no-untyped-def]
         out_total[p, 0] = 1
         return 1
     return report_echoes(
-        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
-        out_slot, out_number, out_total, out_range, out_spread, out_peak,
+        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
     )  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)
 def _medium_pulses(  # type: ignore[no-untyped-def]
-    samples, weights, hit_of_ray, ray_range, h_relief, h_b, h_spread, ray_obj, h_ci,
-    h_ce, share_of_sub, starts, pop_efficiency, pop_reflectance, pop_object, q_sub,
-    q_range, q_diameter, q_overlap, area, soft_energy, soft_range, soft_stream, soft_object,
-    widest, separation, pulse_id, noise_seed, noise_m, resolution, pulse_m, threshold, ext,
-    rmin, rmax, mode, max_returns, iscale, imax, istep, response, block_count, o_pulse,
-    o_number, o_total, o_range, o_intensity, o_obj, o_range_true, o_cos_inc, o_cos_eff,
-    o_spread, o_peak, o_fraction,
+    samples, weights, share_of_sub, surfaces, particles, area, softs, widest, pulse_id,
+    noise_seed, model, block_count, out,
 ):  # fmt: skip
     """:func:`simulator.steps.weather.medium_returns` of pulses whose sub-rays meet one surface
     each, a pulse at a time: the particles' shadows on their sub-rays (in the
     specification's order of products) and their entries, the surfaces' entries, the
     echoes formed (:func:`simulator.kernels.grouping.finish_echo`), the soft targets'
     echoes resolved against them, all measured, detected and selected
-    (:func:`_choose`); block ``b``'s returns from slot ``p0 * max_returns`` on.
+    (:func:`_choose`); block ``b``'s returns to ``out``
+    (:data:`simulator.kernels.grouping.RETURN_FIELDS`) from row ``p0 * max_returns`` on.
 
-    Particle ``i`` of population ``q`` and pulse ``p`` is at ``starts[q, p] <= i <
-    starts[q, p + 1]`` (``q_sub`` -1: not lit); ``area`` is ``[pi / 4, d0, divergence
-    h, divergence v]`` of :meth:`simulator.beam.BeamOptics.area_m2`."""
+    ``surfaces``: ``(hit_of_ray, range_m, relief_m, backscatter, spread_m, object_index,
+    cos_incidence, cos_effective)``, the ray's hit (-1: a miss) in the per-hit model's
+    fields (range and object by ray). ``particles``: ``(starts, efficiency, reflectance,
+    object_index, sub, range_m, diameter_m, overlap)``, the populations' by population,
+    particle ``i`` of population ``q`` and pulse ``p`` at ``starts[q, p] <= i < starts[q,
+    p + 1]`` (``sub`` -1: not lit). ``softs``: ``(energy, range_m, stream,
+    object_index)``, the soft targets' echoes (T, P) and their own (T,). ``area`` is
+    :meth:`simulator.beam.BeamOptics.area_args`, ``model``
+    :meth:`simulator.steps.hits.ReturnModel.kernel_args`."""
+    hit_of_ray = surfaces[0]
+    ray_range = surfaces[1]
+    h_relief = surfaces[2]
+    h_b = surfaces[3]
+    h_spread = surfaces[4]
+    ray_obj = surfaces[5]
+    h_ci = surfaces[6]
+    h_ce = surfaces[7]
+    starts = particles[0]
+    pop_efficiency = particles[1]
+    pop_reflectance = particles[2]
+    pop_object = particles[3]
+    q_sub = particles[4]
+    q_range = particles[5]
+    q_diameter = particles[6]
+    q_overlap = particles[7]
+    soft_energy = softs[0]
+    soft_range = softs[1]
+    soft_stream = softs[2]
+    soft_object = softs[3]
+    pulse_m = model[2]
+    ext = model[4]
+    separation = model[17]
+    max_returns = model[19]
     pulses = hit_of_ray.shape[0] // samples
     populations = starts.shape[0]
-    softs = soft_energy.shape[0]
-    echoes_most = widest + softs
+    n_softs = soft_energy.shape[0]
+    echoes_most = widest + n_softs
     blocks = min(pulses, 256)
     for block in prange(blocks):
         passed = np.empty(samples)
@@ -314,11 +356,15 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
         spread, peak = np.empty(echoes_most), np.empty(echoes_most)
         e_order = np.empty(echoes_most, dtype=np.int64)
         detected = np.empty(echoes_most, dtype=np.bool_)
-        out_slot = np.empty((1, max_returns), dtype=np.int64)
-        out_number = np.empty((1, max_returns), dtype=np.uint8)
-        out_total = np.empty((1, max_returns), dtype=np.uint8)
-        out_range = np.empty((1, max_returns))
-        out_spread, out_peak = np.empty((1, max_returns)), np.empty((1, max_returns))
+        selection = (
+            np.empty((1, max_returns), dtype=np.int64),
+            np.empty((1, max_returns), dtype=np.uint8),
+            np.empty((1, max_returns), dtype=np.uint8),
+            np.empty((1, max_returns)),
+            np.empty((1, max_returns)),
+            np.empty((1, max_returns)),
+        )
+        echoes = (e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom, e_ci, e_ce)
         p0 = block * pulses // blocks
         at = p0 * max_returns
         for p in range(p0, (block + 1) * pulses // blocks):
@@ -391,7 +437,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 e_key[k] = key0 if k == 0 else mix64(key0 + U(k))
             # The soft targets' peaks: the weaker of one and an echo closer than the
             # separation dropped (simulator.steps.echoes._resolve, one target after the other).
-            for t in range(softs):
+            for t in range(n_softs):
                 s_range = soft_range[t, p]
                 s_energy = soft_energy[t, p]
                 theirs = -1.0  # (made when an echo is near)
@@ -413,27 +459,9 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 e_obj[k], e_dom[k], e_ci[k], e_ce[k] = soft_object[t], e_energy[k], 1.0, 1.0
                 e_key[k] = mix64(soft_stream[t] + pulse_id[p])
             n_out = _choose(
-                0, count + softs, e_energy, e_range, e_relief, e_sp, e_between, e_key, noise_m,
-                resolution, pulse_m, threshold, ext, rmin, rmax, mode, max_returns, out_slot,
-                out_number, out_total, out_range, out_spread, out_peak, rm, received, spread,
-                peak, e_order, detected,
+                0, count + n_softs, echoes, e_key, model, selection, rm, received, spread, peak,
+                e_order, detected,
             )  # fmt: skip
-            for t in range(n_out):
-                k = out_slot[0, t]
-                energy = e_energy[k]
-                o_pulse[at + t] = p
-                o_number[at + t] = out_number[0, t]
-                o_total[at + t] = out_total[0, t]
-                o_range[at + t] = out_range[0, t]
-                o_intensity[at + t] = intensity_of(
-                    energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
-                )
-                o_obj[at + t] = e_obj[k]
-                o_range_true[at + t] = e_range[k]
-                o_cos_inc[at + t] = e_ci[k]
-                o_cos_eff[at + t] = e_ce[k]
-                o_spread[at + t] = out_spread[0, t]
-                o_peak[at + t] = out_peak[0, t]
-                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+            write_returns(p, pulse_id[p], at, n_out, echoes, selection, model, True, out)
             at += n_out
         block_count[block] = at - p0 * max_returns

@@ -175,6 +175,9 @@ class ReturnModel:
     #: the extinction is uniform. ``exp(-2 alpha R + 2 relief(R))`` is the transmission.
     extinction_relief: NDArray[np.float64] | None = field(default=None, compare=False)
     extinction_relief_step_m: float = 0.0
+    #: The scanner's beam optics the model was made with (:meth:`from_scanner`), which the
+    #: weather reads; ``beta_h_rad``, ``beta_v_rad`` and ``pulse_length_m`` are its values.
+    optics: BeamOptics | None = field(default=None, compare=False)
 
     @classmethod
     def from_scanner(
@@ -182,10 +185,11 @@ class ReturnModel:
         scanner: ScannerConfig,
         weather_extinction_per_m: float = 0.0,
         pattern: ScanPattern | None = None,
+        optics: BeamOptics | None = None,
     ) -> ReturnModel:
         """Constants of a scanner, in clear air or with a weather's extinction added
         (``pattern``: the scanner's scan pattern, if made already: the intensity response's
-        channels).
+        channels; ``optics``: its :class:`~simulator.beam.BeamOptics`, made if not given).
 
         The threshold is the received peak of a ``reference_reflectance`` target at
         normal incidence (backscatter = reflectance, peak factor 1) at
@@ -193,7 +197,7 @@ class ReturnModel:
         datasheet statement holds; weather attenuates the echoes, not the threshold.
         """
         det = scanner.detection
-        optics = BeamOptics.of(scanner)
+        optics = BeamOptics.of(scanner) if optics is None else optics
         alpha = scanner.atmospheric_extinction_per_m
         threshold = (
             det.reference_reflectance
@@ -220,6 +224,7 @@ class ReturnModel:
             response=(
                 None if scanner.intensity_response is None else SensorResponse.of(scanner, pattern)
             ),
+            optics=optics,
         )
 
     @property
@@ -229,18 +234,19 @@ class ReturnModel:
         return NO_RESPONSE if self.response is None else self.response.kernel_args()
 
     def kernel_args(self) -> tuple[Any, ...]:
-        """The model as the kernels take it, one tuple (:func:`simulator.kernels.common`'s
-        kernels unpack it by these names): ``(beta_h_rad, beta_v_rad, pulse_length_m,
+        """The model as the kernels take it, one flat tuple of 20 (the kernels unpack it by
+        position, slices of it in this order): ``(beta_h_rad, beta_v_rad, pulse_length_m,
         threshold, extinction, range_min_m, range_max_m, range_resolution_m,
-        range_noise_m, intensity_scale, intensity_max, intensity_step, response,
+        range_noise_m, intensity_scale, intensity_max, intensity_step, *response,
         separation_m, return_mode, returns_per_pulse)``, with ``extinction``
-        :attr:`extinction_args`, ``response`` :attr:`response_args` and ``return_mode``
-        :attr:`return_mode_number`."""
+        :attr:`extinction_args`, ``response`` the five of :attr:`response_args` (at 12-16)
+        and ``return_mode`` :attr:`return_mode_number`. Flat, not nested: numba's parallel
+        loops cannot take a tuple within a tuple."""
         return (
             self.beta_h_rad, self.beta_v_rad, self.pulse_length_m, self.threshold,
             self.extinction_args, self.range_min_m, self.range_max_m, self.range_resolution_m,
             self.range_noise_m, self.intensity_scale, self.intensity_max, self.intensity_step,
-            self.response_args, self.separation_m, self.return_mode_number,
+            *self.response_args, self.separation_m, self.return_mode_number,
             self.returns_per_pulse,
         )  # fmt: skip
 

@@ -36,6 +36,10 @@ class Streams:
             np.uint64(stream_seed(seed, STREAM_SENSOR_NOISE)),
         )
 
+    def kernel_args(self) -> tuple[np.uint64, np.uint64, np.uint64]:
+        """The streams as the kernels take them: ``(micro_slope, relief, sensor_noise)``."""
+        return self.micro_slope, self.relief, self.sensor_noise
+
 
 @dataclass(frozen=True)
 class SceneTables:
@@ -109,3 +113,13 @@ class SceneTables:
             return hits.object_index, self.material_of_object
         assert hits.material_row is not None
         return hits.material_row, self.material_of_row
+
+    def kernel_args(self, hits: Hits) -> tuple[NDArray[np.int32], tuple[NDArray, ...]]:
+        """What the per-hit kernel looks materials up by (:meth:`material_rows`): ``(rows,
+        (material_of, reflectance, minnaert_k, roughness_m, micro_slope_rad,
+        micro_slope_cell_m))``, the hit's material ``material_of[rows[i]]`` and its values
+        in the material table."""
+        rows, material_of = self.material_rows(hits)
+        mt = self.materials
+        return rows, (material_of, mt.reflectance, mt.minnaert_k, mt.roughness_m,
+                      mt.micro_slope_rad, mt.micro_slope_cell_m)  # fmt: skip

@@ -250,9 +250,10 @@ class Medium:
     ) -> Medium:
         """Tabulate a weather for a scanner whose model already includes its extinction,
         in a scene of ``objects`` objects (their transmittances and which are porous, if
-        any is see-through), for survey seed ``seed``."""
+        any is see-through), for survey seed ``seed``. The beam's optics are the model's
+        (:attr:`ReturnModel.optics`), made from the scanner where it has none."""
 
-        optics = BeamOptics.of(scanner)
+        optics = BeamOptics.of(scanner) if model.optics is None else model.optics
 
         def obj(kind: str) -> int:
             return objects + MEDIUM_KINDS.index(kind)
