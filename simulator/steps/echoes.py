@@ -35,8 +35,11 @@ The sensor jitter of the nearest echo of a pulse is the single ray's
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,6 +79,26 @@ __all__ = [
     "surface_entries",
     "surface_returns",
 ]
+
+#: What moved out of this module in release 0.2, by name: its new module. For one release
+#: ``simulator.steps.echoes.<name>`` (and the old ``simulator.echoes.<name>``) still gives
+#: it, with a DeprecationWarning.
+MOVED = {
+    "select_returns": "returns", "merge_returns": "merge",
+    "see_through_returns": "see_through", "fresnel_pane_ratio": "transmittance",
+    "fresnel_pane_reflectance_ratio": "transmittance", "front_echo_factor": "transmittance",
+    "transmittance_at": "transmittance",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`MOVED`, from their new modules (with a DeprecationWarning)."""
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new = f"{__package__}.{MOVED[name]}"
+    warnings.warn(f"{__name__}.{name} has moved to {new}; the old name goes in the next "
+                  "release", DeprecationWarning, stacklevel=2)  # fmt: skip
+    return getattr(importlib.import_module(new), name)
 
 
 @dataclass

@@ -41,8 +41,10 @@ the model.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,6 +90,23 @@ __all__ = [
     "particle_extinction_per_m",
     "weather_extinction_per_m",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``beam_area_m2(range_m, scanner)`` and ``overlap(range_m, scanner)``, which moved to
+    :class:`~simulator.beam.BeamOptics` in release 0.2 (``BeamOptics.of(scanner).area_m2``,
+    ``.overlap``): for one release, with a DeprecationWarning."""
+    moved = {"beam_area_m2": "area_m2", "overlap": "overlap"}
+    if name not in moved:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name}(range_m, scanner) has moved to "
+                  f"simulator.beam.BeamOptics.of(scanner).{moved[name]}(range_m); the old "
+                  "name goes in the next release", DeprecationWarning, stacklevel=2)  # fmt: skip
+
+    def old(range_m: NDArray[np.float64], scanner: ScannerConfig) -> NDArray[np.float64]:
+        return getattr(BeamOptics.of(scanner), moved[name])(range_m)  # type: ignore[no-any-return]
+
+    return old
 
 
 #: The kinds of medium, in the order of their object ids after the scene's objects.
