@@ -84,6 +84,17 @@ def _select_echoes(width, count, echoes, pulse_id, noise_seed, model, selection)
     the reported ones (as :func:`simulator.steps.returns.select_returns`), in range order
     into row ``p`` of ``selection`` (slot -1: none); pulse ``p``'s echoes are in slots
     ``p * width ...`` of ``echoes``."""
+    energy = echoes[0]
+    range_true = echoes[2]
+    relief = echoes[3]
+    spread_plane = echoes[4]
+    between = echoes[5]
+    out_slot = selection[0]
+    out_number = selection[1]
+    out_total = selection[2]
+    out_range = selection[3]
+    out_spread = selection[4]
+    out_peak = selection[5]
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
@@ -92,8 +103,9 @@ def _select_echoes(width, count, echoes, pulse_id, noise_seed, model, selection)
         detected = np.empty(width, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             select_of_pulse(
-                p, count[p], p * width, echoes, mix64(noise_seed + pulse_id[p]), model,
-                selection, scratch, order, detected,
+                p, count[p], p * width, energy, range_true, relief, spread_plane, between,
+                mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
+                out_range, out_spread, out_peak, scratch, order, detected,
             )  # fmt: skip
 
 
@@ -436,6 +448,17 @@ def _form_entries(starts, weight, entries, separation, count, echoes):  # type: 
 def _select_entries(starts, count, widest, echoes, pulse_id, noise_seed, model, selection):  # type: ignore[no-untyped-def]
     """:func:`_select_echoes` of echoes in the slots of :func:`_form_entries` (pulse
     ``p``'s from ``starts[p]`` on)."""
+    energy = echoes[0]
+    range_true = echoes[2]
+    relief = echoes[3]
+    spread_plane = echoes[4]
+    between = echoes[5]
+    out_slot = selection[0]
+    out_number = selection[1]
+    out_total = selection[2]
+    out_range = selection[3]
+    out_spread = selection[4]
+    out_peak = selection[5]
     pulses = count.shape[0]
     blocks = min(pulses, 256)
     for block in prange(blocks):
@@ -444,8 +467,9 @@ def _select_entries(starts, count, widest, echoes, pulse_id, noise_seed, model, 
         detected = np.empty(widest, dtype=np.bool_)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             select_of_pulse(
-                p, count[p], starts[p], echoes, mix64(noise_seed + pulse_id[p]), model,
-                selection, scratch, order, detected,
+                p, count[p], starts[p], energy, range_true, relief, spread_plane, between,
+                mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
+                out_range, out_spread, out_peak, scratch, order, detected,
             )  # fmt: skip
 
 

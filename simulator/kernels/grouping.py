@@ -3,7 +3,12 @@ particles) of a pulse, measured, detected and chosen by the return mode, a pulse
 (the specification: :mod:`simulator.steps.echoes`,
 :func:`simulator.steps.returns.select_returns`).
 
-The kernels hand them their arrays in tuples, always in these orders:
+The kernels are handed their arrays from Python in tuples, always in these orders, and
+take them apart once, before their parallel loop, by index (``a = t[0]``: numba 0.68's
+parallel loops lose the writes to arrays unpacked from a tuple with ``a, b = t``). The
+helpers here, called once a pulse or once an echo, take the arrays one by one: an array
+taken out of a tuple costs numba a reference count each time (a third more time in the
+formation of layered footprints' echoes, a tenth in the see-through kernel, measured).
 
 * ``entries``, what echoes are made of, one row an entry (a surface a sub-ray met, a
   particle): ``(range_m, relief_m, backscatter, spread_m, object_index, cos_incidence,
@@ -13,7 +18,8 @@ The kernels hand them their arrays in tuples, always in these orders:
   cos_effective)`` (:data:`ECHO_SLOTS`), float64 but the int64 object;
 * ``sums``, scratch of one echo's objects: ``(object, energy, weight, weight x range)``;
 * ``selection``, the reported returns, (P, R) each: ``(slot, return_number,
-  num_returns, range_m, spread_m, peak_factor)``, slot -1 where none;
+  num_returns, range_m, spread_m, peak_factor)``, slot -1 where none (the ``out_*``
+  arrays of :func:`select_of_pulse`);
 * ``model``: :meth:`simulator.steps.hits.ReturnModel.kernel_args` (a flat tuple: sliced
   by position);
 * ``out``, the returns of a chunk, one row a return: the fields :data:`RETURN_FIELDS` of
@@ -31,7 +37,6 @@ from numpy.typing import NDArray
 
 from ..steps.returns import DIAGNOSTIC_FIELDS
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
-from .common import reported_intensity as intensity_of
 
 __all__ = [
     "ECHO_SLOTS",
@@ -43,7 +48,6 @@ __all__ = [
     "report_echoes",
     "returns_out",
     "select_of_pulse",
-    "write_returns",
 ]
 
 #: The names of the ``echoes`` tuple's arrays (the module docstring), as the slot dicts of
@@ -63,59 +67,6 @@ def returns_out(size: int, object_dtype: Any, diagnostics: bool = True) -> tuple
     return (np.empty(size, np.int64), np.empty(size, np.uint8), np.empty(size, np.uint8),
             np.empty(size), np.empty(size), np.empty(size, object_dtype),
             *(np.empty(diag) for _ in DIAGNOSTIC_FIELDS))  # fmt: skip
-
-
-@njit(inline="always", cache=True)
-def write_returns(p, pid, at, n_out, echoes, selection, model, diagnostics, out):  # type: ignore[no-untyped-def]
-    """The ``n_out`` returns chosen in row 0 of ``selection`` among the ``echoes`` of pulse
-    ``p`` (global id ``pid``), written to ``out`` from row ``at`` on, their intensity as
-    the sensor reports it (the diagnostic fields only if ``diagnostics``)."""
-    e_energy = echoes[0]
-    e_range = echoes[2]
-    e_obj = echoes[6]
-    e_dom = echoes[7]
-    e_ci = echoes[8]
-    e_ce = echoes[9]
-    out_slot = selection[0]
-    out_number = selection[1]
-    out_total = selection[2]
-    out_range = selection[3]
-    out_spread = selection[4]
-    out_peak = selection[5]
-    iscale = model[9]
-    imax = model[10]
-    istep = model[11]
-    response = model[12:17]
-    o_pulse = out[0]
-    o_number = out[1]
-    o_total = out[2]
-    o_range = out[3]
-    o_intensity = out[4]
-    o_obj = out[5]
-    o_range_true = out[6]
-    o_cos_inc = out[7]
-    o_cos_eff = out[8]
-    o_spread = out[9]
-    o_peak = out[10]
-    o_fraction = out[11]
-    for t in range(n_out):
-        k = out_slot[0, t]
-        energy = e_energy[k]
-        o_pulse[at + t] = p
-        o_number[at + t] = out_number[0, t]
-        o_total[at + t] = out_total[0, t]
-        o_range[at + t] = out_range[0, t]
-        o_intensity[at + t] = intensity_of(
-            energy, out_range[0, t], np.int64(pid), iscale, imax, istep, response
-        )
-        o_obj[at + t] = e_obj[k]
-        if diagnostics:
-            o_range_true[at + t] = e_range[k]
-            o_cos_inc[at + t] = e_ci[k]
-            o_cos_eff[at + t] = e_ce[k]
-            o_spread[at + t] = out_spread[0, t]
-            o_peak[at + t] = out_peak[0, t]
-            o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
 
 
 @njit(inline="always", cache=True)
@@ -251,7 +202,8 @@ def insert_by_range(order, m, rm, k):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def report_echoes(  # type: ignore[no-untyped-def]
-    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
+    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
+    out_slot, out_number, out_total, out_range, out_spread, out_peak,
 ):  # fmt: skip
     """The reported returns of pulse ``p`` (the return mode's choice, as
     :func:`simulator.steps.returns.select_returns`) among its ``n`` echoes, ``m`` of them
@@ -260,12 +212,6 @@ def report_echoes(  # type: ignore[no-untyped-def]
     ``k``: numbered in range order. The strongest and second strongest are taken in echo
     order on ties (a stable sort). ``detected`` is (n or more,) bool scratch. Returns how
     many."""
-    out_slot = selection[0]
-    out_number = selection[1]
-    out_total = selection[2]
-    out_range = selection[3]
-    out_spread = selection[4]
-    out_peak = selection[5]
     for k in range(n):
         detected[k] = False
     for t in range(m):
@@ -306,17 +252,15 @@ def report_echoes(  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def select_of_pulse(  # type: ignore[no-untyped-def]
-    p, n, base, echoes, key0, model, selection, scratch, order, detected
+    p, n, base, energy, range_true, relief, spread_plane, between, key0, model, out_slot,
+    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
 ):  # fmt: skip
-    """Pulse ``p``'s returns among its ``n`` echoes, in slots ``base ...`` of ``echoes``:
-    measured (``key0`` is the hash key of its first echo's jitter), detected, and chosen
-    by the return mode into row ``p`` of ``selection`` (``scratch``, (4, n or more)
-    float64, ``order`` and ``detected`` are scratch). Returns how many."""
-    energy = echoes[0]
-    range_true = echoes[2]
-    relief = echoes[3]
-    spread_plane = echoes[4]
-    between = echoes[5]
+    """Pulse ``p``'s returns among its ``n`` echoes, in slots ``base ...`` of the
+    ``echoes``' arrays: measured (``key0`` is the hash key of its first echo's jitter),
+    detected, and chosen by the return mode into row ``p`` of the ``selection``'s arrays
+    (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are scratch).
+    Returns how many. Called once a pulse, so its arrays one by one (see
+    :func:`finish_echo`); ``model``'s numbers are taken out of it here."""
     pulse_m = model[2]
     threshold = model[3]
     ext = model[4]
@@ -341,7 +285,8 @@ def select_of_pulse(  # type: ignore[no-untyped-def]
     if m == 0:
         return 0
     return report_echoes(
-        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
+        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
+        out_slot, out_number, out_total, out_range, out_spread, out_peak,
     )  # fmt: skip
 
 

@@ -16,14 +16,8 @@ from ..steps.hits import HitResults, ReturnModel, Streams
 from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
 from ..steps.transmittance import Behind
 from .common import mix64
-from .grouping import (
-    RETURN_FIELDS,
-    echoes_of_pulse,
-    joined,
-    returns_out,
-    select_of_pulse,
-    write_returns,
-)
+from .common import reported_intensity as intensity_of
+from .grouping import RETURN_FIELDS, echoes_of_pulse, joined, returns_out, select_of_pulse
 
 __all__ = ["see_through_returns"]
 
@@ -150,6 +144,10 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     l_spread = behind[8]
     l_cos_inc = behind[9]
     l_cos_eff = behind[10]
+    iscale = model[9]
+    imax = model[10]
+    istep = model[11]
+    response = model[12:17]
     separation = model[17]
     max_returns = model[19]
     o_pulse = out[0]
@@ -179,15 +177,12 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     scratch = np.empty((4, width))
     s_order = np.empty(width, dtype=np.int64)
     detected = np.empty(width, dtype=np.bool_)
-    selection = (
-        np.empty((1, max_returns), dtype=np.int64),
-        np.empty((1, max_returns), dtype=np.uint8),
-        np.empty((1, max_returns), dtype=np.uint8),
-        np.empty((1, max_returns)),
-        np.empty((1, max_returns)),
-        np.empty((1, max_returns)),
-    )
-    echoes = (e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom, e_ci, e_ce)
+    out_slot = np.empty((1, max_returns), dtype=np.int64)
+    out_number = np.empty((1, max_returns), dtype=np.uint8)
+    out_total = np.empty((1, max_returns), dtype=np.uint8)
+    out_range = np.empty((1, max_returns))
+    out_spread = np.empty((1, max_returns))
+    out_peak = np.empty((1, max_returns))
     # merge walks over the first surfaces' hits and the first layer's rays
     at = p0 * max_returns  # the block's returns from here, to be moved together
     j = np.searchsorted(idx, p0)
@@ -249,10 +244,28 @@ def _see_through_block(  # type: ignore[no-untyped-def]
             e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
         )  # fmt: skip
         n_out = select_of_pulse(
-            0, count[0], 0, echoes, mix64(noise_seed + pulse_id[p]), model, selection,
-            scratch, s_order, detected,
+            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
+            mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
+            out_range, out_spread, out_peak, scratch, s_order, detected,
         )  # fmt: skip
-        write_returns(p, pulse_id[p], at, n_out, echoes, selection, model, diagnostics, out)
+        for t in range(n_out):
+            k = out_slot[0, t]
+            energy = e_energy[k]
+            o_pulse[at + t] = p
+            o_number[at + t] = out_number[0, t]
+            o_total[at + t] = out_total[0, t]
+            o_range[at + t] = out_range[0, t]
+            o_intensity[at + t] = intensity_of(
+                energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+            )
+            o_obj[at + t] = e_obj[k]
+            if diagnostics:
+                o_range_true[at + t] = e_range[k]
+                o_cos_inc[at + t] = e_ci[k]
+                o_cos_eff[at + t] = e_ce[k]
+                o_spread[at + t] = out_spread[0, t]
+                o_peak[at + t] = out_peak[0, t]
+                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
         at += n_out
     return at - p0 * max_returns
 

@@ -20,6 +20,7 @@ from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from ..steps.weather import Medium, medium_entries
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
+from .common import reported_intensity as intensity_of
 from .echoes import surface_returns
 from .grouping import (
     RETURN_FIELDS,
@@ -28,7 +29,6 @@ from .grouping import (
     joined,
     report_echoes,
     returns_out,
-    write_returns,
 )
 from .overlap import partial_overlap
 from .particles import draw_particles, lit_particles, particle_light
@@ -207,22 +207,18 @@ _MOST_NORMAL = 9.0
 
 @njit(inline="always", cache=True)
 def _choose(  # type: ignore[no-untyped-def]
-    p, n, echoes, key, model, selection, rm, received, spread, peak, order, detected
+    p, n, energy, range_true, relief, spread_plane, between, key, model, out_slot, out_number,
+    out_total, out_range, out_spread, out_peak, rm, received, spread, peak, order, detected,
 ):  # fmt: skip
     """:func:`simulator.kernels.grouping.select_of_pulse` of a pulse's ``n`` echoes in
-    slots ``0 ...`` of ``echoes``, each with the hash key of its jitter given (``key``):
-    measured, detected and chosen by the return mode into row ``p`` of ``selection``.
-    Returns how many.
+    slots ``0 ...`` of the ``echoes``' arrays, each with the hash key of its jitter given
+    (``key``): measured, detected and chosen by the return mode into row ``p`` of the
+    ``selection``'s arrays. Returns how many.
 
     Strongest (mode 0) reports one echo, whatever the order of the others: an echo's
     measured range is then made only where its jitter could take it out of the range
     window (the jitter is at most ``_MOST_NORMAL`` times ``noise_m``, the quantisation
     half a step), and for the one reported."""
-    energy = echoes[0]
-    range_true = echoes[2]
-    relief = echoes[3]
-    spread_plane = echoes[4]
-    between = echoes[5]
     pulse_m = model[2]
     threshold = model[3]
     ext = model[4]
@@ -232,12 +228,6 @@ def _choose(  # type: ignore[no-untyped-def]
     noise_m = model[8]
     mode = model[18]
     max_returns = model[19]
-    out_slot = selection[0]
-    out_number = selection[1]
-    out_total = selection[2]
-    out_range = selection[3]
-    out_spread = selection[4]
-    out_peak = selection[5]
     m = 0
     margin = _MOST_NORMAL * noise_m + resolution
     strongest = -1
@@ -282,7 +272,8 @@ def _choose(  # type: ignore[no-untyped-def]
         out_total[p, 0] = 1
         return 1
     return report_echoes(
-        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns, selection
+        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns, out_slot,
+        out_number, out_total, out_range, out_spread, out_peak,
     )  # fmt: skip
 
 
@@ -330,8 +321,24 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
     soft_object = softs[3]
     pulse_m = model[2]
     ext = model[4]
+    iscale = model[9]
+    imax = model[10]
+    istep = model[11]
+    response = model[12:17]
     separation = model[17]
     max_returns = model[19]
+    o_pulse = out[0]
+    o_number = out[1]
+    o_total = out[2]
+    o_range = out[3]
+    o_intensity = out[4]
+    o_obj = out[5]
+    o_range_true = out[6]
+    o_cos_inc = out[7]
+    o_cos_eff = out[8]
+    o_spread = out[9]
+    o_peak = out[10]
+    o_fraction = out[11]
     pulses = hit_of_ray.shape[0] // samples
     populations = starts.shape[0]
     n_softs = soft_energy.shape[0]
@@ -356,15 +363,11 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
         spread, peak = np.empty(echoes_most), np.empty(echoes_most)
         e_order = np.empty(echoes_most, dtype=np.int64)
         detected = np.empty(echoes_most, dtype=np.bool_)
-        selection = (
-            np.empty((1, max_returns), dtype=np.int64),
-            np.empty((1, max_returns), dtype=np.uint8),
-            np.empty((1, max_returns), dtype=np.uint8),
-            np.empty((1, max_returns)),
-            np.empty((1, max_returns)),
-            np.empty((1, max_returns)),
-        )
-        echoes = (e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom, e_ci, e_ce)
+        out_slot = np.empty((1, max_returns), dtype=np.int64)
+        out_number = np.empty((1, max_returns), dtype=np.uint8)
+        out_total = np.empty((1, max_returns), dtype=np.uint8)
+        out_range = np.empty((1, max_returns))
+        out_spread, out_peak = np.empty((1, max_returns)), np.empty((1, max_returns))
         p0 = block * pulses // blocks
         at = p0 * max_returns
         for p in range(p0, (block + 1) * pulses // blocks):
@@ -459,9 +462,26 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 e_obj[k], e_dom[k], e_ci[k], e_ce[k] = soft_object[t], e_energy[k], 1.0, 1.0
                 e_key[k] = mix64(soft_stream[t] + pulse_id[p])
             n_out = _choose(
-                0, count + n_softs, echoes, e_key, model, selection, rm, received, spread, peak,
-                e_order, detected,
+                0, count + n_softs, e_energy, e_range, e_relief, e_sp, e_between, e_key, model,
+                out_slot, out_number, out_total, out_range, out_spread, out_peak, rm, received,
+                spread, peak, e_order, detected,
             )  # fmt: skip
-            write_returns(p, pulse_id[p], at, n_out, echoes, selection, model, True, out)
+            for t in range(n_out):
+                k = out_slot[0, t]
+                energy = e_energy[k]
+                o_pulse[at + t] = p
+                o_number[at + t] = out_number[0, t]
+                o_total[at + t] = out_total[0, t]
+                o_range[at + t] = out_range[0, t]
+                o_intensity[at + t] = intensity_of(
+                    energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                )
+                o_obj[at + t] = e_obj[k]
+                o_range_true[at + t] = e_range[k]
+                o_cos_inc[at + t] = e_ci[k]
+                o_cos_eff[at + t] = e_ce[k]
+                o_spread[at + t] = out_spread[0, t]
+                o_peak[at + t] = out_peak[0, t]
+                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
             at += n_out
         block_count[block] = at - p0 * max_returns
