@@ -38,10 +38,13 @@ from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
 from .sensor.scanner import ScanPattern, SpinningPattern
-from .steps.echoes import Behind, Returns
 from .steps.footprint import Witnesses
-from .steps.hits import HitResults, ReturnModel, SceneTables, Streams
-from .steps.weather import Medium, Particles, Population
+from .steps.hits import HitResults, ReturnModel
+from .steps.particles import Particles, Population
+from .steps.returns import Returns
+from .steps.tables import SceneTables, Streams
+from .steps.transmittance import Behind
+from .steps.weather import Medium
 
 __all__ = [
     "COMPILE_NOTE",
@@ -113,12 +116,12 @@ STEPS: tuple[Step, ...] = (
     Step("echo_returns", "steps.echoes", "echoes"),
     # the returns of a chunk cast one ray a pulse where some rays passed see-through
     # surfaces
-    Step("see_through_returns", "steps.echoes", "echoes"),
+    Step("see_through_returns", "steps.see_through", "see_through"),
     # a chunk's single-ray returns joined with those recomputed for some of its pulses
-    Step("merge_returns", "steps.echoes", "echoes"),
+    Step("merge_returns", "steps.merge", "merge"),
     # the weather's particles counted, then drawn, per pulse
-    Step("count_particles", "steps.weather", "weather"),
-    Step("draw_particles", "steps.weather", "weather"),
+    Step("count_particles", "steps.particles", "particles"),
+    Step("draw_particles", "steps.particles", "particles"),
     # the returns of the pulses the weather touches
     Step("medium_returns", "steps.weather", "weather"),
     # the point record of the returns (the kernel: spinning patterns)
@@ -231,7 +234,7 @@ class Backend(Protocol):
         diagnostics: bool = False,
     ) -> Returns:
         """Returns of one ray a pulse through see-through surfaces (see
-        :func:`simulator.steps.echoes.see_through_returns`)."""
+        :func:`simulator.steps.see_through.see_through_returns`)."""
         ...
 
     def single_surface(
@@ -300,7 +303,7 @@ class Backend(Protocol):
 
     def draw_particles(self, population: Population, pulse_id: NDArray[np.uint64]) -> Particles:
         """The detectable particles in each pulse's beam (see
-        :func:`simulator.steps.weather.draw_particles`)."""
+        :func:`simulator.steps.particles.draw_particles`)."""
         ...
 
     def merge_returns(
@@ -313,14 +316,14 @@ class Backend(Protocol):
         diagnostics: bool = False,
     ) -> Returns:
         """One chunk's returns from the single-ray ones kept and those recomputed for
-        some pulses, in pulse order (see :func:`simulator.steps.echoes.merge_returns`)."""
+        some pulses, in pulse order (see :func:`simulator.steps.merge.merge_returns`)."""
         ...
 
     def count_particles(
         self, population: Population, pulse_id: NDArray[np.uint64]
     ) -> NDArray[np.int64]:
         """How many particles :meth:`draw_particles` draws in each pulse's beam (see
-        :func:`simulator.steps.weather.count_particles`)."""
+        :func:`simulator.steps.particles.count_particles`)."""
         ...
 
     def set_threads(self, threads: int) -> None:
@@ -378,18 +381,25 @@ class NumbaBackend:
             if step.for_spinning:
                 kernel = spinning_or_specification(kernel, step.specification_function())
             setattr(self, step.name, kernel)
-        self.kernel_modules = tuple(dict.fromkeys(step.kernel_module() for step in STEPS))
+        # The steps' kernel modules and the modules they import kernels from (the shared
+        # helpers, the soft targets', the overlap's): every module of the kernels' folder.
+        package = f"{__package__}.kernels."
+        self.kernel_modules = tuple(
+            module for name, module in sorted(sys.modules.items()) if name.startswith(package)
+        )
 
     def compiled_kernels(self) -> int:
-        """Kernels compiled in this process: numba's cache misses over every kernel."""
+        """Kernels compiled in this process: numba's cache misses over every kernel (each
+        once, in whichever modules it is imported into)."""
         from numba.core.registry import CPUDispatcher
 
-        return sum(
-            sum(value.stats.cache_misses.values())
+        kernels = {
+            id(value): value
             for module in self.kernel_modules
             for value in vars(module).values()
             if isinstance(value, CPUDispatcher)
-        )
+        }
+        return sum(sum(k.stats.cache_misses.values()) for k in kernels.values())
 
     def set_threads(self, threads: int) -> None:
         """Run the kernels on ``threads`` threads (0: every core numba was started with)."""

@@ -12,6 +12,10 @@ ring for everything beyond ``(J - 0.5) / J``), and its rays share the beam energ
 that annulus equally: ``exp(-2 r_in^2) - exp(-2 r_out^2)``. The shares sum to 1, and
 by symmetry their centroid is the beam axis. 1, 7, 19, 37 and 61 rays (``J`` = 0-4)
 are offered.
+
+:class:`BeamOptics` holds what the steps read of a scanner's beam and receiver, computed
+once from its configuration: the divergences, the pulse length, the beam's cross-section
+along the range and the receiver's near-field overlap.
 """
 
 from __future__ import annotations
@@ -21,9 +25,146 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from . import physics
+from .config import ScannerConfig
 from .constants import RING_COUNTS
 
-__all__ = ["RING_COUNTS", "BeamPattern", "beam_pattern", "sub_ray_directions"]
+__all__ = ["RING_COUNTS", "BeamOptics", "BeamPattern", "beam_pattern", "sub_ray_directions"]
+
+
+@dataclass(frozen=True)
+class BeamOptics:
+    """A scanner's beam and receiver optics, computed once from its configuration and read
+    by every step that needs them (:meth:`of`).
+
+    Attributes
+    ----------
+    divergence_h_mrad, divergence_v_mrad : float
+        Full-angle divergences as the datasheet states them, mrad (the beam's
+        cross-section, :meth:`area_m2`, multiplies them by the range first, then by 1e-3,
+        as it always has: bit for bit).
+    divergence_h_rad, divergence_v_rad : float
+        The full-angle divergences, rad (the per-hit model's in-plane divergence).
+    half_angle_h_rad, half_angle_v_rad : float
+        The 1/e^2 half-angles, half the full-angle divergences, rad (the footprint's
+        sub-rays, :class:`BeamPattern`).
+    pulse_length_m : float
+        ``c * FWHM / 2`` of the pulse (:func:`simulator.physics.pulse_length_m`).
+    exit_diameter_m : float
+        The beam's diameter where it leaves the sensor.
+    overlap_given : bool
+        The near-field overlap is the scanner's ``overlap_m`` (linear between its two
+        ranges), not the geometric overlap of a biaxial sensor.
+    overlap_range_m : (float, float)
+        Where the overlap starts and where it is full
+        (:attr:`simulator.config.ScannerConfig.overlap_range_m`).
+    transmit_radius_mm : (float, float)
+        The transmitted beam's radius at the exit, mm, and its growth, mm per m
+        (:attr:`simulator.config.ScannerConfig.transmit_radius_mm`).
+    receiver_aperture_mm, receiver_fov_mrad, axis_separation_mm : float
+        The receiver's aperture, its full field of view and the distance between the
+        transmitter's and the receiver's axes.
+    range_min_m : float
+        The receiver is blanked closer than this.
+    """
+
+    divergence_h_mrad: float
+    divergence_v_mrad: float
+    divergence_h_rad: float
+    divergence_v_rad: float
+    half_angle_h_rad: float
+    half_angle_v_rad: float
+    pulse_length_m: float
+    exit_diameter_m: float
+    overlap_given: bool
+    overlap_range_m: tuple[float, float]
+    transmit_radius_mm: tuple[float, float]
+    receiver_aperture_mm: float
+    receiver_fov_mrad: float
+    axis_separation_mm: float
+    range_min_m: float
+
+    @classmethod
+    def of(cls, scanner: ScannerConfig) -> BeamOptics:
+        """The optics of a scanner."""
+        div = scanner.divergence_mrad
+        return cls(
+            divergence_h_mrad=div.horizontal,
+            divergence_v_mrad=div.vertical,
+            divergence_h_rad=div.horizontal * 1e-3,
+            divergence_v_rad=div.vertical * 1e-3,
+            half_angle_h_rad=0.5e-3 * div.horizontal,
+            half_angle_v_rad=0.5e-3 * div.vertical,
+            pulse_length_m=float(physics.pulse_length_m(scanner.pulse_length_ns)),
+            exit_diameter_m=scanner.beam_exit_diameter_mm * 1e-3,
+            overlap_given=scanner.overlap_m is not None,
+            overlap_range_m=scanner.overlap_range_m,
+            transmit_radius_mm=scanner.transmit_radius_mm,
+            receiver_aperture_mm=scanner.receiver_aperture_mm,
+            receiver_fov_mrad=scanner.receiver_fov_mrad,
+            axis_separation_mm=scanner.axis_separation_mm,
+            range_min_m=scanner.range_min_m,
+        )
+
+    def area_m2(self, range_m: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Cross-section of the beam at a range: an ellipse of diameters ``d0 + r beta``
+        (exit diameter, full divergences): (N,) float64, m^2."""
+        d0 = self.exit_diameter_m
+        r = np.asarray(range_m, dtype=np.float64)
+        return (np.pi / 4.0 * (d0 + r * self.divergence_h_mrad * 1e-3)
+                * (d0 + r * self.divergence_v_mrad * 1e-3))  # fmt: skip
+
+    def area_args(self) -> NDArray[np.float64]:
+        """:meth:`area_m2` as the kernels take it: ``[pi / 4, d0, divergence h mrad,
+        divergence v mrad]``, (4,) float64."""
+        return np.array([np.pi / 4.0, self.exit_diameter_m, self.divergence_h_mrad,
+                         self.divergence_v_mrad])  # fmt: skip
+
+    def overlap(self, range_m: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The receiver's near-field overlap at a range: (N,) float64 in [0, 1].
+
+        With ``overlap_m = [start, full]`` given: 0 before ``start``, 1 beyond ``full``,
+        linear between. Otherwise the geometric overlap of a biaxial sensor with parallel
+        axes (Rasshofer et al. 2011, Fig. 2; Hahner et al. 2021, Sec. 3): the share of the
+        transmitted beam's cross-section, a disc of radius ``a = rho_t + r theta_t / 2``
+        (exit radius, geometric-mean divergence), inside the receiver's field of view, a
+        disc of radius ``b = rho_r + r theta_r / 2`` (aperture radius, field of view)
+        whose centre is ``s`` (``axis_separation_mm``) away: the two discs' intersection
+        over ``pi a^2``. It is 0 up to ``(s - rho_t - rho_r) / (theta_t/2 + theta_r/2)``
+        and 1 from ``(s + rho_t - rho_r) / (theta_r/2 - theta_t/2)`` on; 0 closer than
+        ``range_min_m`` (the receiver is blanked there).
+        """
+        r = np.asarray(range_m, dtype=np.float64)
+        if self.overlap_given:
+            start, full = self.overlap_range_m
+            if full <= start:
+                return (r >= start).astype(np.float64)
+            return np.clip((r - start) / (full - start), 0.0, 1.0)
+        rho_t, grow_t = self.transmit_radius_mm
+        a = rho_t + r * grow_t
+        b = 0.5 * self.receiver_aperture_mm + r * 0.5 * self.receiver_fov_mrad
+        s = self.axis_separation_mm
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cos_a = np.clip((s**2 + a**2 - b**2) / (2.0 * s * a), -1.0, 1.0)
+            cos_b = np.clip((s**2 + b**2 - a**2) / (2.0 * s * b), -1.0, 1.0)
+            kite = np.sqrt(np.maximum((-s + a + b) * (s + a - b) * (s - a + b) * (s + a + b),
+                                      0.0))  # fmt: skip
+            lens = a**2 * np.arccos(cos_a) + b**2 * np.arccos(cos_b) - 0.5 * kite
+            share = np.where(s > 0.0, lens, np.pi * np.minimum(a, b) ** 2) / (np.pi * a**2)
+        share = np.where(s >= a + b, 0.0, np.where(s <= b - a, 1.0, share))
+        return np.where(r >= self.range_min_m, np.clip(share, 0.0, 1.0), 0.0)
+
+    def overlap_args(self) -> NDArray[np.float64]:
+        """:meth:`overlap` as the kernels take it, (7,) float64: ``[0, start, full, 0, 0,
+        0, 0]`` with ``overlap_m`` given (linear between), else ``[1, rho_t, grow_t, half
+        the aperture, the field of view, the separation, range_min]``."""
+        if self.overlap_given:
+            start, full = self.overlap_range_m
+            return np.array([0.0, start, full, 0.0, 0.0, 0.0, 0.0])
+        rho_t, grow_t = self.transmit_radius_mm
+        return np.array([1.0, rho_t, grow_t, 0.5 * self.receiver_aperture_mm,
+                         self.receiver_fov_mrad, self.axis_separation_mm,
+                         self.range_min_m])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,6 +196,13 @@ class BeamPattern:
         offsets, weights = beam_pattern(samples)
         return cls(samples, offsets, weights, 0.5e-3 * divergence_h_mrad,
                    0.5e-3 * divergence_v_mrad)  # fmt: skip
+
+    @classmethod
+    def of_optics(cls, samples: int, optics: BeamOptics) -> BeamPattern:
+        """The pattern of ``samples`` sub-rays over a scanner's beam (:class:`BeamOptics`):
+        :meth:`of` its divergences, the same values."""
+        offsets, weights = beam_pattern(samples)
+        return cls(samples, offsets, weights, optics.half_angle_h_rad, optics.half_angle_v_rad)
 
 
 def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

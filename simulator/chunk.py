@@ -60,7 +60,7 @@ class Hits:
         zero for a miss.
     material_row : (N,) int32 or None
         The row of the scene's material lookups of each hit
-        (:attr:`simulator.steps.hits.SceneTables.material_of_row`): the object's index for an
+        (:attr:`simulator.steps.tables.SceneTables.material_of_row`): the object's index for an
         object of one material, its face's own row for an object with per-face
         materials (:meth:`simulator.world.scene.Scene.face_row_starts`); -1 for a miss. None
         when no object of the scene has per-face materials (the row is the object).

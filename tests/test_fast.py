@@ -14,6 +14,8 @@ from simulator.beam import BeamPattern
 from simulator.chunk import PulsePoses
 from simulator.pipeline.layers import layers_of
 from simulator.steps import echoes, hits, rays, record
+from simulator.steps.returns import DIAGNOSTIC_FIELDS, single_returns
+from simulator.steps.see_through import see_through_returns
 from simulator.world import raycast
 
 from .conftest import REPO, Workspace
@@ -56,9 +58,10 @@ def test_each_kernel_has_its_specifications_name_and_signature() -> None:
         assert spec is getattr(numpy, step.name)
         assert kernel.__name__ == (step.kernel_name or step.name)
         assert _parameters(kernel) == _parameters(spec), step.name
-    # Every kernel file but the shared inline helpers is a registered step's, and counted
-    # by compiled_kernels (the weather's included).
-    files = {p.stem for p in (REPO / "simulator" / "kernels").glob("*.py")} - {"__init__", "common"}
+    # Every kernel file is a registered step's or one they import kernels from, and each is
+    # counted by compiled_kernels (the weather's included).
+    files = {p.stem for p in (REPO / "simulator" / "kernels").glob("*.py")} - {"__init__"}
+    assert {step.kernel for step in STEPS} < files
     assert {m.__name__ for m in numba.kernel_modules} == {f"simulator.kernels.{f}" for f in files}
 
 
@@ -69,7 +72,7 @@ def test_record_kernel_matches_the_specification_in_every_frame(
     equal the specification's (xyz to float32 rounding, the rest exactly)."""
     chunk = sim.cast_pulses(0, 60_000)
     res = hits.evaluate_hits(chunk, sim.tables, sim.model, sim.streams)
-    returns = echoes.single_returns(res, chunk.hits)
+    returns = single_returns(res, chunk.hits)
     rng = np.random.default_rng(3)
     per_pulse = PulsePoses(
         np.broadcast_to(np.eye(3), (chunk.pulses, 3, 3)).copy(),
@@ -578,7 +581,7 @@ def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None
         assert len(want) > (5000 if pulses is None else 1000)
         assert (want.return_number > 1).sum() > 300
         for f in ("pulse", "range_m", "intensity", "object_index", "return_number",
-                  "num_returns", *echoes.DIAGNOSTIC_FIELDS):  # fmt: skip
+                  "num_returns", *DIAGNOSTIC_FIELDS):  # fmt: skip
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
 
 
@@ -600,13 +603,13 @@ def test_see_through_kernel_matches_the_specification(mode: str, backend: Backen
     behind = layers_of(sim, chunk, results)
     args = (results, chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams, behind)
     for diagnostics in (False, True):
-        want = echoes.see_through_returns(*args, diagnostics=diagnostics)
+        want = see_through_returns(*args, diagnostics=diagnostics)
         got = backend.see_through_returns(*args, diagnostics=diagnostics)
         assert len(want) > 40_000
         if mode in ("dual", "multi"):
             assert (want.num_returns > 1).sum() > 1000
         names = ["pulse", "range_m", "intensity", "object_index", "return_number",
-                 "num_returns", *(echoes.DIAGNOSTIC_FIELDS if diagnostics else ())]  # fmt: skip
+                 "num_returns", *(DIAGNOSTIC_FIELDS if diagnostics else ())]  # fmt: skip
         for f in names:
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
         assert got.range_true_m is None or diagnostics

@@ -11,6 +11,8 @@ import simulator
 from simulator.backend import KERNELS_AVAILABLE, Backend, NumpyBackend
 from simulator.pipeline.layers import layers_of
 from simulator.steps import echoes, hits
+from simulator.steps.returns import DIAGNOSTIC_FIELDS
+from simulator.steps.see_through import see_through_returns
 
 from .conftest import PLAIN, REPO, Workspace, lidar_sim, single_channel_scanner
 
@@ -184,16 +186,16 @@ def test_echo_and_see_through_kernels_apply_the_response(backend: Backend) -> No
         plain_args = (plain_results, chunk.hits, ids, sim.beam, plain.model, sim.streams,
                       layers_of(plain, chunk, plain_results))  # fmt: skip
         if samples == 1:
-            want = echoes.see_through_returns(*args, diagnostics=True)
+            want = see_through_returns(*args, diagnostics=True)
             got = backend.see_through_returns(*args, diagnostics=True)
-            base = echoes.see_through_returns(*plain_args, diagnostics=True)
+            base = see_through_returns(*plain_args, diagnostics=True)
         else:
             want = echoes.echo_returns(*args)
             got = backend.echo_returns(*args)
             base = echoes.echo_returns(*plain_args)
         assert len(want) > 5000 and (want.num_returns > 1).sum() > 100
         for f in ("pulse", "range_m", "intensity", "object_index", "return_number",
-                  "num_returns", *echoes.DIAGNOSTIC_FIELDS):  # fmt: skip
+                  "num_returns", *DIAGNOSTIC_FIELDS):  # fmt: skip
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
         np.testing.assert_array_equal(base.range_m, want.range_m)  # detection unchanged
         assert np.mean(base.intensity != want.intensity) > 0.5

@@ -337,11 +337,11 @@ def test_las_carries_return_numbers(
 
 def _returns(rng: np.random.Generator, pulses: np.ndarray, diagnostics: bool) -> object:
     """Random returns of ``pulses`` (1 to 3 a pulse, in pulse order)."""
-    from simulator.steps.echoes import Returns
+    from simulator.steps.returns import Returns
 
     pulse = np.repeat(pulses, rng.integers(1, 4, len(pulses))).astype(np.int64)
     k = len(pulse)
-    from simulator.steps.echoes import DIAGNOSTIC_FIELDS
+    from simulator.steps.returns import DIAGNOSTIC_FIELDS
 
     extra = {name: rng.random(k) for name in DIAGNOSTIC_FIELDS} if diagnostics else {}
     return Returns(pulse=pulse, range_m=rng.random(k), intensity=rng.random(k) * 255,
@@ -360,7 +360,7 @@ def test_merged_returns_are_the_kept_and_the_recomputed_in_pulse_order(
     returns recomputed for the touched pulses equals a stable sort of the two by pulse,
     field for field and dtype for dtype: with none, few, some, most and every pulse
     touched (the paths with one source only)."""
-    from simulator.steps.echoes import DIAGNOSTIC_FIELDS
+    from simulator.steps.returns import DIAGNOSTIC_FIELDS
 
     merge_returns = backend.merge_returns
     rng = np.random.default_rng(7)

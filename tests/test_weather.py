@@ -16,10 +16,11 @@ from scipy import integrate, interpolate, optimize, special
 import simulator
 import simulator.pipeline.layers
 from simulator.backend import Backend, NumpyBackend
+from simulator.beam import BeamOptics
 from simulator.labels import label_id
 from simulator.pipeline.layers import layers_of
 from simulator.pipeline.simulation import Simulation
-from simulator.steps.weather import SoftTarget
+from simulator.steps.soft_targets import SoftTarget
 
 from .conftest import (
     PLAIN,
@@ -246,7 +247,7 @@ def test_the_soft_target_table_equals_the_equation_for_cut_beams() -> None:
     alpha = LN20 / 30.0
     model = simulator.steps.hits.ReturnModel.from_scanner(scanner, alpha)
     beta = 0.046 / 30.0
-    soft = SoftTarget.of("fog", beta, scanner, model, 0, np.uint64(1))
+    soft = SoftTarget.of("fog", beta, BeamOptics.of(scanner), model, 0, np.uint64(1))
     cuts = np.array([[1.2], [1.8], [2.6], [np.inf]])  # the overlap: 0.87-4.4 m
     got_r, got_s = soft.echoes(cuts, np.ones(1))
     for cut, r, s in zip(cuts[:, 0], got_r, got_s, strict=True):
@@ -811,15 +812,15 @@ def test_the_medium_kernel_equals_its_specification(
 
 
 def test_the_particle_draw_kernel_equals_its_specification(backend: Backend) -> None:
-    """``simulator.kernels.weather.draw_particles`` has the specification's name and
+    """``simulator.kernels.particles.draw_particles`` has the specification's name and
     signature and draws the same particles, value for value: drops and flakes of the
     Helios at 10 and 2 mm/h, 60,000 pulses of ids from 0 and from 2^40; its
     ``count_particles`` counts each pulse's as both draw them."""
     import inspect
 
-    from simulator.steps import weather
+    from simulator.steps import particles
 
-    spec, kernel = weather.draw_particles, backend.draw_particles
+    spec, kernel = particles.draw_particles, backend.draw_particles
     assert spec.__name__ == kernel.__name__
     assert inspect.signature(spec) == inspect.signature(kernel)
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
@@ -834,7 +835,7 @@ def test_the_particle_draw_kernel_equals_its_specification(backend: Backend) -> 
         # The count alone, as the pipeline finds the pulses the weather touches.
         count = backend.count_particles(population, ids)
         assert count.dtype == np.int64
-        np.testing.assert_array_equal(count, weather.count_particles(population, ids))
+        np.testing.assert_array_equal(count, particles.count_particles(population, ids))
         np.testing.assert_array_equal(count, np.bincount(want.pulse, minlength=len(ids)))
 
 
@@ -890,14 +891,14 @@ def test_the_medium_kernel_of_one_surface_a_ray_equals_its_specification(
 
 def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> None:
     """The kernels' fused draw (``_lit_particles``) keeps of
-    :func:`simulator.steps.weather.draw_particles` exactly the particles in front of their
+    :func:`simulator.steps.particles.draw_particles` exactly the particles in front of their
     sub-ray's surface and the maximum range, each with the specification's range,
-    diameter and sub-ray, and :func:`simulator.steps.weather.overlap` at its range (the kernel
+    diameter and sub-ray, and :meth:`simulator.beam.BeamOptics.overlap` at its range (the kernel
     computes it where it is 0 or 1, numpy the rest): drops and flakes of the Helios, one
     and seven sub-rays, surfaces from 0.5 to 15 m and misses."""
     from simulator.beam import BeamPattern
-    from simulator.kernels import weather as k_weather
-    from simulator.steps import weather
+    from simulator.kernels import particles as k_particles
+    from simulator.steps import particles
 
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.rain.rate_mm_h=10",
                                       "weather.snow.rate_mm_h=2"])  # fmt: skip
@@ -909,22 +910,22 @@ def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> N
         ray_range = 0.5 + 14.5 * ((rays * 0.6180339887498949) % 1.0)
         ray_range[rays % 11 == 0] = np.inf
         for population in sim.medium.populations:
-            p = weather.draw_particles(population, ids)
+            p = particles.draw_particles(population, ids)
             cumulative = np.cumsum(beam.weights)
             sub = np.minimum(np.searchsorted(cumulative, p.place * cumulative[-1]), samples - 1)
             lit = (p.range_m < ray_range[p.pulse * samples + sub]) & (
                 p.range_m < sim.model.range_max_m
             )
             assert 0.2 < lit.mean() < 0.9, lit.mean()  # some behind their surfaces
-            starts, range_m, diameter_m, got_sub, got_overlap = k_weather._lit_particles(
-                population, ids, ray_range, beam, sim.model, sim.scanner
+            starts, range_m, diameter_m, got_sub, got_overlap = k_particles.lit_particles(
+                population, ids, ray_range, beam, sim.model, sim.medium.optics
             )
             per_pulse = np.bincount(p.pulse[lit], minlength=len(ids))
             np.testing.assert_array_equal(np.diff(starts), per_pulse)
             np.testing.assert_array_equal(range_m, p.range_m[lit])
             np.testing.assert_array_equal(diameter_m, p.diameter_m[lit])
             np.testing.assert_array_equal(got_sub, sub[lit])
-            np.testing.assert_array_equal(got_overlap, weather.overlap(range_m, sim.scanner))
+            np.testing.assert_array_equal(got_overlap, sim.medium.optics.overlap(range_m))
             assert 0.0 < np.mean(got_overlap == 1.0) < 1.0  # both the exact and numpy's
 
 
@@ -938,18 +939,17 @@ def test_the_lit_particle_draw_is_the_specifications_draw_of_the_lit_ones() -> N
 )
 def test_the_overlap_kernels_give_the_specifications_overlap(optics: dict) -> None:
     """``partial_overlap`` (two kernels about numpy's ``arccos``) is
-    :func:`simulator.steps.weather.overlap` value for value, bit for bit, at 3 million ranges
+    :meth:`simulator.beam.BeamOptics.overlap` value for value, bit for bit, at 3 million ranges
     from 0 to 300 m, with the default optics, coaxial axes with a field narrower than
     the beam, and wide-apart axes blanked to 2 m; each case has ranges in every zone."""
     from simulator.config import load_scanner
-    from simulator.kernels.weather import partial_overlap
-    from simulator.steps.weather import overlap
+    from simulator.kernels.overlap import partial_overlap
 
-    scanner = load_scanner("rs-helios-5515", optics)
+    beam = BeamOptics.of(load_scanner("rs-helios-5515", optics))
     r = np.concatenate([np.linspace(0.0, 60.0, 2_000_003),
                         np.random.default_rng(5).uniform(0.0, 300.0, 1_000_000)])  # fmt: skip
-    want = overlap(r, scanner)
-    got = partial_overlap(r, scanner)
+    want = beam.overlap(r)
+    got = partial_overlap(r, beam)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
     partial = (want > 0.0) & (want < 1.0)
     assert np.sum(partial) > 10_000
@@ -957,18 +957,16 @@ def test_the_overlap_kernels_give_the_specifications_overlap(optics: dict) -> No
 
 
 def test_the_soft_target_kernel_equals_its_specification() -> None:
-    """``simulator.kernels.weather.soft_echoes`` gives :meth:`SoftTarget.echoes`'s
+    """``simulator.kernels.soft_targets.soft_echoes`` gives :meth:`SoftTarget.echoes`'s
     waveform peaks value for value, for one and seven sub-rays cut anywhere from before
     the overlap to beyond the waveform's reach, and not at all."""
     import inspect
 
-    from simulator.kernels import weather as k_weather
+    from simulator.kernels import soft_targets as k_soft
 
     # The method's parameters after its target (``self``, the kernel's ``soft``).
     spec_parameters = list(inspect.signature(SoftTarget.echoes).parameters.values())[1:]
-    assert list(inspect.signature(k_weather.soft_echoes).parameters.values())[1:] == (
-        spec_parameters
-    )
+    assert list(inspect.signature(k_soft.soft_echoes).parameters.values())[1:] == (spec_parameters)
     sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.fog.visibility_m=50"])
     assert sim.medium is not None
     soft = sim.medium.soft[0]
@@ -979,7 +977,7 @@ def test_the_soft_target_kernel_equals_its_specification() -> None:
         sub[cells.reshape(n, samples) % 13 == 0] = np.inf
         weights = 1.0 + (np.arange(samples) % 3)
         want = soft.echoes(sub, weights)
-        got = k_weather.soft_echoes(soft, sub, weights)
+        got = k_soft.soft_echoes(soft, sub, weights)
         assert np.mean(want[0] != soft.peak_range_m) > 0.3  # cut beams move the peak
         for a, b in zip(want, got, strict=True):
             np.testing.assert_array_equal(b, a)

@@ -22,12 +22,12 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from ..beam import BeamOptics
 from ..config import ScannerConfig, load_scanner
 from ..errors import ConfigError
 from ..io.atomic import write_atomic
 from ..io.read import ReadOptions, read
 from ..labels import SEMANTIC_KITTI, label_name
-from ..physics import pulse_length_m
 from ..pointcloud import PointCloud
 from .fits import (
     Fit,
@@ -329,12 +329,13 @@ def _detection(
 ) -> Fit:  # fmt: skip
     """The threshold and divergence fit of one ground-like surface."""
     assert config.channels is not None
+    optics = BeamOptics.of(config)
     counts = ring_counts(xyz, rings, on, origin, s.normal, s.offset_m,
                          np.radians(config.channels.elevation_deg))  # fmt: skip
     return fit_detection(
         counts, rho=rho, k=min(max(k, 0.0), 3.0), slope_rad=float(np.radians(slope_deg)),
-        pulse_length_m=float(pulse_length_m(config.pulse_length_ns)),
-        divergence_rad=config.divergence_mrad.vertical * 1e-3,
+        pulse_length_m=optics.pulse_length_m,
+        divergence_rad=optics.divergence_v_rad,
         reference_reflectance=config.detection.reference_reflectance,
     )  # fmt: skip
 

@@ -245,7 +245,7 @@ class ScannerConfig(Model):
     #: range. Given, it replaces the geometric overlap of the receiver's optics below.
     overlap_m: Annotated[list[NonNegFloat], Field(min_length=2, max_length=2)] | None = None
     #: The receiver's optics, from which the geometric overlap follows when ``overlap_m``
-    #: is not given (:func:`simulator.steps.weather.overlap`; Rasshofer et al. 2011, Fig. 2, as
+    #: is not given (:meth:`simulator.beam.BeamOptics.overlap`; Rasshofer et al. 2011, Fig. 2, as
     #: Hahner et al. 2021 state it): the receiving lens' clear aperture, mm; its full-angle
     #: field of view, mrad (it must exceed the beam's divergences); the distance between
     #: the transmitting and the receiving optical axes (parallel), mm. Defaults: a typical

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..beam import BeamOptics
 from ..config import SceneSpec, SequenceGroup, load_materials, load_scanner, load_scene_spec
 from ..generators import GENERATORS
 from ..io.atomic import no_space
@@ -147,7 +148,7 @@ def build_sequence(task: SequenceTask) -> Prepared:
     window = None  # the scanner's vertical field of view: what its beams can see at all
     if scanner.channels is not None:
         el = np.radians(np.asarray(scanner.channels.elevation_deg, dtype=np.float64))
-        half_beam = 0.5e-3 * scanner.divergence_mrad.vertical
+        half_beam = BeamOptics.of(scanner).half_angle_v_rad
         window = (float(el.min()) - half_beam, float(el.max()) + half_beam)
     frames = [reference_frame(sim, f, task.layout) for f in sim.frames()]
     return Prepared(sim, scene, scanner, group, headings, window, frames)

@@ -8,7 +8,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..chunk import CastChunk
-from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.hits import HitResults, ReturnModel
+from ..steps.tables import SceneTables, Streams
 from .common import (
     COS_HALF_PI_BELOW,
     GAMMA,
@@ -28,14 +29,37 @@ __all__ = ["evaluate_hits"]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _evaluate_hits(  # type: ignore[no-untyped-def]
-    idx, rays, shift, range_true, normals, obj, pulse_start, up,
-    mat_of_obj, refl, mk, rough, slope, cell,
-    beta_h, beta_v, pulse_m, threshold, ext, rmin, rmax, res, noise, iscale, imax, istep,
-    response,
-    seed_slope, seed_relief, seed_noise,
+    idx, rays, shift, range_true, normals, obj, pulse_start, up, materials, model, streams,
     keep, range_meas, intensity, full, jitter, detect, cos_inc_out, cos_eff_out, spread_out,
     peak_out, backscatter_out, relief_out,
 ):  # fmt: skip
+    """:func:`simulator.steps.hits.evaluate_hits` of the hits ``idx`` of the cast ``rays``:
+    ``obj`` is what each ray's material is looked up by, ``materials``
+    :meth:`simulator.steps.tables.SceneTables.kernel_args`' table, ``model``
+    :meth:`simulator.steps.hits.ReturnModel.kernel_args`, ``streams``
+    :meth:`simulator.steps.tables.Streams.kernel_args`."""
+    mat_of_obj = materials[0]
+    refl = materials[1]
+    mk = materials[2]
+    rough = materials[3]
+    slope = materials[4]
+    cell = materials[5]
+    beta_h = model[0]
+    beta_v = model[1]
+    pulse_m = model[2]
+    threshold = model[3]
+    ext = model[4]
+    rmin = model[5]
+    rmax = model[6]
+    res = model[7]
+    noise = model[8]
+    iscale = model[9]
+    imax = model[10]
+    istep = model[11]
+    response = model[12:17]
+    seed_slope = streams[0]
+    seed_relief = streams[1]
+    seed_noise = streams[2]
     per_pulse_up = up.shape[0] > 1
     slope_key = mix64(seed_slope + GAMMA)
     relief_key = mix64(seed_relief + GAMMA)
@@ -152,17 +176,11 @@ def evaluate_hits(
     d = h if detect else 0
     keep, range_m, intensity = np.empty(d, dtype=np.bool_), np.empty(d), np.empty(d)
     extra = [np.empty(h if full and (k != 3 or detect) else 0) for k in range(6)]
-    mt = tables.materials
-    rows, material_of = tables.material_rows(hits)  # (by object, or by face row)
+    rows, materials = tables.kernel_args(hits)  # (by object, or by face row)
     _evaluate_hits(
         idx, chunk.cast, chunk.shift_m, hits.range_m, hits.normal, rows,
         np.uint64(chunk.start), np.ascontiguousarray(chunk.cast_up, dtype=np.float64),
-        material_of, mt.reflectance, mt.minnaert_k, mt.roughness_m,
-        mt.micro_slope_rad, mt.micro_slope_cell_m,
-        model.beta_h_rad, model.beta_v_rad, model.pulse_length_m, model.threshold,
-        model.extinction_args, model.range_min_m, model.range_max_m, model.range_resolution_m,
-        model.range_noise_m, model.intensity_scale, model.intensity_max, model.intensity_step,
-        model.response_args, streams.micro_slope, streams.relief, streams.sensor_noise,
+        materials, model.kernel_args(), streams.kernel_args(),
         keep, range_m, intensity, full, jitter, detect, *extra,
     )  # fmt: skip
     return HitResults(idx, keep, range_m, intensity, *extra)

@@ -12,8 +12,8 @@ from numpy.typing import NDArray
 from ..chunk import PulsePoses, Rays
 from ..pointcloud import PointCloud
 from ..sensor.scanner import SpinningPattern
-from ..steps.echoes import Returns
-from ..steps.hits import SceneTables
+from ..steps.returns import Returns
+from ..steps.tables import SceneTables
 
 __all__ = ["pack_las", "record"]
 

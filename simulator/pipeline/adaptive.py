@@ -8,8 +8,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..chunk import CastChunk, Hits, Rays
-from ..steps.echoes import Returns
 from ..steps.footprint import Witnesses, centre_sub_ray, neighbour_stride, probe_indices
+from ..steps.returns import Returns
 from .layers import Scanning, several_surfaces, surface_returns
 
 __all__ = ["adaptive_returns", "cast_in_full", "rest_of_fans", "witnesses"]

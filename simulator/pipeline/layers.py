@@ -22,8 +22,11 @@ from ..chunk import CastChunk, Hits, Layer, Rays
 from ..config.scene import TRANSMITTANCE_LAWS
 from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import ScanPattern
-from ..steps.echoes import DIAGNOSTIC_FIELDS, Behind, Returns, layers_behind, of_pulses
-from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.echoes import of_pulses
+from ..steps.hits import HitResults, ReturnModel
+from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
+from ..steps.tables import SceneTables, Streams
+from ..steps.transmittance import Behind, layers_behind
 from ..steps.weather import MEDIUM_BLOCK_PULSES, SOFT_BLOCK_PULSES, Medium
 from ..world.scene import Scene
 

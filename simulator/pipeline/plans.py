@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..chunk import CastChunk
-from ..steps.echoes import Returns, single_returns
 from ..steps.hits import HitResults
+from ..steps.returns import Returns, single_returns
 from .adaptive import adaptive_returns
 from .layers import Scanning, layered_returns, layers_of
 

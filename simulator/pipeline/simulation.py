@@ -28,15 +28,12 @@ from ..config import ScannerConfig, Survey, load_scanner, load_survey, reference
 from ..pointcloud import PointCloud
 from ..sensor.scanner import ScanPattern, pattern_for
 from ..sensor.trajectory import Trajectory, trajectory_from_survey
-from ..steps.echoes import (
-    Returns,
-    with_front_laws,
-)
-from ..steps.footprint import (
-    sub_pattern,
-)
-from ..steps.hits import HitResults, ReturnModel, SceneTables, Streams
+from ..steps.footprint import sub_pattern
+from ..steps.hits import HitResults, ReturnModel
 from ..steps.record import add_diagnostics
+from ..steps.returns import Returns
+from ..steps.tables import SceneTables, Streams
+from ..steps.transmittance import with_front_laws
 from ..steps.weather import Medium, weather_extinction_per_m
 from ..world.ego import with_ego
 from ..world.raycast import RayEngine
@@ -119,8 +116,7 @@ class Simulation(Runs):
             self.model = self.medium.model  # with the drawn particles' extinction relief
             self.tables = self.tables.with_media(self.medium.labels)
         self.streams = Streams.from_seed(s.seed)
-        div = scanner.divergence_mrad
-        self.beam = BeamPattern.of(scanner.beam_samples, div.horizontal, div.vertical)
+        self.beam = BeamPattern.of_optics(scanner.beam_samples, self.model.optics)
         self.adaptive = scanner.beam_sampling == "adaptive" and self.beam.samples > 1
         self.returns = returns_plan(self, self.adaptive)
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}

@@ -28,23 +28,19 @@ Steps 6 and 7 are shared with the echoes of footprint sub-rays (:mod:`simulator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import physics
-from ..chunk import CastChunk, Hits, positions_in, world_rays
+from ..beam import BeamOptics
+from ..chunk import CastChunk, positions_in, world_rays
 from ..config import ScannerConfig
-from ..constants import (
-    RETURN_MODES,
-    STREAM_MICRO_SLOPE,
-    STREAM_RELIEF,
-    STREAM_SENSOR_NOISE,
-    stream_seed,
-)
+from ..constants import RETURN_MODES
 from ..errors import ConfigError
 from ..sensor.scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
-from ..world.scene import MaterialTable, Scene
+from .tables import SceneTables, Streams
 
 __all__ = [
     "RANGE_FORMS",
@@ -62,102 +58,6 @@ __all__ = [
     "reported_intensity",
     "sensor_jitter_m",
 ]
-
-
-@dataclass(frozen=True)
-class Streams:
-    """Hash seeds of the independent random quantities, derived from the survey seed.
-
-    Stream ``s`` is ``mix64(seed + s * GOLDEN_GAMMA)``: the s-th output of a SplitMix64
-    generator started at the survey seed (:func:`simulator.constants.stream_seed`).
-    """
-
-    micro_slope: np.uint64
-    relief: np.uint64
-    sensor_noise: np.uint64
-
-    @classmethod
-    def from_seed(cls, seed: int) -> Streams:
-        """Derive the streams of a survey seed."""
-        return cls(
-            np.uint64(stream_seed(seed, STREAM_MICRO_SLOPE)),
-            np.uint64(stream_seed(seed, STREAM_RELIEF)),
-            np.uint64(stream_seed(seed, STREAM_SENSOR_NOISE)),
-        )
-
-
-@dataclass(frozen=True)
-class SceneTables:
-    """Per-object lookups of material, label and instance, and the material table.
-
-    Attributes
-    ----------
-    material_of_object, label_of_object, instance_of_object : (O,) int32, uint16, uint16
-        By object (and by the weather's pseudo-objects after the scene's,
-        :meth:`with_media`).
-    materials : MaterialTable
-        The named materials, then (with per-face materials) one row a face.
-    material_of_row : (R,) int32 or None
-        With per-face materials: the material of each material row (``Hits.material_row``):
-        the objects' own ``material_of_object`` (rows ``0..O-1``), then each face's own
-        row of ``materials`` (:meth:`simulator.world.scene.Scene.face_row_starts`). None
-        without: the per-hit model looks materials up by object.
-    """
-
-    material_of_object: NDArray[np.int32]
-    label_of_object: NDArray[np.uint16]
-    instance_of_object: NDArray[np.uint16]
-    materials: MaterialTable
-    material_of_row: NDArray[np.int32] | None = None
-
-    @classmethod
-    def from_scene(cls, scene: Scene) -> SceneTables:
-        """Build the lookups of a scene (with its faces' rows if some object has per-face
-        materials: each face its object's material with the face's values in place,
-        :meth:`MaterialTable.of_faces`)."""
-        mat, lab, ins = scene.object_tables()
-        materials = scene.material_table()
-        if scene.face_row_starts() is None:
-            return cls(mat, lab, ins, materials)
-        faces = [MaterialTable.of_faces(scene.materials[o.material], o.face_materials)
-                 for o in scene.objects if o.face_materials is not None]  # fmt: skip
-        named = len(materials.reflectance)
-        count = sum(len(f.reflectance) for f in faces)
-        rows = np.concatenate([mat, named + np.arange(count)]).astype(np.int32)
-        return cls(mat, lab, ins, materials.joined(faces), rows)
-
-    def with_media(self, labels: NDArray[np.uint16]) -> SceneTables:
-        """These tables with pseudo-objects after the scene's: one per kind of medium
-        (weather), of the given labels, instance 0; no ray hits them."""
-        n = len(labels)
-        return SceneTables(
-            np.concatenate([self.material_of_object, np.zeros(n, np.int32)]),
-            np.concatenate([self.label_of_object, np.asarray(labels, np.uint16)]),
-            np.concatenate([self.instance_of_object, np.zeros(n, np.uint16)]),
-            self.materials,
-            self.material_of_row,
-        )
-
-    def material_rows(self, hits: Hits) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
-        """What the per-hit model looks each hit's material up by: ``(rows, material_of)``,
-        the hit's material is ``material_of[rows[i]]`` (by object, or with per-face
-        materials by material row).
-
-        Raises
-        ------
-        ValueError
-            If the hits and the tables disagree on per-face materials (hits cast without
-            the scene's face rows would silently take their objects' materials).
-        """
-        if (hits.material_row is None) != (self.material_of_row is None):
-            raise ValueError(
-                "hits and scene tables disagree on per-face materials: cast the rays with "
-                "a RayEngine of the scene the tables were made of"
-            )
-        if self.material_of_row is None:
-            return hits.object_index, self.material_of_object
-        assert hits.material_row is not None
-        return hits.material_row, self.material_of_row
 
 
 #: The range forms of the intensity response, as the kernels number them.
@@ -275,6 +175,9 @@ class ReturnModel:
     #: the extinction is uniform. ``exp(-2 alpha R + 2 relief(R))`` is the transmission.
     extinction_relief: NDArray[np.float64] | None = field(default=None, compare=False)
     extinction_relief_step_m: float = 0.0
+    #: The scanner's beam optics the model was made with (:meth:`from_scanner`), which the
+    #: weather reads; ``beta_h_rad``, ``beta_v_rad`` and ``pulse_length_m`` are its values.
+    optics: BeamOptics | None = field(default=None, compare=False)
 
     @classmethod
     def from_scanner(
@@ -282,10 +185,11 @@ class ReturnModel:
         scanner: ScannerConfig,
         weather_extinction_per_m: float = 0.0,
         pattern: ScanPattern | None = None,
+        optics: BeamOptics | None = None,
     ) -> ReturnModel:
         """Constants of a scanner, in clear air or with a weather's extinction added
         (``pattern``: the scanner's scan pattern, if made already: the intensity response's
-        channels).
+        channels; ``optics``: its :class:`~simulator.beam.BeamOptics`, made if not given).
 
         The threshold is the received peak of a ``reference_reflectance`` target at
         normal incidence (backscatter = reflectance, peak factor 1) at
@@ -293,16 +197,17 @@ class ReturnModel:
         datasheet statement holds; weather attenuates the echoes, not the threshold.
         """
         det = scanner.detection
+        optics = BeamOptics.of(scanner) if optics is None else optics
         alpha = scanner.atmospheric_extinction_per_m
         threshold = (
             det.reference_reflectance
             * np.exp(-2.0 * alpha * det.reference_range_m)
             / det.reference_range_m**2
         )
-        pulse_m = float(physics.pulse_length_m(scanner.pulse_length_ns))
+        pulse_m = optics.pulse_length_m
         return cls(
-            beta_h_rad=scanner.divergence_mrad.horizontal * 1e-3,
-            beta_v_rad=scanner.divergence_mrad.vertical * 1e-3,
+            beta_h_rad=optics.divergence_h_rad,
+            beta_v_rad=optics.divergence_v_rad,
             pulse_length_m=pulse_m,
             threshold=float(threshold),
             extinction_per_m=alpha + weather_extinction_per_m,
@@ -319,6 +224,7 @@ class ReturnModel:
             response=(
                 None if scanner.intensity_response is None else SensorResponse.of(scanner, pattern)
             ),
+            optics=optics,
         )
 
     @property
@@ -326,6 +232,23 @@ class ReturnModel:
         """The intensity response as the kernels take it (:meth:`SensorResponse.kernel_args`;
         ``on`` false without one)."""
         return NO_RESPONSE if self.response is None else self.response.kernel_args()
+
+    def kernel_args(self) -> tuple[Any, ...]:
+        """The model as the kernels take it, one flat tuple of 20 (the kernels unpack it by
+        position, slices of it in this order): ``(beta_h_rad, beta_v_rad, pulse_length_m,
+        threshold, extinction, range_min_m, range_max_m, range_resolution_m,
+        range_noise_m, intensity_scale, intensity_max, intensity_step, *response,
+        separation_m, return_mode, returns_per_pulse)``, with ``extinction``
+        :attr:`extinction_args`, ``response`` the five of :attr:`response_args` (at 12-16)
+        and ``return_mode`` :attr:`return_mode_number`. Flat, not nested: numba's parallel
+        loops cannot take a tuple within a tuple."""
+        return (
+            self.beta_h_rad, self.beta_v_rad, self.pulse_length_m, self.threshold,
+            self.extinction_args, self.range_min_m, self.range_max_m, self.range_resolution_m,
+            self.range_noise_m, self.intensity_scale, self.intensity_max, self.intensity_step,
+            *self.response_args, self.separation_m, self.return_mode_number,
+            self.returns_per_pulse,
+        )  # fmt: skip
 
     @property
     def extinction_args(self) -> NDArray[np.float64]:

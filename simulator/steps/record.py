@@ -17,8 +17,8 @@ from numpy.typing import NDArray
 from ..chunk import PulsePoses, Rays, world_rays
 from ..pointcloud import PointCloud
 from ..sensor.scanner import ScanPattern
-from .echoes import Returns
 from .hits import SceneTables
+from .returns import Returns
 
 __all__ = ["add_diagnostics", "frame_points", "pack_las", "record"]
 

@@ -160,7 +160,7 @@ class Scene:
         per-face materials, (O,) int32, -1 for an object without them; None when no
         object has them.
 
-        The material rows (:attr:`simulator.steps.hits.SceneTables.material_of_row`) are the
+        The material rows (:attr:`simulator.steps.tables.SceneTables.material_of_row`) are the
         objects' own, ``0..O-1``, then one a face of each object with per-face materials,
         in object order: face ``f`` of object ``o`` is row ``starts[o] + f``.
         """

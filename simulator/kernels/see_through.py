@@ -1,0 +1,279 @@
+"""The returns of a chunk cast one ray a pulse through see-through surfaces, a pulse at a
+time in one kernel (the specification: :func:`simulator.steps.see_through.see_through_returns`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import NDArray
+
+from ..beam import BeamPattern
+from ..chunk import Hits
+from ..steps.hits import HitResults, ReturnModel, Streams
+from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
+from ..steps.transmittance import Behind
+from .common import mix64
+from .common import reported_intensity as intensity_of
+from .grouping import RETURN_FIELDS, echoes_of_pulse, joined, returns_out, select_of_pulse
+
+__all__ = ["see_through_returns"]
+
+
+def see_through_returns(
+    results: HitResults,
+    hits: Hits,
+    pulse_id: NDArray[np.uint64],
+    beam: BeamPattern,
+    model: ReturnModel,
+    streams: Streams,
+    behind: Sequence[Behind] = (),
+    *,
+    diagnostics: bool = False,
+) -> Returns:
+    """:func:`simulator.steps.see_through.see_through_returns` in one kernel, a pulse at a time."""
+    if beam.samples != 1:
+        raise ValueError(f"see_through_returns is for one ray a pulse, not {beam.samples}")
+    pulse_count = len(hits.range_m)
+    width = model.returns_per_pulse
+    size = pulse_count * width
+    blocks = max(1, min(pulse_count, 256))
+    block_count = np.zeros(blocks, dtype=np.int64)
+    out = returns_out(size, np.int32, diagnostics)
+    row_start = np.zeros(len(behind) + 1, dtype=np.int64)
+    row_start[1:] = np.cumsum([len(b.rays) for b in behind])
+    hit_start = np.cumsum([0] + [len(b.results.idx) for b in behind])
+
+    l_hit = np.full(row_start[-1], -1, dtype=np.int64)
+    for k, b in enumerate(behind):
+        l_hit[row_start[k] + b.results.idx] = hit_start[k] + np.arange(len(b.results.idx))
+    res = [b.results for b in behind]
+    first = (results.idx, results.keep, results.range_m, results.intensity, results.relief_m,
+             results.backscatter, results.spread_m, results.peak_factor, results.cos_incidence,
+             results.cos_effective, hits.range_m, hits.object_index)  # fmt: skip
+    layers = (
+        row_start, joined([b.rays for b in behind], np.int64),
+        joined([b.two_way for b in behind], np.float64),
+        joined([b.hits.range_m for b in behind], np.float32),
+        joined([b.hits.object_index for b in behind], np.int32), l_hit,
+        *(joined([getattr(r, name) for r in res], np.float64)
+          for name in ("relief_m", "backscatter", "spread_m", "cos_incidence", "cos_effective")),
+    )  # fmt: skip
+    _see_through_returns(
+        first, layers, float(beam.weights[0]), np.ascontiguousarray(pulse_id, np.uint64),
+        np.uint64(streams.sensor_noise), model.kernel_args(), diagnostics, block_count, out,
+    )  # fmt: skip
+    # Each block's returns, moved together into one table.
+    src = np.arange(blocks, dtype=np.int64) * pulse_count // blocks * width
+    dst = np.concatenate([[0], np.cumsum(block_count)])
+
+    def packed(values: NDArray[Any]) -> NDArray[Any]:
+        out = np.empty(dst[-1], dtype=values.dtype)
+        _move_blocks(values, src, block_count, dst, out)
+        return out
+
+    return Returns(**{
+        name: packed(values)
+        for name, values in zip(RETURN_FIELDS, out, strict=True)
+        if diagnostics or name not in DIAGNOSTIC_FIELDS
+    })  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _see_through_returns(  # type: ignore[no-untyped-def]
+    first, layers, weight, pulse_id, noise_seed, model, diagnostics, block_count, out
+):  # fmt: skip
+    """Per pulse of a chunk cast one ray a pulse: the echoes of every surface its ray met
+    when it passed a see-through one (formed and selected as
+    :func:`simulator.kernels.echoes.echo_returns` does), else its one hit if detected.
+    Block ``b`` of the pulses writes its ``block_count[b]`` returns to the (P * R,)
+    arrays of ``out`` (:data:`simulator.kernels.grouping.RETURN_FIELDS`) from ``p0 * R``
+    on, its first pulse ``p0``, in pulse and range order.
+
+    ``first``, the first surfaces: ``(idx, keep, range_m, intensity, relief_m,
+    backscatter, spread_m, peak_factor, cos_incidence, cos_effective)`` of the per-hit
+    model (hit ``j`` is of ray ``idx[j]``, increasing) and the rays' ``(range_m,
+    object_index)``. ``layers``, the layers behind: ``(row_start, rays, two_way, range_m,
+    object_index, hit, relief_m, backscatter, spread_m, cos_incidence, cos_effective)``;
+    layer ``l`` has the rows ``row_start[l]`` to ``row_start[l + 1]`` of the by-row arrays
+    (its rays increasing), and ``hit`` the hit of each row among the by-hit arrays (-1:
+    none). ``weight`` is the ray's share of its pulse (1), ``model``
+    :meth:`simulator.steps.hits.ReturnModel.kernel_args`.
+
+    The loop body is one call of :func:`_see_through_block`, a plain function the per-pulse
+    helpers are inlined into: inlined into this parallel loop instead, numba's parfor passes
+    over their code made this kernel take 16 s to compile, not 9 s (docs/performance.md)."""
+    pulses = first[10].shape[0]
+    blocks = block_count.shape[0]
+    for block in prange(blocks):
+        block_count[block] = _see_through_block(
+            block * pulses // blocks, (block + 1) * pulses // blocks, first, layers, weight,
+            pulse_id, noise_seed, model, diagnostics, out,
+        )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _see_through_block(  # type: ignore[no-untyped-def]
+    p0, p1, first, behind, weight, pulse_id, noise_seed, model, diagnostics, out
+):  # fmt: skip
+    """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block, its
+    ``layers`` here ``behind``): writes their returns from ``p0 * max_returns`` on and
+    returns how many."""
+    idx = first[0]
+    keep = first[1]
+    range_meas = first[2]
+    intensity = first[3]
+    relief = first[4]
+    b = first[5]
+    spread = first[6]
+    peak = first[7]
+    cos_inc = first[8]
+    cos_eff = first[9]
+    range_true = first[10]
+    obj = first[11]
+    row_start = behind[0]
+    l_rays = behind[1]
+    l_two_way = behind[2]
+    l_range = behind[3]
+    l_obj = behind[4]
+    l_hit = behind[5]
+    l_relief = behind[6]
+    l_b = behind[7]
+    l_spread = behind[8]
+    l_cos_inc = behind[9]
+    l_cos_eff = behind[10]
+    iscale = model[9]
+    imax = model[10]
+    istep = model[11]
+    response = model[12:17]
+    separation = model[17]
+    max_returns = model[19]
+    o_pulse = out[0]
+    o_number = out[1]
+    o_total = out[2]
+    o_range = out[3]
+    o_intensity = out[4]
+    o_obj = out[5]
+    o_range_true = out[6]
+    o_cos_inc = out[7]
+    o_cos_eff = out[8]
+    o_spread = out[9]
+    o_peak = out[10]
+    o_fraction = out[11]
+    layers = row_start.shape[0] - 1
+    width = layers + 1
+    hits = idx.shape[0]
+    # scratch: one pulse's surfaces (slot l: layer l) and its echoes
+    f8 = np.zeros((20, width))
+    w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
+    s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
+    e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
+    e_ce, obj_e, obj_w, obj_wr, keys = f8[15], f8[16], f8[17], f8[18], f8[19]
+    i8 = np.zeros((6, width), dtype=np.int64)
+    hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
+    count = np.zeros(1, dtype=np.int64)
+    scratch = np.empty((4, width))
+    s_order = np.empty(width, dtype=np.int64)
+    detected = np.empty(width, dtype=np.bool_)
+    out_slot = np.empty((1, max_returns), dtype=np.int64)
+    out_number = np.empty((1, max_returns), dtype=np.uint8)
+    out_total = np.empty((1, max_returns), dtype=np.uint8)
+    out_range = np.empty((1, max_returns))
+    out_spread = np.empty((1, max_returns))
+    out_peak = np.empty((1, max_returns))
+    # merge walks over the first surfaces' hits and the first layer's rays
+    at = p0 * max_returns  # the block's returns from here, to be moved together
+    j = np.searchsorted(idx, p0)
+    f = row_start[0] + np.searchsorted(l_rays[row_start[0] : row_start[1]], p0)
+    for p in range(p0, p1):
+        while j < hits and idx[j] < p:
+            j += 1
+        if j >= hits or idx[j] != p:
+            continue  # a miss: no surface at all
+        while f < row_start[1] and l_rays[f] < p:
+            f += 1
+        if f >= row_start[1] or l_rays[f] != p:  # one surface: the single ray's return
+            if keep[j]:
+                o_pulse[at] = p
+                o_number[at] = 1
+                o_total[at] = 1
+                o_range[at] = range_meas[j]
+                o_intensity[at] = intensity[j]
+                o_obj[at] = obj[p]
+                if diagnostics:
+                    o_range_true[at] = np.float64(range_true[p])
+                    o_cos_inc[at] = cos_inc[j]
+                    o_cos_eff[at] = cos_eff[j]
+                    o_spread[at] = spread[j]
+                    o_peak[at] = peak[j]
+                    o_fraction[at] = 1.0
+                at += 1
+            continue
+        # Its surfaces, slot by slot as _layer_slots lays them out.
+        w_slot[0] = weight
+        hit_of_slot[0] = 0 if weight > 0.0 else -1
+        s_rng[0] = np.float64(range_true[p])
+        s_obj[0] = obj[p]
+        s_rel[0], s_b[0], s_spr[0] = relief[j], b[j], spread[j]
+        s_ci[0], s_ce[0] = cos_inc[j], cos_eff[j]
+        used = 1 if weight > 0.0 else 0
+        row = f
+        for layer in range(layers):
+            if layer > 0 and row >= 0:  # (not in a layer: in none behind it)
+                a, z = row_start[layer], row_start[layer + 1]
+                row = a + np.searchsorted(l_rays[a:z], p)
+                row = row if row < z and l_rays[row] == p else -1
+            w = weight
+            hit_of_slot[layer + 1] = -1
+            if row >= 0:
+                w = w * l_two_way[row]
+                h = l_hit[row]
+                if h >= 0 and w > 0.0:
+                    hit_of_slot[layer + 1] = used
+                    s_rng[used] = np.float64(l_range[row])
+                    s_obj[used] = l_obj[row]
+                    s_rel[used], s_b[used], s_spr[used] = l_relief[h], l_b[h], l_spread[h]
+                    s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
+                    used += 1
+            w_slot[layer + 1] = w
+        count[0] = echoes_of_pulse(
+            0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
+            separation, e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom,
+            e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
+        )  # fmt: skip
+        n_out = select_of_pulse(
+            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
+            mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
+            out_range, out_spread, out_peak, scratch, s_order, detected,
+        )  # fmt: skip
+        for t in range(n_out):
+            k = out_slot[0, t]
+            energy = e_energy[k]
+            o_pulse[at + t] = p
+            o_number[at + t] = out_number[0, t]
+            o_total[at + t] = out_total[0, t]
+            o_range[at + t] = out_range[0, t]
+            o_intensity[at + t] = intensity_of(
+                energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+            )
+            o_obj[at + t] = e_obj[k]
+            if diagnostics:
+                o_range_true[at + t] = e_range[k]
+                o_cos_inc[at + t] = e_ci[k]
+                o_cos_eff[at + t] = e_ce[k]
+                o_spread[at + t] = out_spread[0, t]
+                o_peak[at + t] = out_peak[0, t]
+                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+        at += n_out
+    return at - p0 * max_returns
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _move_blocks(values, src, count, dst, out):  # type: ignore[no-untyped-def]
+    """``out[dst[b] : dst[b] + count[b]] = values[src[b] : src[b] + count[b]]`` for every
+    block ``b``."""
+    for b in prange(count.shape[0]):
+        for k in range(count[b]):
+            out[dst[b] + k] = values[src[b] + k]
