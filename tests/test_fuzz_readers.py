@@ -184,6 +184,9 @@ REGRESSIONS = [
     (cm.Mutant("vlp16.bag", "lie", 0), "/points message 0: a PointCloud2 of 1 x 1,000,000,000"),
     (cm.Mutant("vlp16.bag", "type", 8), "/points message 0: PointField 'x' (count 1); expected"),
     (cm.Mutant("vlp16.laz", "lie", 9), "the header says 1,000,000,000 variable length"),
+    # lazrs allocated a 755-million-point chunk (22 GB) and aborted the process; a recipe of
+    # the corpus at LIDAR_SIM_FUZZ_SCALE=10:
+    (cm.Mutant("vlp16.laz", "flip", 164), "its LASzip record declares chunks of 755,024,720"),
 ]
 
 
@@ -253,3 +256,32 @@ def test_the_derived_sources_read_as_the_vlp16_frame(sources: dict[str, Path]) -
         cloud = read(sources[name])
         atol = 1e-3 if name.endswith((".las", ".laz")) else 0.0  # LAS: 1 mm integers
         np.testing.assert_allclose(cloud["xyz"], xyz, rtol=0, atol=atol, err_msg=name)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scanners import reads an OSF through simulator.config.vendor, which checks only "
+    "its declared length (osf_size_problem), not its blocks' CRC-32 "
+    "(simulator.io.ouster.osf_problem): ouster-sdk takes the process down (SIGSEGV)",
+)
+def test_scanners_import_of_a_damaged_osf_exits_2(sources: dict[str, Path], tmp_path: Path) -> None:
+    """The same damaged OSF as the command test above, through ``scanners import``."""
+    made = cm.make(cm.Mutant("os0.osf", "flip", 6), sources, tmp_path / "m")
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulator.cli",
+            "scanners",
+            "import",
+            str(made.path),
+            "-o",
+            str(tmp_path / "s.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "400"},
+        preexec_fn=_cap_memory,
+    )
+    assert res.returncode == 2, f"exit code {res.returncode}"

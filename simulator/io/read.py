@@ -485,12 +485,48 @@ def _las_header(path: Path) -> None:
         raise InputError(path, problem)
 
 
+#: Points a LAS/LAZ file is read in at a time.
+_LAS_CHUNK_POINTS = 1_000_000
+#: The largest LASzip chunk taken, in points: lazrs allocates a whole chunk before decoding
+#: it (LASzip writes 50,000; a damaged chunk size of 755 million once made it allocate 22 GB
+#: and abort the process).
+_LAZ_MAX_CHUNK_POINTS = 5_000_000
+
+
+def _laszip_chunk(path: Path, header: Any) -> None:
+    """Refuse a LAZ whose LASzip record declares a chunk no file of its points has."""
+    for vlr in header.vlrs:
+        data = vlr.record_data_bytes() if getattr(vlr, "record_id", None) == 22204 else b""
+        if len(data) < 16:  # not the LASzip VLR (its chunk size is the u32 at byte 12)
+            continue
+        (chunk,) = struct.unpack_from("<I", data, 12)
+        if chunk != 0xFFFFFFFF and chunk > max(int(header.point_count), _LAZ_MAX_CHUNK_POINTS):
+            raise InputError(
+                path,
+                f"its LASzip record declares chunks of {chunk:,} points for a file of "
+                f"{int(header.point_count):,}; expected at most "
+                f"{_LAZ_MAX_CHUNK_POINTS:,} (a damaged file)",
+            )
+
+
 def _read_las(path: Path) -> PointCloud:
     import laspy
 
     _las_header(path)
     try:
-        las = laspy.read(str(path))
+        with laspy.open(str(path)) as reader:
+            header = reader.header
+            _laszip_chunk(path, header)
+            # In pieces: what is held grows with the points decoded, not with the count a
+            # header claims (laspy would allocate all of them first).
+            arrays = [chunk.array for chunk in reader.chunk_iterator(_LAS_CHUNK_POINTS)]
+        array = np.concatenate(arrays) if arrays else np.zeros(0, header.point_format.dtype())
+        record = laspy.ScaleAwarePointRecord(
+            array, header.point_format, header.scales, header.offsets
+        )
+        las = laspy.LasData(header, points=record)
+    except InputError:
+        raise
     except Exception as exc:  # laspy's own errors: not a LAS file, a broken header
         text = str(exc) or type(exc).__name__
         raise InputError(path, f"not a readable LAS/LAZ file ({text})") from None
