@@ -7,15 +7,16 @@ in this process; it must give a cloud whose values pass the reader's check, or r
 Any other exception, a multi-line message, a damage that can only be refused but is read
 (a cut file, a header that lies, another unit's metadata), or a mutant taking more than
 :data:`SLOW_S` fails the test, which lists every such mutant by its recipe (source, kind,
-seed: ``make`` writes it again). A handful go through the real ``lidar-sim compare`` in a
-child process with its address space capped at :data:`CHILD_MEMORY_BYTES`: exit code 2 and
-one line.
+seed: ``make`` writes it again); one taking :data:`HANG_S` ends the process with its
+stacks. A handful go through the real ``lidar-sim compare`` in a child process with its
+address space capped at :data:`CHILD_MEMORY_BYTES`: exit code 2 and one line.
 
 ``LIDAR_SIM_FUZZ_SCALE=N`` makes N times the random mutants (truncations and flips).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import resource
 import shutil
@@ -35,6 +36,9 @@ from . import capture_mutants as cm
 #: A mutant read or refused slower than this, in seconds, is a failure (a reader that
 #: walks what a header claims instead of what the file holds).
 SLOW_S = 5.0
+#: A mutant not read or refused after this many seconds is a hang: the test process dumps
+#: its stacks and exits (the run fails there, loudly, instead of hanging).
+HANG_S = 120.0
 #: The address space of the child ``lidar-sim`` processes: a reader that allocated what a
 #: lying header claims would fail there, not pass.
 CHILD_MEMORY_BYTES = 6 * 2**30
@@ -84,7 +88,11 @@ def test_every_mutant_is_read_or_refused_in_one_line(
         folder = tmp_path / f"{m.kind}-{m.seed}"
         made = cm.make(m, sources, folder)
         t0 = time.perf_counter()
-        wrong, was_refused = outcome(made)
+        faulthandler.dump_traceback_later(HANG_S, exit=True)
+        try:
+            wrong, was_refused = outcome(made)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         took = time.perf_counter() - t0
         if wrong is None and took > SLOW_S:
             wrong = f"took {took:.1f} s"
@@ -187,6 +195,9 @@ REGRESSIONS = [
     # lazrs allocated a 755-million-point chunk (22 GB) and aborted the process; a recipe of
     # the corpus at LIDAR_SIM_FUZZ_SCALE=10:
     (cm.Mutant("vlp16.laz", "flip", 164), "its LASzip record declares chunks of 755,024,720"),
+    # ... and one of 2,772,053,409 chunks (44 GB), from a flipped chunk table offset (at
+    # LIDAR_SIM_FUZZ_SCALE=30):
+    (cm.Mutant("vlp16.laz", "flip", 650), "its LASzip chunk table (version 540693443) "),
 ]
 
 
@@ -220,6 +231,7 @@ THROUGH_THE_COMMAND = [
     (cm.Mutant("os1.pcap", "swap", 1), "the metadata of another unit or mode?"),
     (cm.Mutant("os0.osf", "flip", 0), "block 1 at byte 60 (1,580 bytes) fails its CRC-32"),
     (cm.Mutant("vlp16.laz", "lie", 1), "the header says 1,000,000,000,000 points"),
+    (cm.Mutant("vlp16.bag", "lie", 0), "/points message 0: a PointCloud2 of 1 x 1,000,000,000"),
 ]
 
 

@@ -494,18 +494,51 @@ _LAZ_MAX_CHUNK_POINTS = 5_000_000
 
 
 def _laszip_chunk(path: Path, header: Any) -> None:
-    """Refuse a LAZ whose LASzip record declares a chunk no file of its points has."""
+    """Refuse a LAZ whose LASzip record or chunk table cannot be those of its points: a
+    chunk larger than :data:`_LAZ_MAX_CHUNK_POINTS` (or than the file's count), a chunk
+    table outside the points, or more chunks than the points fill (lazrs allocates the
+    chunk and the table as declared, and aborts the process when it cannot)."""
+    count = int(header.point_count)
     for vlr in header.vlrs:
         data = vlr.record_data_bytes() if getattr(vlr, "record_id", None) == 22204 else b""
         if len(data) < 16:  # not the LASzip VLR (its chunk size is the u32 at byte 12)
             continue
         (chunk,) = struct.unpack_from("<I", data, 12)
-        if chunk != 0xFFFFFFFF and chunk > max(int(header.point_count), _LAZ_MAX_CHUNK_POINTS):
+        variable = chunk == 0xFFFFFFFF
+        if not variable and chunk > max(count, _LAZ_MAX_CHUNK_POINTS):
             raise InputError(
                 path,
                 f"its LASzip record declares chunks of {chunk:,} points for a file of "
-                f"{int(header.point_count):,}; expected at most "
-                f"{_LAZ_MAX_CHUNK_POINTS:,} (a damaged file)",
+                f"{count:,}; expected at most {_LAZ_MAX_CHUNK_POINTS:,} (a damaged file)",
+            )
+        start, size = int(header.offset_to_point_data), path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(start)
+            head = f.read(8)
+            (table,) = struct.unpack("<q", head) if len(head) == 8 else (-1,)
+            if table == -1:
+                return  # no chunk table (a stream that was not finished): lazrs judges
+            f.seek(max(0, min(table, size)))
+            entry = f.read(8)
+        if start + 8 <= size - 8 < table:
+            raise InputError(
+                path,
+                f"truncated: its LASzip chunk table is at byte {table:,}, the file has "
+                f"{size:,} bytes (a copy cut short, or a damaged file)",
+            )
+        if not start + 8 <= table <= size - 8 or len(entry) < 8:
+            raise InputError(
+                path,
+                f"its LASzip chunk table is at byte {table:,}; expected inside the points "
+                f"(bytes {start + 8:,} to {size - 8:,}; a damaged file)",
+            )
+        version, chunks = struct.unpack("<II", entry)
+        most = table - start - 8 if variable else -(-count // max(chunk, 1)) + 1
+        if version != 0 or chunks > most:
+            raise InputError(
+                path,
+                f"its LASzip chunk table (version {version}) declares {chunks:,} chunks; "
+                f"{count:,} points hold at most {most:,} (a damaged file)",
             )
 
 
