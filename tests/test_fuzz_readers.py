@@ -297,3 +297,30 @@ def test_scanners_import_of_a_damaged_osf_exits_2(sources: dict[str, Path], tmp_
         preexec_fn=_cap_memory,
     )
     assert res.returncode == 2, f"exit code {res.returncode}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"\x00\x01\x00\x00garbage", bytes(range(256)) * 4],
+    ids=["empty", "garbage", "bytes"],
+)
+def test_a_bag_message_that_is_no_point_cloud2_is_one_line(tmp_path: Path, raw: bytes) -> None:
+    """A PointCloud2 topic whose message bytes are not a CDR PointCloud2: rosbags' decoder
+    raised its own errors (a traceback)."""
+    pytest.importorskip("rosbags")
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    bag = tmp_path / "bad.bag"
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    writer = Writer(bag, version=8)
+    writer.open()
+    connection = writer.add_connection("/points", "sensor_msgs/msg/PointCloud2", typestore=store)
+    writer.write(connection, 0, raw)
+    writer.close()
+    with pytest.raises(InputError) as info:
+        read(bag)
+    assert str(info.value).startswith(
+        f"{bag}: message 0 is not a readable sensor_msgs/msg/PointCloud2 ("
+    )
+    assert "\n" not in str(info.value)
