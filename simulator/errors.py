@@ -55,5 +55,6 @@ class InputError(SimulatorError):
 
     def __init__(self, source: str | Path, problem: str) -> None:
         self.source = str(source)
-        self.problem = problem
-        super().__init__(f"{self.source}: {problem}")
+        # One line, whatever a library's error text (quoted in ``problem``) holds.
+        self.problem = " ".join(str(problem).split())
+        super().__init__(f"{self.source}: {self.problem}")

@@ -135,7 +135,18 @@ def cloud_from_fields(
         if np.asarray(fields[a]).dtype.kind != "f":
             raise InputError(source, f"field {a!r} is {fields[a].dtype}; expected a float")
     xyz = np.stack([np.asarray(fields[a], dtype=np.float64) for a in "xyz"], axis=1)
-    rest = {k: np.asarray(v).reshape(len(xyz)) for k, v in fields.items() if k not in "xyz"}
+    rest: dict[str, NDArray[Any]] = {}
+    for name, values in fields.items():
+        if name in ("x", "y", "z"):
+            continue
+        v = np.asarray(values)
+        if v.size != len(xyz):
+            raise InputError(
+                source,
+                f"field {name!r} holds {v.size:,} values for {len(xyz):,} points; expected "
+                "one a point",
+            )
+        rest[name] = v.reshape(len(xyz))
     out: dict[str, NDArray[Any]] = {}
     meta = dict(meta or {})
     keep = np.ones(len(xyz), dtype=bool)

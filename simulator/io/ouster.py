@@ -25,6 +25,8 @@ travels with both kinds of capture, so :func:`scanner_of_capture` imports its sc
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,13 @@ from ..pointcloud import PointCloud
 from .drivers import grid_meta
 
 __all__ = [
+    "COLUMN_PERIOD_TOLERANCE",
     "check_osf",
+    "check_pcap",
     "cloud_of_scan",
     "column_poses",
     "find_metadata",
+    "osf_problem",
     "read_osf_frames",
     "read_pcap_frames",
     "scanner_of_capture",
@@ -68,6 +73,113 @@ def find_metadata(pcap: Path, meta: Path | None = None) -> Path:
         f"no sensor metadata beside it (expected {same.name}, or a JSON whose name starts "
         "the pcap's); pass --meta FILE",
     )
+
+
+#: pcap magic numbers (microsecond and nanosecond stamps) and their byte order.
+_PCAP_MAGIC = {
+    b"\xd4\xc3\xb2\xa1": "<",
+    b"\x4d\x3c\xb2\xa1": "<",
+    b"\xa1\xb2\xc3\xd4": ">",
+    b"\xa1\xb2\x3c\x4d": ">",
+}
+#: The longest packet a pcap record may hold (libpcap's MAXIMUM_SNAPLEN).
+_PCAP_MAX_RECORD = 262_144
+#: How far a frame's column spacing may stray from its metadata's mode before the metadata
+#: is refused as another unit's or mode's (the motor holds its speed far closer).
+COLUMN_PERIOD_TOLERANCE = 0.1
+
+
+def check_pcap(path: Path) -> None:
+    """Refuse a pcap that is damaged or cut short, before ouster-sdk reads it (the SDK reads
+    what it can of such a file and yields fewer frames, without a word).
+
+    Every record header is walked: each must hold at most 262,144 bytes, no more than the
+    packet's length on the wire, and end inside the file. A pcapng file is left to the SDK.
+
+    Raises
+    ------
+    InputError
+        If the file is shorter than its 24-byte header, is no pcap, or a record is damaged
+        or cut short.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(24)
+        if head[:4] == b"\x0a\x0d\x0d\x0a":
+            return  # pcapng: the SDK's reader judges it
+        if len(head) < 24 or head[:4] not in _PCAP_MAGIC:
+            raise InputError(path, "not a pcap file (expected its 24-byte header)")
+        order = _PCAP_MAGIC[head[:4]]
+        at, index = 24, 0
+        while at < size:
+            record = f.read(16)
+            if len(record) < 16:
+                raise InputError(
+                    path,
+                    f"truncated: packet record {index:,} at byte {at:,} is cut in its header "
+                    "(a copy cut short, or a capture that did not finish)",
+                )
+            captured, wire = struct.unpack(order + "8xII", record)
+            if captured > _PCAP_MAX_RECORD or captured > wire:
+                raise InputError(
+                    path,
+                    f"packet record {index:,} at byte {at:,} claims {captured:,} bytes of a "
+                    f"{wire:,}-byte packet; expected at most {_PCAP_MAX_RECORD:,} and no more "
+                    "than the packet (a damaged file)",
+                )
+            at += 16 + captured
+            if at > size:
+                raise InputError(
+                    path,
+                    f"truncated: packet record {index:,} claims {captured:,} bytes, "
+                    f"{captured - (at - size):,} are in the file (a copy cut short, or a "
+                    "capture that did not finish)",
+                )
+            f.seek(at)
+            index += 1
+
+
+def osf_problem(path: Path) -> str | None:
+    """What is wrong with an Ouster OSF (v2) recording's blocks, or None.
+
+    An OSF v2 file is a run of blocks, each a ``uint32`` size, that many bytes of a
+    flatbuffer, and a CRC-32 of both: the header, the chunks of scans, the metadata. Each is
+    checked, so that no damaged byte reaches ouster-sdk (which crashes the process on some).
+
+    Returns
+    -------
+    str or None
+        The truncation (:func:`~simulator.config.vendor.osf_size_problem`), the block that
+        is cut short or fails its CRC, or None (also for a file with no OSF v2 header: the
+        SDK judges it).
+    """
+    problem = osf_size_problem(path)
+    if problem is not None:
+        return problem
+    with open(path, "rb") as f:
+        if f.read(12)[8:12] != b"OSF$":
+            return None
+        f.seek(0)
+        at, index = 0, 0
+        size = path.stat().st_size
+        while at < size:
+            prefix = f.read(4)
+            (length,) = struct.unpack("<I", prefix) if len(prefix) == 4 else (size,)
+            if at + 8 + length > size:
+                return (
+                    f"truncated: block {index} at byte {at:,} claims {length:,} bytes, the "
+                    "file ends before them (a copy cut short, or a damaged file)"
+                )
+            block = f.read(length)
+            (crc,) = struct.unpack("<I", f.read(4))
+            if zlib.crc32(prefix + block) != crc:
+                return (
+                    f"block {index} at byte {at:,} ({length:,} bytes) fails its CRC-32 "
+                    "(a damaged file)"
+                )
+            at += 8 + length
+            index += 1
+    return None
 
 
 def _sdk() -> Any:
@@ -143,12 +255,47 @@ def cloud_of_scan(scan: Any, info: Any, xyz_lut: Any, meta: dict[str, Any]) -> P
     )
 
 
-def _clouds(source: Any, path: Path, meta: dict[str, Any]) -> Iterator[PointCloud]:
-    """The lidar frames of an opened SDK source (its first sensor), closed when done."""
+def _column_period_problem(scan: Any, period_ns: float, mode: str) -> str | None:
+    """Whether a frame's columns are spaced as its metadata's mode fires them, or what is
+    wrong (a pcap read with another unit's or mode's metadata)."""
+    valid = (np.asarray(scan.status) & 1).astype(bool)
+    column = np.flatnonzero(valid)
+    if len(column) < 2:
+        return None
+    stamps = np.asarray(scan.timestamp, dtype=np.float64)[column]
+    step = float(np.median(np.diff(stamps) / np.diff(column)))
+    if step <= 0.0 or abs(step / period_ns - 1.0) <= COLUMN_PERIOD_TOLERANCE:
+        return None
+    return (
+        f"its columns are {step / 1e3:.1f} us apart, the metadata's {mode} fires one every "
+        f"{period_ns / 1e3:.1f} us: the metadata of another unit or mode?"
+    )
+
+
+def _clouds(
+    source: Any, path: Path, meta: dict[str, Any], metadata: Path | None = None
+) -> Iterator[PointCloud]:
+    """The lidar frames of an opened SDK source (its first sensor), closed when done; each
+    frame's column spacing checked against its metadata's mode (``metadata``, the JSON of a
+    pcap, is named when they disagree)."""
     _, core = _sdk()
+    told = metadata if metadata is not None else path
     try:
         info = source.sensor_info[0]
-        xyz_lut = core.XYZLut(info)
+        rows, columns = info.format.pixels_per_column, info.format.columns_per_frame
+        fps = info.format.fps
+        if not (0 < rows <= 256 and 0 < columns <= 8192 and fps > 0):
+            raise InputError(
+                told,
+                f"metadata of {rows} rows x {columns} columns at {fps} Hz; expected up to 256 "
+                "rows and 8192 columns",
+            )
+        try:
+            xyz_lut = core.XYZLut(info)
+        except Exception as exc:  # the SDK's own errors on metadata it parsed
+            raise InputError(told, f"ouster-sdk cannot use it: {_sdk_problem(exc)}") from None
+        mode = f"{columns}x{fps:g}"
+        period_ns = 1e9 / (fps * columns)
         frames = iter(source)
         while True:
             try:
@@ -160,6 +307,10 @@ def _clouds(source: Any, path: Path, meta: dict[str, Any]) -> Iterator[PointClou
                     path, f"ouster-sdk cannot read a frame: {_sdk_problem(exc)}"
                 ) from None
             if frame[0] is not None:
+                problem = _column_period_problem(frame[0], period_ns, mode)
+                if problem is not None:
+                    name = f" with {metadata.name}" if metadata is not None else ""
+                    raise InputError(path, f"read{name}: {problem}")
                 yield cloud_of_scan(frame[0], info, xyz_lut, meta)
     finally:
         source.close()
@@ -174,28 +325,57 @@ def read_pcap_frames(pcap: Path, meta: Path | None = None) -> Iterator[PointClou
         The recording.
     meta : Path, optional
         Its metadata JSON (found beside it when not given: :func:`find_metadata`).
+
+    Raises
+    ------
+    InputError
+        If the pcap is damaged or cut short (:func:`check_pcap`), its metadata cannot be
+        read, or no lidar frame of it fits the metadata (another unit's, or another mode's:
+        no packet of its size, or columns spaced otherwise).
     """
-    sdk, _ = _sdk()
+    sdk, core = _sdk()
     meta_path = find_metadata(pcap, meta)
+    check_pcap(pcap)
     try:
         source = sdk.open_source(str(pcap), meta=[str(meta_path)])
     except Exception as exc:  # the SDK raises RuntimeError/ValueError of its own
         raise InputError(
             pcap, f"ouster-sdk cannot open it with {meta_path.name}: {_sdk_problem(exc)}"
         ) from None
-    yield from _clouds(source, pcap, {"source": str(pcap), "metadata": str(meta_path)})
+    try:
+        info = source.sensor_info[0]
+        unit = (
+            f"{info.prod_line} {info.config.lidar_mode}, {info.format.udp_profile_lidar}: "
+            f"{core.PacketFormat(info).lidar_packet_size:,}-byte lidar packets"
+        )
+    except Exception as exc:  # the SDK's own errors on metadata it parsed
+        source.close()
+        raise InputError(meta_path, f"ouster-sdk cannot use it: {_sdk_problem(exc)}") from None
+    count = 0
+    for cloud in _clouds(
+        source, pcap, {"source": str(pcap), "metadata": str(meta_path)}, meta_path
+    ):
+        count += 1
+        yield cloud
+    if count == 0:
+        raise InputError(
+            pcap,
+            f"no lidar frame in it fits its metadata {meta_path.name} ({unit}): the metadata "
+            "of another unit or mode?",
+        )
 
 
 def check_osf(path: Path) -> None:
-    """Refuse an OSF that is cut short before ouster-sdk reads it (the SDK would read what it
-    can, print warnings and yield no frame): :func:`~simulator.config.vendor.osf_size_problem`.
+    """Refuse an OSF that is cut short or damaged before ouster-sdk reads it (the SDK would
+    read what it can, print warnings and yield no frame, or crash): :func:`osf_problem`.
 
     Raises
     ------
     InputError
-        If the file is empty, or shorter than the length its header declares.
+        If the file is empty, shorter than the length its header declares, or a block of it
+        fails its CRC-32.
     """
-    problem = osf_size_problem(path)
+    problem = osf_problem(path)
     if problem is not None:
         raise InputError(path, problem)
 
@@ -297,7 +477,10 @@ def scanner_of_capture(
     if ext == ".pcap":
         calibration = find_metadata(path, meta)
     elif ext == ".osf":
-        calibration = path  # import_scanner refuses a truncated one
+        problem = osf_problem(path)  # a damaged block would reach the SDK
+        if problem is not None:
+            raise InputError(path, f"cannot import its scanner: {problem}")
+        calibration = path
     else:
         return None
     try:

@@ -15,6 +15,7 @@ driver's point layout: the fields are mapped by :mod:`simulator.io.drivers`).
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,28 +42,86 @@ _CLOUD_TYPE = "sensor_msgs/msg/PointCloud2"
 
 
 def _message_fields(msg: Any, source: Path) -> tuple[dict[str, NDArray[Any]], int, int]:
-    """A PointCloud2's fields by name, and its height and width."""
+    """A PointCloud2's fields by name, and its height and width; a message whose layout
+    cannot be (fields that overlap or leave the point, a ``row_step`` shorter than a row,
+    ``data`` shorter than ``height x row_step``) is refused before anything is read."""
     order = ">" if msg.is_bigendian else "<"
-    names, formats, offsets = [], [], []
+    height, width = int(msg.height), int(msg.width)
+    step, row_step = int(msg.point_step), int(msg.row_step)
+    names, formats, offsets, spans = [], [], [], []
     for f in msg.fields:
         code = _POINTFIELD.get(int(f.datatype))
         if code is None:
             raise InputError(
                 source, f"field {f.name!r} has PointField datatype {f.datatype}; expected 1-8"
             )
+        count, offset = int(f.count), int(f.offset)
+        if not f.name or f.name in names or count < 1:
+            raise InputError(
+                source,
+                f"PointField {f.name!r} (count {count}); expected a name used once and a "
+                "count of 1 or more",
+            )
+        end = offset + np.dtype(code).itemsize * count
+        if end > step:
+            raise InputError(
+                source,
+                f"field {f.name!r} runs to byte {end:,} of a {step}-byte point (point_step); "
+                "expected every field inside the point",
+            )
         names.append(f.name)
-        formats.append((order + code, (int(f.count),)) if f.count > 1 else order + code)
-        offsets.append(int(f.offset))
-    dtype = np.dtype(
-        {"names": names, "formats": formats, "offsets": offsets, "itemsize": int(msg.point_step)}
-    )
-    height, width = int(msg.height), int(msg.width)
+        formats.append((order + code, (count,)) if count > 1 else order + code)
+        offsets.append(offset)
+        spans.append((offset, end, f.name))
+    if not names:
+        raise InputError(source, "a PointCloud2 without fields; expected x y z")
+    spans.sort()
+    for (_, end, a), (start, _, b) in itertools.pairwise(spans):
+        if start < end:
+            raise InputError(source, f"fields {a!r} and {b!r} overlap; expected apart")
     raw = np.asarray(msg.data, dtype=np.uint8)
-    rows = raw[: height * int(msg.row_step)].reshape(height, int(msg.row_step))
-    packed = np.ascontiguousarray(rows[:, : width * int(msg.point_step)]).reshape(-1)
-    points = packed.view(dtype)
+    if height * width and (row_step < width * step or len(raw) < height * row_step):
+        raise InputError(
+            source,
+            f"a PointCloud2 of {height:,} x {width:,} points of {step} bytes, rows of "
+            f"{row_step:,} bytes, holds {len(raw):,} bytes of data; expected row_step >= "
+            "width x point_step and height x row_step bytes (a message that lies about its size)",
+        )
+    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": step})
+    if height * width == 0:
+        points = np.zeros(0, dtype=dtype)
+    else:
+        rows = raw[: height * row_step].reshape(height, row_step)
+        packed = np.ascontiguousarray(rows[:, : width * step]).reshape(-1)
+        points = packed.view(dtype)
     fields = {n: points[n].astype(points[n].dtype.newbyteorder("=")) for n in names}
     return fields, height, width
+
+
+def _messages(reader: Any, connections: list[Any], store: Any, bag: Path) -> Iterator[Any]:
+    """The messages of ``connections``, deserialised; the storage's or the CDR's damage is
+    one line (rosbags and sqlite raise their own errors)."""
+    messages = reader.messages(connections=connections)
+    index = 0
+    while True:
+        try:
+            connection, _t, raw = next(messages)
+        except StopIteration:
+            return
+        except Exception as exc:  # sqlite3/mcap errors of a damaged storage file
+            raise InputError(
+                bag, f"cannot read message {index} of its storage: {exc or type(exc).__name__}"
+            ) from None
+        try:
+            msg = store.deserialize_cdr(raw, connection.msgtype)
+        except Exception as exc:  # rosbags' CDR decoder on damaged bytes
+            raise InputError(
+                bag,
+                f"message {index} is not a readable {connection.msgtype} "
+                f"({exc or type(exc).__name__})",
+            ) from None
+        yield msg
+        index += 1
 
 
 def read_bag_frames(bag: Path, topic: str | None = None) -> Iterator[PointCloud]:
@@ -112,17 +171,16 @@ def read_bag_frames(bag: Path, topic: str | None = None) -> Iterator[PointCloud]
             raise InputError(
                 bag, f"topic {topic} carries {chosen[0].msgtype}; expected {_CLOUD_TYPE}"
             )
-        for connection, _t, raw in reader.messages(connections=chosen):
-            msg = store.deserialize_cdr(raw, connection.msgtype)
-            fields, height, width = _message_fields(msg, bag)
+        for index, msg in enumerate(_messages(reader, chosen, store, bag)):
             stamp = int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
-            grid = (height, width) if height > 1 else None
-            yield cloud_from_fields(
-                fields,
-                bag,
-                grid,
-                {"stamp_ns": stamp, "topic": topic, "frame_id": msg.header.frame_id},
-            )
+            meta = {"stamp_ns": stamp, "topic": topic, "frame_id": msg.header.frame_id}
+            try:
+                fields, height, width = _message_fields(msg, bag)
+                grid = (height, width) if height > 1 else None
+                cloud = cloud_from_fields(fields, bag, grid, meta)
+            except InputError as exc:  # said of the message
+                raise InputError(bag, f"{topic} message {index}: {exc.problem}") from None
+            yield cloud
     finally:
         reader.close()
 
