@@ -26,7 +26,6 @@ travels with both kinds of capture, so :func:`scanner_of_capture` imports its sc
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..config.vendor import import_scanner, osf_size_problem
+from ..config.vendor import import_scanner
+from ..config.vendor.ouster import osf_problem
 from ..errors import ConfigError, InputError
 from ..pointcloud import PointCloud
 from .drivers import grid_meta
@@ -137,49 +137,6 @@ def check_pcap(path: Path) -> None:
                 )
             f.seek(at)
             index += 1
-
-
-def osf_problem(path: Path) -> str | None:
-    """What is wrong with an Ouster OSF (v2) recording's blocks, or None.
-
-    An OSF v2 file is a run of blocks, each a ``uint32`` size, that many bytes of a
-    flatbuffer, and a CRC-32 of both: the header, the chunks of scans, the metadata. Each is
-    checked, so that no damaged byte reaches ouster-sdk (which crashes the process on some).
-
-    Returns
-    -------
-    str or None
-        The truncation (:func:`~simulator.config.vendor.osf_size_problem`), the block that
-        is cut short or fails its CRC, or None (also for a file with no OSF v2 header: the
-        SDK judges it).
-    """
-    problem = osf_size_problem(path)
-    if problem is not None:
-        return problem
-    with open(path, "rb") as f:
-        if f.read(12)[8:12] != b"OSF$":
-            return None
-        f.seek(0)
-        at, index = 0, 0
-        size = path.stat().st_size
-        while at < size:
-            prefix = f.read(4)
-            (length,) = struct.unpack("<I", prefix) if len(prefix) == 4 else (size,)
-            if at + 8 + length > size:
-                return (
-                    f"truncated: block {index} at byte {at:,} claims {length:,} bytes, the "
-                    "file ends before them (a copy cut short, or a damaged file)"
-                )
-            block = f.read(length)
-            (crc,) = struct.unpack("<I", f.read(4))
-            if zlib.crc32(prefix + block) != crc:
-                return (
-                    f"block {index} at byte {at:,} ({length:,} bytes) fails its CRC-32 "
-                    "(a damaged file)"
-                )
-            at += 8 + length
-            index += 1
-    return None
 
 
 def _sdk() -> Any:

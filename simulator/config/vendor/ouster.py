@@ -28,6 +28,7 @@ import json
 import math
 import re
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from .common import (
     slug,
 )
 
-__all__ = ["import_ouster", "osf_metadata_json", "osf_size_problem"]
+__all__ = ["import_ouster", "osf_metadata_json", "osf_problem", "osf_size_problem"]
 
 #: The file identifier of an OSF (v2) header, a size-prefixed flatbuffer.
 _OSF_IDENTIFIER = b"OSF$"
@@ -107,12 +108,55 @@ def osf_size_problem(path: Path) -> str | None:
     return None
 
 
+def osf_problem(path: Path) -> str | None:
+    """What is wrong with an Ouster OSF (v2) recording's blocks, or None.
+
+    An OSF v2 file is a run of blocks, each a ``uint32`` size, that many bytes of a
+    flatbuffer, and a CRC-32 of both: the header, the chunks of scans, the metadata. Each is
+    checked, so that no damaged byte reaches ouster-sdk (which crashes the process on some).
+
+    Returns
+    -------
+    str or None
+        The truncation (:func:`osf_size_problem`), the block that
+        is cut short or fails its CRC, or None (also for a file with no OSF v2 header: the
+        SDK judges it).
+    """
+    problem = osf_size_problem(path)
+    if problem is not None:
+        return problem
+    with open(path, "rb") as f:
+        if f.read(12)[8:12] != b"OSF$":
+            return None
+        f.seek(0)
+        at, index = 0, 0
+        size = path.stat().st_size
+        while at < size:
+            prefix = f.read(4)
+            (length,) = struct.unpack("<I", prefix) if len(prefix) == 4 else (size,)
+            if at + 8 + length > size:
+                return (
+                    f"truncated: block {index} at byte {at:,} claims {length:,} bytes, the "
+                    "file ends before them (a copy cut short, or a damaged file)"
+                )
+            block = f.read(length)
+            (crc,) = struct.unpack("<I", f.read(4))
+            if zlib.crc32(prefix + block) != crc:
+                return (
+                    f"block {index} at byte {at:,} ({length:,} bytes) fails its CRC-32 "
+                    "(a damaged file)"
+                )
+            at += 8 + length
+            index += 1
+    return None
+
+
 def osf_metadata_json(path: Path) -> str:
     """The sensor metadata inside an Ouster OSF recording (its first sensor's), as the JSON
     text ouster-sdk writes for it."""
     if not path.is_file():
         raise ConfigError(path, "", "file not found")
-    problem = osf_size_problem(path)
+    problem = osf_problem(path)  # (every block's CRC: the SDK crashes on some damage)
     if problem is not None:
         raise ConfigError(path, "", problem)
     try:
