@@ -117,3 +117,22 @@ def test_a_bad_ego_section_is_refused_in_one_line(
     out = tmp_path / "scan.npz"
     res = lidar_sim("scan", YARD, "-o", out, "--set", override)
     refused_in_one_line(res, fragment, out)
+
+
+def test_a_body_that_returns_gives_its_points_on_its_faces() -> None:
+    """With ``returns: true`` the beams that met the roof return from it: every point that
+    lies behind the box without it now lies on the box's surface (within the range
+    noise), labelled unlabeled, and the others are unchanged."""
+    import json
+
+    plain = simulator.Simulation.from_file(YARD, BASE).run()
+    roof = {**ROOF, "rotation_deg": [0, 0, 0]}
+    ego = f"ego={json.dumps({'boxes': [roof], 'returns': True, 'reflectance': 0.3})}"
+    cloud = simulator.Simulation.from_file(YARD, [*BASE, ego]).run()
+    on_body = np.isin(cloud["pulse_id"], plain["pulse_id"][crosses(plain["xyz"], roof, -0.05)])
+    assert on_body.sum() > 0.05 * len(plain)
+    local = np.abs(cloud["xyz"][on_body] - np.asarray(roof["position_m"]))
+    half = np.asarray(roof["size_m"]) / 2
+    assert (local <= half + 0.05).all()  # on the box
+    assert (np.abs(local - half) < 0.05).any(axis=1).all()  # on one of its faces
+    assert (cloud["label"][on_body] == 0).all()

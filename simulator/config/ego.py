@@ -27,10 +27,16 @@ class Ego(Model):
     """What the sensor's own platform puts in the way of its beams. A beam that meets it
     before the scene gives no return (the body is dark, or nearer than the sensor's
     minimum range, or cut by the driver's own filter): the drop-outs a real sensor shows
-    behind and below itself. Empty (the default): nothing blocks, and every output is
-    what it was without the section."""
+    behind and below itself; with ``returns: true`` the body returns as a surface of
+    ``reflectance`` (label ``unlabeled``), as it does for a sensor whose driver keeps it.
+    Empty (the default): nothing blocks, and every output is what it was without the
+    section."""
 
     boxes: list[EgoBox] = Field(default_factory=list)
+    #: Whether the body returns points (a Lambertian surface of ``reflectance``) instead of
+    #: only blocking the beams.
+    returns: bool = False
+    reflectance: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.1
     #: A mesh file of the platform (a survey's section only; relative to the survey),
     #: placed in the sensor frame by ``mesh_pose``.
     mesh: str | None = None

@@ -2,7 +2,9 @@
 fixed in the sensor frame, follow the sensor and block the beams that meet them.
 
 The blocker is dark (reflectance 0, opaque): a beam that meets it first gives no return,
-whatever the sensor's threshold, and nothing behind it is seen. A static sensor's blocker
+whatever the sensor's threshold, and nothing behind it is seen; with ``returns: true`` it
+is a Lambertian surface of the section's ``reflectance`` instead (one body: the last such
+section's value). A static sensor's blocker
 is a static object placed at the sensor's pose; a moving sensor's is a moving object whose
 trajectory is the sensor's own, so the ray engine casts each ray against it at the ray's
 own time, exactly as it does a passing car.
@@ -97,6 +99,10 @@ def _mesh_in_sensor_frame(
     return vertices, np.asarray(mesh.faces, dtype=np.int64)
 
 
+def _empty(ego: Ego) -> bool:
+    return not ego.boxes and ego.mesh is None
+
+
 def with_ego(
     scene: Scene,
     sections: Sequence[Ego],
@@ -117,5 +123,9 @@ def with_ego(
     else:
         trajectory = sensor
     blocker = SceneObject("ego", vertices, faces, EGO_MATERIAL, 0, 0, trajectory)
-    materials = {**scene.materials, EGO_MATERIAL: _BLOCKER}
+    body = _BLOCKER
+    returning = [e for e in sections if e.returns and not _empty(e)]
+    if returning:  # a body that returns: a Lambertian surface of the section's reflectance
+        body = Material(reflectance=returning[-1].reflectance, minnaert_k=1.0, label="unlabeled")
+    materials = {**scene.materials, EGO_MATERIAL: body}
     return replace(scene, objects=[*scene.objects, blocker], materials=materials)
