@@ -69,10 +69,10 @@ class Triangles:
 
     Attributes
     ----------
-    vertices_m : (V, 3) float64
-        The float32 vertices Embree holds, promoted (local frame, m), every geometry's in
-        geometry-id order.
-    faces : (F, 3) int64
+    vertices_m : (P, 3) float64
+        The float32 vertices Embree holds, promoted (local frame, m), each distinct point
+        once (equal vertices of any geometries are one).
+    faces : (F, 3) int32
         Vertex rows of ``vertices_m`` (each geometry's faces in order).
     face_start : (G + 1,) int64
         Geometry ``g``'s faces are ``faces[face_start[g]:face_start[g + 1]]``: primitive
@@ -80,19 +80,16 @@ class Triangles:
     shared : (F,) bool
         Whether a coplanar face of another geometry overlaps the face
         (:func:`coplanar_shared`).
-    corners : (F, 3) int64
-        Each face's corners as points: equal vertices (of any geometry) are one point.
     ring_start : (P + 1,) int64
         The faces at point ``c`` are ``ring_faces[ring_start[c]:ring_start[c + 1]]``.
-    ring_faces : (3 F,) int64
+    ring_faces : (3 F,) int32
         The faces at each point, point by point.
     """
 
     vertices_m: NDArray[np.float64]
-    faces: NDArray[np.int64]
+    faces: NDArray[np.int32]
     face_start: NDArray[np.int64]
     shared: NDArray[np.bool_]
-    corners: NDArray[np.int64]
     ring_start: NDArray[np.int64]
     ring_faces: NDArray[np.int64]
 
@@ -104,17 +101,21 @@ class Triangles:
         (F_g, 3) uint32 faces as given to ``add_triangles``."""
         v_start = np.cumsum([0] + [len(v) for v in vertices_m]).astype(np.int64)
         f_start = np.cumsum([0] + [len(f) for f in faces]).astype(np.int64)
-        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m]).astype(np.float64)
+        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m])
         rows = [np.asarray(f, np.int64).reshape(-1, 3) + v_start[g] for g, f in enumerate(faces)]
         packed = np.concatenate([np.zeros((0, 3), np.int64), *rows])
-        _, point = np.unique(vertices, axis=0, return_inverse=True)
-        corners = point.ravel()[packed] if len(vertices) else packed
+        # Equal vertices (of any geometry) become one point: the faces around a point are
+        # then found across seams and between objects.
+        points, point = np.unique(vertices, axis=0, return_inverse=True)
+        corners = point.ravel().astype(np.int32)[packed]
+        del packed, rows
         order = np.argsort(corners.ravel(), kind="stable")
-        ring_faces = (order // 3).astype(np.int64)
-        count = np.bincount(corners.ravel(), minlength=int(corners.max(initial=-1)) + 1)
+        ring_faces = (order // 3).astype(np.int32)
+        count = np.bincount(corners.ravel(), minlength=len(points))
         ring_start = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-        shared = coplanar_shared(vertices, packed, f_start)
-        return cls(vertices, packed, f_start, shared, corners, ring_start, ring_faces)
+        points = points.astype(np.float64)
+        shared = coplanar_shared(points, corners, f_start)
+        return cls(points, corners, f_start, shared, ring_start, ring_faces)
 
     def geometry_of(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The (geometry, primitive) ids of faces ``face`` (K,) (-1, -1 for -1)."""
@@ -125,11 +126,11 @@ class Triangles:
     def around(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The faces that share a point with faces ``face`` (K,), themselves included:
         pairs (k, neighbour) of (R,) int64 each."""
-        point = self.corners[face].ravel()
+        point = self.faces[face].ravel()
         first, count = self.ring_start[point], self.ring_start[point + 1] - self.ring_start[point]
         k = np.repeat(np.repeat(np.arange(len(face)), 3), count)
         at = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
-        return k.astype(np.int64), self.ring_faces[at]
+        return k.astype(np.int64), self.ring_faces[at].astype(np.int64)
 
     def kernel_args(self) -> tuple[NDArray[Any], ...]:
         """The arrays a kernel takes: vertices, faces, face starts, shared."""
@@ -137,52 +138,74 @@ class Triangles:
 
 
 def coplanar_shared(
-    vertices_m: NDArray[np.float64], faces: NDArray[np.int64], face_start: NDArray[np.int64]
+    vertices_m: NDArray[np.float64], faces: NDArray[np.integer], face_start: NDArray[np.int64]
 ) -> NDArray[np.bool_]:
     """(F,) bool: whether a face of another geometry lies in the face's plane (unit normal
     and offset equal after rounding to :data:`PLANE_NORMAL_STEP` and
     :data:`PLANE_OFFSET_STEP_M`, either orientation) with overlapping bounding boxes
     (:data:`OVERLAP_MARGIN_M`). A ray hitting such a face may hit both at one range.
 
+    Every operation is elementwise (no reduction whose order a SIMD width could change),
+    so the table is the same on any CPU.
+
     Parameters
     ----------
     vertices_m : (V, 3) float64
-    faces : (F, 3) int64
+    faces : (F, 3) int
     face_start : (G + 1,) int64
         Each geometry's first face (see :class:`Triangles`).
     """
     out = np.zeros(len(faces), dtype=np.bool_)
     if len(face_start) < 3 or len(faces) == 0:  # one geometry: no other to share with
         return out
-    v0, v1, v2 = (vertices_m[faces[:, k]] for k in range(3))
-    n = np.cross(v1 - v0, v2 - v0)
-    length = np.linalg.norm(n, axis=1)
-    n = n / np.where(length > 0, length, 1.0)[:, None]
-    lead = np.argmax(np.abs(n) > 1e-12, axis=1)  # orientation: first non-zero component > 0
-    sign = np.where(n[np.arange(len(n)), lead] < 0, -1.0, 1.0)
-    n *= sign[:, None]
-    offset = (n * v0).sum(axis=1)
-    key = np.concatenate(
-        [np.round(n / PLANE_NORMAL_STEP), np.round(offset / PLANE_OFFSET_STEP_M)[:, None]], axis=1
-    ).astype(np.int64)
+    v0 = vertices_m[faces[:, 0]]
+    e1 = vertices_m[faces[:, 1]] - v0
+    e2 = vertices_m[faces[:, 2]] - v0
+    n = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
+                  e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                  e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
+    del e1, e2
+    length = np.sqrt(n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2])
+    n /= np.where(length > 0, length, 1.0)[:, None]
+    # orientation: the first component that is not ~0 is > 0
+    lead = np.where(
+        np.abs(n[:, 0]) > 1e-12, n[:, 0], np.where(np.abs(n[:, 1]) > 1e-12, n[:, 1], n[:, 2])
+    )
+    n *= np.where(lead < 0, -1.0, 1.0)[:, None]
+    offset = n[:, 0] * v0[:, 0] + n[:, 1] * v0[:, 1] + n[:, 2] * v0[:, 2]
+    # one int64 key a plane (a hash of the rounded values: a collision only adds candidates)
+    key = np.round(offset / PLANE_OFFSET_STEP_M).astype(np.int64)
+    for k in range(3):
+        key = key * np.int64(1_000_003) + np.round(n[:, k] / PLANE_NORMAL_STEP).astype(np.int64)
+    del n, offset, length
     geometry = np.repeat(np.arange(len(face_start) - 1), np.diff(face_start))
-    _, plane = np.unique(key, axis=0, return_inverse=True)
-    plane = plane.ravel()
-    pairs = np.unique(np.stack([plane, geometry], axis=1), axis=0)
-    multi = np.flatnonzero(np.bincount(pairs[:, 0]) >= 2)  # planes of >= 2 geometries
-    lo = np.minimum(np.minimum(v0, v1), v2) - OVERLAP_MARGIN_M
-    hi = np.maximum(np.maximum(v0, v1), v2) + OVERLAP_MARGIN_M
-    candidates = np.flatnonzero(np.isin(plane, multi))
-    order = candidates[np.argsort(plane[candidates], kind="stable")]
-    bounds = np.flatnonzero(np.diff(plane[order])) + 1
-    for members in np.split(order, bounds):
+    planes, plane = np.unique(key, return_inverse=True)
+    pair = np.unique(plane.astype(np.int64) * (len(face_start) - 1) + geometry)
+    multi = np.flatnonzero(np.bincount(pair // (len(face_start) - 1), minlength=len(planes)) >= 2)
+    candidates = np.flatnonzero(np.isin(plane, multi))  # planes of >= 2 geometries
+    if len(candidates) == 0:
+        return out
+    corners = vertices_m[faces[candidates]]  # (C, 3, 3)
+    lo = corners.min(axis=1) - OVERLAP_MARGIN_M
+    hi = corners.max(axis=1) + OVERLAP_MARGIN_M
+    order = np.argsort(plane[candidates], kind="stable")
+    bounds = np.flatnonzero(np.diff(plane[candidates][order])) + 1
+    for members in np.split(order, bounds):  # rows of candidates, one plane
+        g = geometry[candidates[members]]
+        # first against each other geometry's box in this plane: most faces are far
+        near = np.zeros(len(members), np.bool_)
+        for other in np.unique(g):
+            box_lo = lo[members[g == other]].min(axis=0)
+            box_hi = hi[members[g == other]].max(axis=0)
+            near |= (g != other) & ((lo[members] <= box_hi) & (hi[members] >= box_lo)).all(axis=1)
+        members, g = members[near], g[near]
         for a in range(0, len(members), 1024):  # blocks keep the pair tables small
             block = members[a : a + 1024]
             overlap = (
                 (lo[block, None, :] <= hi[None, members, :])
                 & (hi[block, None, :] >= lo[None, members, :])
-            ).all(axis=2) & (geometry[block, None] != geometry[None, members])
-            out[block] = overlap.any(axis=1)
+            ).all(axis=2) & (g[a : a + 1024, None] != g[None, :])
+            out[candidates[block]] = overlap.any(axis=1)
     return out
 
 
