@@ -102,13 +102,15 @@ class Triangles:
         v_start = np.cumsum([0] + [len(v) for v in vertices_m]).astype(np.int64)
         f_start = np.cumsum([0] + [len(f) for f in faces]).astype(np.int64)
         vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m])
-        rows = [np.asarray(f, np.int64).reshape(-1, 3) + v_start[g] for g, f in enumerate(faces)]
-        packed = np.concatenate([np.zeros((0, 3), np.int64), *rows])
         # Equal vertices (of any geometry) become one point: the faces around a point are
         # then found across seams and between objects.
         points, point = np.unique(vertices, axis=0, return_inverse=True)
-        corners = point.ravel().astype(np.int32)[packed]
-        del packed, rows
+        del vertices
+        point = point.ravel().astype(np.int32)
+        corners = np.zeros((int(f_start[-1]), 3), np.int32)
+        for g, f in enumerate(faces):
+            corners[f_start[g] : f_start[g + 1]] = point[np.asarray(f, np.int64) + v_start[g]]
+        del point
         order = np.argsort(corners.ravel(), kind="stable")
         ring_faces = (order // 3).astype(np.int32)
         count = np.bincount(corners.ravel(), minlength=len(points))
@@ -158,26 +160,9 @@ def coplanar_shared(
     out = np.zeros(len(faces), dtype=np.bool_)
     if len(face_start) < 3 or len(faces) == 0:  # one geometry: no other to share with
         return out
-    v0 = vertices_m[faces[:, 0]]
-    e1 = vertices_m[faces[:, 1]] - v0
-    e2 = vertices_m[faces[:, 2]] - v0
-    n = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
-                  e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
-                  e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
-    del e1, e2
-    length = np.sqrt(n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2])
-    n /= np.where(length > 0, length, 1.0)[:, None]
-    # orientation: the first component that is not ~0 is > 0
-    lead = np.where(
-        np.abs(n[:, 0]) > 1e-12, n[:, 0], np.where(np.abs(n[:, 1]) > 1e-12, n[:, 1], n[:, 2])
-    )
-    n *= np.where(lead < 0, -1.0, 1.0)[:, None]
-    offset = n[:, 0] * v0[:, 0] + n[:, 1] * v0[:, 1] + n[:, 2] * v0[:, 2]
-    # one int64 key a plane (a hash of the rounded values: a collision only adds candidates)
-    key = np.round(offset / PLANE_OFFSET_STEP_M).astype(np.int64)
-    for k in range(3):
-        key = key * np.int64(1_000_003) + np.round(n[:, k] / PLANE_NORMAL_STEP).astype(np.int64)
-    del n, offset, length
+    key = np.zeros(len(faces), np.int64)
+    for a in range(0, len(faces), 1 << 18):  # blocks keep the temporaries small
+        key[a : a + (1 << 18)] = _plane_key(vertices_m, faces[a : a + (1 << 18)])
     geometry = np.repeat(np.arange(len(face_start) - 1), np.diff(face_start))
     planes, plane = np.unique(key, return_inverse=True)
     pair = np.unique(plane.astype(np.int64) * (len(face_start) - 1) + geometry)
@@ -199,14 +184,38 @@ def coplanar_shared(
             box_hi = hi[members[g == other]].max(axis=0)
             near |= (g != other) & ((lo[members] <= box_hi) & (hi[members] >= box_lo)).all(axis=1)
         members, g = members[near], g[near]
-        for a in range(0, len(members), 1024):  # blocks keep the pair tables small
-            block = members[a : a + 1024]
+        step = max(1, (1 << 20) // max(len(members), 1))  # pair tables of <= 1 M pairs
+        for a in range(0, len(members), step):
+            block = members[a : a + step]
             overlap = (
                 (lo[block, None, :] <= hi[None, members, :])
                 & (hi[block, None, :] >= lo[None, members, :])
-            ).all(axis=2) & (g[a : a + 1024, None] != g[None, :])
+            ).all(axis=2) & (g[a : a + step, None] != g[None, :])
             out[candidates[block]] = overlap.any(axis=1)
     return out
+
+
+def _plane_key(vertices_m: NDArray[np.float64], faces: NDArray[np.integer]) -> NDArray[np.int64]:
+    """(F,) int64: a hash of each face's rounded plane (see :func:`coplanar_shared`)."""
+    v0 = vertices_m[faces[:, 0]]
+    e1 = vertices_m[faces[:, 1]] - v0
+    e2 = vertices_m[faces[:, 2]] - v0
+    n = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
+                  e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                  e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
+    length = np.sqrt(n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2])
+    n /= np.where(length > 0, length, 1.0)[:, None]
+    # orientation: the first component that is not ~0 is > 0
+    lead = np.where(
+        np.abs(n[:, 0]) > 1e-12, n[:, 0], np.where(np.abs(n[:, 1]) > 1e-12, n[:, 1], n[:, 2])
+    )
+    n *= np.where(lead < 0, -1.0, 1.0)[:, None]
+    offset = n[:, 0] * v0[:, 0] + n[:, 1] * v0[:, 1] + n[:, 2] * v0[:, 2]
+    # one int64 a plane: a hash of the rounded values (a collision only adds candidates)
+    key = np.round(offset / PLANE_OFFSET_STEP_M).astype(np.int64)
+    for k in range(3):
+        key = key * np.int64(1_000_003) + np.round(n[:, k] / PLANE_NORMAL_STEP).astype(np.int64)
+    return key
 
 
 def moller_trumbore(
