@@ -142,6 +142,13 @@ def lidar_sim(*args: str | Path, cwd: Path | None = None) -> Ran:
     return Ran(code, out.getvalue(), err.getvalue())
 
 
+def dataset_files(root: Path) -> dict[str, bytes]:
+    """A dataset folder's files by relative path, with their bytes (the manifest, which
+    holds timings, left out): what two runs that should agree are compared by."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}  # fmt: skip
+
+
 def refused_in_one_line(res: Ran, fragment: str, out: Path) -> None:
     """A command's bad input: exit code 2, one line on stderr naming ``fragment``, no
     traceback, and nothing written at ``out``."""

@@ -29,17 +29,12 @@ from simulator.generators import GENERATORS
 from simulator.io.layouts import DatasetLayout
 from simulator.io.npz import read_npz
 
-from .conftest import REPO
+from .conftest import REPO, dataset_files
 
 DEMO = REPO / "configs" / "datasets" / "demo.yaml"
 #: Files of the demo in the SemanticKITTI layout: per sequence 3 bins, labels and boxes,
 #: poses.txt, times.txt, calib.txt and poses/NN.txt.
 DEMO_FILES = 2 * (3 + 3 + 3 + 4)
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "manifest.json"}  # fmt: skip
 
 
 def _cli(*args: str | Path) -> tuple[int, str]:
@@ -135,8 +130,8 @@ def test_a_dask_cluster_on_loopback_writes_the_files_of_one_process(
     out = tmp_path / "cluster"
     manifest = run_dataset(DEMO, out, scheduler=loopback_cluster)
     assert manifest["errors"] == []
-    assert _files(out) == _files(one_process)
-    assert len(_files(out)) == DEMO_FILES
+    assert dataset_files(out) == dataset_files(one_process)
+    assert len(dataset_files(out)) == DEMO_FILES
     workers = manifest["workers"]
     assert len(workers) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in workers)
     assert sum(w["frames"] for w in workers.values()) == 6
@@ -149,7 +144,7 @@ def test_local_workers_write_the_files_of_one_process(one_process: Path, tmp_pat
     out = tmp_path / "two"
     manifest = run_dataset(DEMO, out, workers=2)
     assert manifest["errors"] == []
-    assert _files(out) == _files(one_process)
+    assert dataset_files(out) == dataset_files(one_process)
     workers = manifest["workers"]
     assert len(workers) == 2 and sum(w["frames"] for w in workers.values()) == 6
     assert sum(w["builds"] for w in workers.values()) <= 3
@@ -173,7 +168,7 @@ def test_forked_workers_of_a_fresh_process_write_the_files_of_one_process(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["start_method"] == "fork" and manifest["errors"] == []
     assert len(manifest["workers"]) == 2
-    assert _files(out) == _files(one_process)
+    assert dataset_files(out) == dataset_files(one_process)
 
 
 def test_odometry_poses_sit_where_kitti_tools_look(one_process: Path) -> None:
@@ -319,7 +314,7 @@ def test_resume_after_a_killed_run_completes_identically(
         manifest = run_dataset(spec, out, workers=1, resume=True)
         assert manifest["errors"] == []
         assert sum(s["frames_skipped"] for s in manifest["sequences"]) == 2
-    assert _files(out) == _files(reference(layout))
+    assert dataset_files(out) == dataset_files(reference(layout))
     for p, mtime in before.items():
         if ".tmp" not in p.name:
             assert p.stat().st_mtime_ns == mtime, p  # finished samples were not redone
@@ -385,7 +380,7 @@ def test_resume_under_a_scheduler_after_the_client_is_killed(
     done = [p for p in before if (p.parent.parent / "labels").exists()
             and (p.parent.parent / "labels" / f"{p.stem}.label").exists()]  # fmt: skip
     assert sum(s["frames_skipped"] for s in manifest["sequences"]) <= len(done)
-    assert _files(out) == _files(one_process)
+    assert dataset_files(out) == dataset_files(one_process)
     for p, mtime in before.items():
         assert p.stat().st_mtime_ns == mtime  # finished samples were not redone
 

@@ -18,7 +18,7 @@ import yaml
 
 from simulator.datasets.generate import run_dataset
 
-from .conftest import lidar_sim
+from .conftest import dataset_files, lidar_sim
 
 #: A small dataset: one farm sequence of three VLP-16 frames.
 SPEC = {
@@ -68,11 +68,6 @@ def _spec(tmp: Path, layout: str) -> Path:
     return path
 
 
-def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "manifest.json"}  # fmt: skip
-
-
 def _child(stop_at: int, wait_for: str, spec: Path, out: Path) -> subprocess.Popen:
     args = ["dataset", str(spec), "-o", str(out), "--workers", "1", "-q"]
     return subprocess.Popen([sys.executable, "-c", _CHILD, str(stop_at), wait_for, *args],
@@ -108,7 +103,7 @@ def test_a_run_killed_at_random_points_resumes_to_the_same_bytes(
         assert proc.returncode == -signal.SIGKILL, err.decode()
         res = lidar_sim("dataset", spec, "-o", out, "--workers", "1", "-q", "--resume")
         assert res.returncode == 0, res.stderr
-        assert _files(out) == _files(reference), (layout, stop_at)
+        assert dataset_files(out) == dataset_files(reference), (layout, stop_at)
 
 
 def test_a_second_run_into_the_same_folder_is_refused(
@@ -125,16 +120,16 @@ def test_a_second_run_into_the_same_folder_is_refused(
     while not Path(str(flag) + ".waiting").exists():
         assert first.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    before = _files(out)
+    before = dataset_files(out)
     res = lidar_sim("dataset", spec, "-o", out, "--workers", "1", "-q")
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(out) in lines[0] and "another dataset run" in lines[0]
-    assert _files(out) == before
+    assert dataset_files(out) == before
     flag.touch()
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err.decode()
-    assert _files(out) == _files(whole["npz"][0])
+    assert dataset_files(out) == dataset_files(whole["npz"][0])
     assert run_dataset(spec, out, workers=1, resume=True)["errors"] == []
 
 
@@ -151,7 +146,7 @@ def test_a_full_disk_stops_the_run_and_resume_finishes_it(
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.decode().strip()})")
     try:
-        reference = _files(whole["semantickitti"][0])
+        reference = dataset_files(whole["semantickitti"][0])
         need = sum(len(d) for d in reference.values())
         free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
         assert free > need, (free, need)
@@ -164,13 +159,13 @@ def test_a_full_disk_stops_the_run_and_resume_finishes_it(
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "no space left" in lines[0] and str(out) in lines[0]
         assert not [p for p in out.rglob("*") if ".tmp" in p.name]
-        for name, data in _files(out).items():  # what is there is whole
+        for name, data in dataset_files(out).items():  # what is there is whole
             assert reference[name] == data, name
-        assert len(_files(out)) < len(reference)  # (the disk did fill)
+        assert len(dataset_files(out)) < len(reference)  # (the disk did fill)
         filler.unlink()
         res = lidar_sim("dataset", spec, "-o", out, "--workers", "1", "-q", "--resume")
         assert res.returncode == 0, res.stderr
-        assert _files(out) == reference
+        assert dataset_files(out) == reference
     finally:
         for _ in range(20):
             if subprocess.run(["umount", str(disk)], capture_output=True).returncode == 0:

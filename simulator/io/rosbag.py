@@ -33,11 +33,11 @@ __all__ = ["POINT_DTYPE", "RosbagWriter", "read_bag_frames"]
 
 #: One point of the ROS 2 velodyne driver's layout (packed, 22 bytes; :mod:`.pointcloud2`).
 POINT_DTYPE = layout_dtype("velodyne")
-#: numpy type (without byte order) -> sensor_msgs/PointField datatype.
-_DATATYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "f4": 7, "f8": 8}
 
 #: sensor_msgs/PointField datatype codes -> numpy type (little-endian form).
 _POINTFIELD = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+#: numpy type (without byte order) -> sensor_msgs/PointField datatype.
+_DATATYPE = {name: code for code, name in _POINTFIELD.items()}
 _CLOUD_TYPE = "sensor_msgs/msg/PointCloud2"
 
 

@@ -67,6 +67,19 @@ def _particle_counts(stream, ids, cdf, count):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
+def _last_at_most(x, xp, lo, hi):  # type: ignore[no-untyped-def]
+    """The last ``j`` with ``xp[j] <= x`` in ``lo <= j < hi``, by bisection (``xp[lo] <=
+    x < xp[hi]``)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@njit(inline="always", cache=True)
 def _segment_value(x, xp, fp, lo):  # type: ignore[no-untyped-def]
     """``np.interp``'s value at ``x`` on the segment from ``xp[lo]`` (``xp[lo] <= x <
     xp[lo + 1]``), in numpy's arithmetic: the segment's slope times the distance from its
@@ -92,13 +105,7 @@ def _interp(x, xp, fp):  # type: ignore[no-untyped-def]
     if x >= xp[n - 1]:
         return fp[n - 1]
     lo, hi = 0, n - 1  # the last j with xp[j] <= x
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if xp[mid] <= x:
-            lo = mid
-        else:
-            hi = mid
-    return _segment_value(x, xp, fp, lo)
+    return _segment_value(x, xp, fp, _last_at_most(x, xp, lo, hi))
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -195,13 +202,7 @@ def _interp_guided(x, xp, fp, guide, x0, inv_width):  # type: ignore[no-untyped-
     hi = min(np.int64(guide[min(b + 2, g)]) + 1, n - 1)
     if not (xp[lo] <= x and x < xp[hi]):  # (never seen; the whole table then)
         lo, hi = 0, n - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if xp[mid] <= x:
-            lo = mid
-        else:
-            hi = mid
-    return _segment_value(x, xp, fp, lo)
+    return _segment_value(x, xp, fp, _last_at_most(x, xp, lo, hi))
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -151,6 +151,12 @@ def _objects_by_instance(scene: Scene) -> dict[int, list[int]]:
     return groups
 
 
+def _main_part(moving: list[SceneObject]) -> SceneObject:
+    """The part a moving object's box is axis-aligned in, and its points follow: the
+    moving part with the most vertices (for the kit's objects, the body)."""
+    return max(moving, key=lambda o: len(o.vertices_m))
+
+
 def _world_vertices(obj: SceneObject, time_s: float) -> NDArray[np.float64]:
     if obj.trajectory is None:
         return obj.vertices_m
@@ -290,7 +296,7 @@ def object_boxes(
         moving = [o for o in objs if o.trajectory is not None]
         t = scan_time[instance]
         if moving:
-            main = max(moving, key=lambda o: len(o.vertices_m))
+            main = _main_part(moving)
             rot, pos = main.trajectory.pose_at(t)  # type: ignore[union-attr]
             local = _envelope(objs, main, t)
             lo, hi = local.min(axis=0), local.max(axis=0)
@@ -392,7 +398,7 @@ def objects_at_time(
         rows = np.flatnonzero(instance == inst)
         if not moving or len(rows) == 0:
             continue
-        main = max(moving, key=lambda o: len(o.vertices_m))
+        main = _main_part(moving)
         world = out[rows].astype(np.float64) @ rot_s.T + pos_s
         rot_t, pos_t = main.trajectory.poses(np.asarray(point_time_s, np.float64)[rows])  # type: ignore[union-attr]
         local = np.einsum("nji,nj->ni", rot_t, world - pos_t)  # R_t^T (world - p_t)

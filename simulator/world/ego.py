@@ -99,10 +99,6 @@ def _mesh_in_sensor_frame(
     return vertices, np.asarray(mesh.faces, dtype=np.int64)
 
 
-def _empty(ego: Ego) -> bool:
-    return not ego.boxes and ego.mesh is None
-
-
 def with_ego(
     scene: Scene,
     sections: Sequence[Ego],
@@ -124,7 +120,7 @@ def with_ego(
         trajectory = sensor
     blocker = SceneObject("ego", vertices, faces, EGO_MATERIAL, 0, 0, trajectory)
     body = _BLOCKER
-    returning = [e for e in sections if e.returns and not _empty(e)]
+    returning = [e for e in sections if e.returns and not e.empty]
     if returning:  # a body that returns: a Lambertian surface of the section's reflectance
         body = Material(reflectance=returning[-1].reflectance, minnaert_k=1.0, label="unlabeled")
     materials = {**scene.materials, EGO_MATERIAL: body}
