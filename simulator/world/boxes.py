@@ -395,8 +395,10 @@ def objects_at_time(
     instance = np.asarray(point_instance, dtype=np.int64)
     for inst, members in sorted(_objects_by_instance(scene).items()):
         moving = [scene.objects[i] for i in members if scene.objects[i].trajectory is not None]
+        if not moving:  # (a static object's points stay: no pass over the points)
+            continue
         rows = np.flatnonzero(instance == inst)
-        if not moving or len(rows) == 0:
+        if len(rows) == 0:
             continue
         main = _main_part(moving)
         world = out[rows].astype(np.float64) @ rot_s.T + pos_s
