@@ -20,6 +20,8 @@ __all__ = [
     "RETURN_MODES",
     "RING_COUNTS",
     "ROUGH_COS_FLOOR",
+    "SALT_DETECTION",
+    "SALT_SPECKLE",
     "SPEED_OF_LIGHT_MPS",
     "STREAM_MICRO_SLOPE",
     "STREAM_RELIEF",
@@ -53,6 +55,12 @@ STREAM_FOG = 4
 STREAM_RAIN = 5
 STREAM_SNOW = 6
 STREAM_DUST = 7
+#: Salts of the receiver's per-echo draws (:mod:`simulator.steps.receiver`): an echo's
+#: speckle and detection keys are ``mix64(jitter_key ^ salt)``, its range jitter's key
+#: mixed again, so they follow the jitter's keys (the survey seed, the pulse, the echo's
+#: rank) without a stream of their own.
+SALT_SPECKLE = 0x5BD1E9955BD1E995
+SALT_DETECTION = 0x27D4EB2F165667C5
 
 # --------------------------------------------------------------------------- clamps
 

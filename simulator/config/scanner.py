@@ -19,6 +19,7 @@ __all__ = [
     "Prism",
     "RangeResponse",
     "RasterSpec",
+    "Receiver",
     "RisleySpec",
     "ScannerConfig",
     "TableSpec",
@@ -133,6 +134,37 @@ class Detection(Model):
 
     reference_range_m: PositiveFloat
     reference_reflectance: PositiveFloat
+
+
+class Receiver(Model):
+    """The receiver's laws beyond the hard threshold; each is off unless given, and a
+    scanner without the section scans exactly as before (:mod:`simulator.steps.receiver`).
+
+    ``near_overlap``: the receiver's near-field overlap (the same ``[start, full]`` the
+    weather's returns see: ``overlap_m``, or where the receiver optics' field of view meets
+    the beam, :attr:`ScannerConfig.overlap_range_m`), a linear rise from 0 to 1, applied
+    to the energy of surface echoes for ``detection``, and to their reported intensity
+    as well for ``detection_and_intensity`` (a sensor whose reflectivity calibration
+    assumes the full overlap). ``speckle_cells``: the number ``M`` of speckle cells the
+    receiver averages; each echo's energy is multiplied by a Gamma(M, 1/M) number, mean
+    1, relative spread ``1/sqrt(M)`` (Goodman 1976). ``threshold_width``: the receiver
+    noise at the peak, as a fraction of the threshold; an echo is detected when its
+    peak plus that Gaussian noise reaches the threshold, so the detection probability is
+    ``Phi((S / S_th - 1) / width)`` (a threshold receiver in Gaussian noise, North 1963;
+    Skolnik, *Introduction to Radar Systems*, 3rd ed., sec. 2.5)."""
+
+    near_overlap: Literal["off", "detection", "detection_and_intensity"] = "off"
+    speckle_cells: Annotated[float, Field(ge=1, le=1e6, allow_inf_nan=False)] | None = None
+    threshold_width: Annotated[float, Field(gt=0, le=10, allow_inf_nan=False)] | None = None
+
+    @property
+    def on(self) -> bool:
+        """Whether any law is on."""
+        return (
+            self.near_overlap != "off"
+            or self.speckle_cells is not None
+            or self.threshold_width is not None
+        )
 
 
 class Prism(Model):
@@ -263,6 +295,8 @@ class ScannerConfig(Model):
     intensity_step: Annotated[float, Field(ge=0, le=65535, allow_inf_nan=False)] = 0.0
     #: The sensor's intensity response (per-channel gain, range response); absent: none.
     intensity_response: IntensityResponse | None = None
+    #: The receiver's near-range overlap, speckle and soft threshold; absent: none.
+    receiver: Receiver = Field(default_factory=Receiver)
     #: Sub-rays per pulse over the elliptical Gaussian beam (1, 7, 19, 37, 61: hexagonal rings).
     beam_samples: Annotated[int, Field(ge=1)] = 1
     #: ``full`` casts every sub-ray of every pulse (the reference); ``adaptive`` casts them

@@ -14,8 +14,9 @@ from ..beam import BeamPattern
 from ..chunk import Hits
 from ..physics import pulse_peak_factor
 from ..steps import echoes as spec
-from ..steps.echoes import Echoes
+from ..steps.echoes import Echoes, rank_keys
 from ..steps.hits import HitResults, ReturnModel, Streams, reported_intensity
+from ..steps.receiver import receiver_gains
 from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from .common import mix64
@@ -310,9 +311,13 @@ def _selected_returns(
     selection: tuple[NDArray[Any], ...],
     pulse_id: NDArray[np.uint64],
     model: ReturnModel,
+    streams: Streams,
+    first_slot: NDArray[np.int64],
 ) -> Returns:
     """The :class:`~simulator.steps.returns.Returns` a selection kernel chose (``selection`` as
-    :func:`_selection` made it) from the echoes in ``slots``, of pulses ``pulse_id``."""
+    :func:`_selection` made it) from the echoes in ``slots``, of pulses ``pulse_id``
+    (pulse ``p``'s echoes from slot ``first_slot[p]`` on, in their order: an echo's rank
+    is its slot less that, which keys the receiver's draws as the kernel drew them)."""
     out_slot, out_number, out_total, out_range, out_spread, out_peak = selection
     width = out_slot.shape[1]
     flat = np.flatnonzero(out_slot.ravel() >= 0)
@@ -320,11 +325,15 @@ def _selected_returns(
     energy = slots["energy"][slot]
     range_m = out_range.ravel()[flat]
     ids = np.asarray(pulse_id, dtype=np.uint64)[flat // width]
+    read = energy
+    if model.receiver is not None:  # the reading's share of the receiver's gains
+        key = rank_keys(ids, slot - first_slot[flat // width], streams)
+        read = energy * receiver_gains(model.receiver, key, slots["range"][slot])[1]
     fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
     return Returns(
         pulse=flat // width,
         range_m=range_m,
-        intensity=reported_intensity(energy, model, range_m, ids),
+        intensity=reported_intensity(read, model, range_m, ids),
         object_index=slots["object"][slot].astype(np.int32),
         return_number=out_number.ravel()[flat],
         num_returns=out_total.ravel()[flat],
@@ -369,7 +378,8 @@ def echo_returns(
         np.ascontiguousarray(pulse_id, np.uint64), np.uint64(streams.sensor_noise),
         model.kernel_args(), selection,
     )  # fmt: skip
-    return _selected_returns(slots, selection, pulse_id, model)
+    first = np.arange(count, dtype=np.int64) * slots["width"]
+    return _selected_returns(slots, selection, pulse_id, model, streams, first)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -567,4 +577,5 @@ def surface_returns(
         slots["starts"], slots["count"], max(slots["widest"], 1), _echoes_of(slots), pulse_id,
         np.uint64(streams.sensor_noise), model.kernel_args(), selection,
     )  # fmt: skip
-    return _selected_returns(slots, selection, pulse_id, model)
+    first = slots["starts"][:-1].astype(np.int64)
+    return _selected_returns(slots, selection, pulse_id, model, streams, first)

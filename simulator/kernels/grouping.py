@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from ..steps.returns import DIAGNOSTIC_FIELDS
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
+from .receiver import receiver_gains, soft_detected
 
 __all__ = [
     "ECHO_SLOTS",
@@ -270,17 +271,22 @@ def select_of_pulse(  # type: ignore[no-untyped-def]
     noise_m = model[8]
     mode = model[18]
     max_returns = model[19]
+    rec = model[20:26]
     rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
     m = 0
     for k in range(n):
         s = base + k
         spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
         peak[k] = peak_factor(pulse_m, spread[k])
-        received[k] = received_peak(energy[s], peak[k], range_true[s], ext)
         key = key0 if k == 0 else mix64(key0 + U(k))
+        e = energy[s]
+        if rec[0] != 0.0:  # the receiver's overlap and speckle (intensity: its reader's)
+            gain, _ = receiver_gains(rec, key, range_true[s])
+            e = e * gain
+        received[k] = received_peak(e, peak[k], range_true[s], ext)
         r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
         rm[k] = r
-        if received[k] >= threshold and r >= rmin and r <= rmax:
+        if soft_detected(rec, received[k], threshold, key) and r >= rmin and r <= rmax:
             m = insert_by_range(order, m, rm, k)
     if m == 0:
         return 0

@@ -23,6 +23,7 @@ from .common import (
     reported_intensity,
     tilted_cos,
 )
+from .receiver import receiver_gains, soft_detected
 
 __all__ = ["evaluate_hits"]
 
@@ -57,6 +58,7 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
     imax = model[10]
     istep = model[11]
     response = model[12:17]
+    rec = model[20:26]
     seed_slope = streams[0]
     seed_relief = streams[1]
     seed_noise = streams[2]
@@ -130,18 +132,24 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
             relief *= hash_normal(cell_hash(u, v, c, relief_key))
         if detect:
             peak = peak_factor(pulse_m, spread)
-            # 6. detection
-            received = received_peak(b, peak, r, ext)
+            # 6. detection, through the receiver's overlap and speckle where it has them
+            key = mix64(seed_noise + U(pulse_start + i))  # the pulse's jitter key
+            energy = energy_read = b
+            if rec[0] != 0.0:
+                gain, gain_read = receiver_gains(rec, key, r)
+                energy, energy_read = b * gain, b * gain_read
+            received = received_peak(energy, peak, r, ext)
             # 7b. range: relief + per-pulse jitter, quantised, windowed
             noise_m = 0.0
             if noise != 0.0 and jitter:
-                noise_m = noise * hash_normal(mix64(seed_noise + U(pulse_start + i)))
+                noise_m = noise * hash_normal(key)
             rm = measured_range(r, relief, noise_m, res)
-            keep[q] = received >= threshold and rm >= rmin and rm <= rmax
+            keep[q] = soft_detected(rec, received, threshold, key) and rm >= rmin and rm <= rmax
             range_meas[q] = rm
             # 8. intensity, as the pulse's only return (ray i is pulse pulse_start + i)
             pid = np.int64(pulse_start) + np.int64(i)
-            intensity[q] = reported_intensity(b, rm, pid, iscale, imax, istep, response)
+            intensity[q] = reported_intensity(energy_read, rm, pid, iscale, imax, istep,
+                                              response)  # fmt: skip
             if full:
                 peak_out[q] = peak
         if not full:  # the point record needs no more

@@ -15,9 +15,10 @@ from ..chunk import Hits
 from ..steps.hits import HitResults, ReturnModel, Streams
 from ..steps.returns import DIAGNOSTIC_FIELDS, Returns
 from ..steps.transmittance import Behind
-from .common import mix64
+from .common import U, mix64
 from .common import reported_intensity as intensity_of
 from .grouping import RETURN_FIELDS, echoes_of_pulse, joined, returns_out, select_of_pulse
+from .receiver import receiver_gains
 
 __all__ = ["see_through_returns"]
 
@@ -150,6 +151,7 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     response = model[12:17]
     separation = model[17]
     max_returns = model[19]
+    rec = model[20:26]
     o_pulse = out[0]
     o_number = out[1]
     o_total = out[2]
@@ -243,20 +245,25 @@ def _see_through_block(  # type: ignore[no-untyped-def]
             separation, e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom,
             e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
         )  # fmt: skip
+        key0 = mix64(noise_seed + pulse_id[p])
         n_out = select_of_pulse(
-            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between,
-            mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
-            out_range, out_spread, out_peak, scratch, s_order, detected,
+            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between, key0, model,
+            out_slot, out_number, out_total, out_range, out_spread, out_peak, scratch,
+            s_order, detected,
         )  # fmt: skip
         for t in range(n_out):
             k = out_slot[0, t]
             energy = e_energy[k]
+            read = energy
+            if rec[0] != 0.0:  # the reading's share of the receiver's gains
+                key = key0 if k == 0 else mix64(key0 + U(k))
+                read = energy * receiver_gains(rec, key, e_range[k])[1]
             o_pulse[at + t] = p
             o_number[at + t] = out_number[0, t]
             o_total[at + t] = out_total[0, t]
             o_range[at + t] = out_range[0, t]
             o_intensity[at + t] = intensity_of(
-                energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                read, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
             )
             o_obj[at + t] = e_obj[k]
             if diagnostics:

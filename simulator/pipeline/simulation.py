@@ -25,6 +25,7 @@ from ..backend import Backend, select_backend
 from ..beam import BeamPattern
 from ..chunk import CastChunk, Hits, Layer, PulsePoses, Rays
 from ..config import ScannerConfig, Survey, load_scanner, load_survey, referenced_file
+from ..errors import ConfigError
 from ..pointcloud import PointCloud
 from ..sensor.scanner import ScanPattern, pattern_for
 from ..sensor.trajectory import Trajectory, trajectory_from_survey
@@ -106,6 +107,12 @@ class Simulation(Runs):
             scanner, weather_extinction_per_m(s.weather, scanner.wavelength_nm), self.pattern
         )
         self.medium = None
+        if not s.weather.clear and scanner.receiver.on:
+            raise ConfigError(
+                self.source, "weather",
+                "the scanner's receiver laws (receiver:) are not applied in weather yet; "
+                "scan in clear air, or without the receiver section",
+            )  # fmt: skip
         if not s.weather.clear:
             objects = len(self.tables.label_of_object)
             self.medium = Medium.of(
@@ -281,7 +288,8 @@ class Simulation(Runs):
         if optics.law_of_object is None:
             return results
         return with_front_laws(results, chunk, optics.law_of_object,
-                               optics.transmittance_of_object, self.model)  # fmt: skip
+                               optics.transmittance_of_object, self.model,
+                               self.streams)  # fmt: skip
 
     def output_frame(self, rays: Rays, window: Window) -> PulsePoses | None:
         """World from the output frame at the chunk's pulses (None: the world)."""

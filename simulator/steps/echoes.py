@@ -60,6 +60,7 @@ from .hits import (
 
 # ``x as x``: re-exported for one release, for the imports of
 # simulator.pipeline.simulation (their homes: simulator.steps.returns, .transmittance).
+from .receiver import receiver_gains
 from .returns import DIAGNOSTIC_FIELDS as DIAGNOSTIC_FIELDS
 from .returns import Returns, group_starts, select_returns
 from .returns import single_returns as single_returns
@@ -339,11 +340,19 @@ def jitter_keys(
         Global id of each pulse of the chunk (``echoes.pulse`` indexes it).
     streams : Streams
     """
-    ids = np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse]
+    return rank_keys(np.asarray(pulse_id, dtype=np.uint64)[echoes.pulse], echoes.rank, streams)
+
+
+def rank_keys(
+    pulse_id: NDArray[np.uint64], rank: NDArray[np.integer], streams: Streams
+) -> NDArray[np.uint64]:
+    """The jitter keys of echoes given by their pulses' ids and their ranks among their
+    pulses' echoes: ``mix64(sensor_noise + id)`` for the first, mixed again with the rank
+    for the others. (E,) uint64."""
     with np.errstate(over="ignore"):
-        key = physics.mix64(streams.sensor_noise + ids)
-        later = physics.mix64(key + echoes.rank.astype(np.uint64))
-    return np.where(echoes.rank == 0, key, later)
+        key = physics.mix64(streams.sensor_noise + np.asarray(pulse_id, dtype=np.uint64))
+        later = physics.mix64(key + np.asarray(rank).astype(np.uint64))
+    return np.where(np.asarray(rank) == 0, key, later)
 
 
 def report_echoes(
@@ -370,9 +379,13 @@ def report_echoes(
         With every diagnostic field.
     """
     r_true = echoes.range_true_m
-    received = received_peak(echoes.energy, echoes.peak_factor, r_true, model)
+    energy, energy_read = echoes.energy, echoes.energy
+    if model.receiver is not None:  # the receiver's overlap and speckle
+        gain, gain_read = receiver_gains(model.receiver, key, r_true)
+        energy, energy_read = echoes.energy * gain, echoes.energy * gain_read
+    received = received_peak(energy, echoes.peak_factor, r_true, model)
     range_meas = measured_range(r_true, echoes.relief_m, sensor_jitter_m(key, model), model)
-    sel = np.flatnonzero(in_window(received, range_meas, model))
+    sel = np.flatnonzero(in_window(received, range_meas, model, key))
     chosen, number, total = select_returns(
         echoes.pulse[sel], range_meas[sel], received[sel], model.return_mode,
         model.returns_per_pulse,
@@ -382,7 +395,7 @@ def report_echoes(
     return Returns(
         pulse=echoes.pulse[e],
         range_m=range_meas[e],
-        intensity=reported_intensity(echoes.energy[e], model, range_meas[e], ids),
+        intensity=reported_intensity(energy_read[e], model, range_meas[e], ids),
         object_index=echoes.object_index[e],
         return_number=number,
         num_returns=total,

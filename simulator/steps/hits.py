@@ -40,6 +40,7 @@ from ..config import ScannerConfig
 from ..constants import RETURN_MODES
 from ..errors import ConfigError
 from ..sensor.scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
+from .receiver import NO_RECEIVER, ReceiverLaws, receiver_gains, soft_detected
 from .tables import SceneTables, Streams
 
 __all__ = [
@@ -175,6 +176,9 @@ class ReturnModel:
     #: the extinction is uniform. ``exp(-2 alpha R + 2 relief(R))`` is the transmission.
     extinction_relief: NDArray[np.float64] | None = field(default=None, compare=False)
     extinction_relief_step_m: float = 0.0
+    #: The receiver's near-range overlap, speckle and soft threshold; None: none
+    #: (:mod:`simulator.steps.receiver`).
+    receiver: ReceiverLaws | None = field(default=None, compare=False)
     #: The scanner's beam optics the model was made with (:meth:`from_scanner`), which the
     #: weather reads; ``beta_h_rad``, ``beta_v_rad`` and ``pulse_length_m`` are its values.
     optics: BeamOptics | None = field(default=None, compare=False)
@@ -224,6 +228,7 @@ class ReturnModel:
             response=(
                 None if scanner.intensity_response is None else SensorResponse.of(scanner, pattern)
             ),
+            receiver=ReceiverLaws.of(scanner),
             optics=optics,
         )
 
@@ -234,21 +239,28 @@ class ReturnModel:
         return NO_RESPONSE if self.response is None else self.response.kernel_args()
 
     def kernel_args(self) -> tuple[Any, ...]:
-        """The model as the kernels take it, one flat tuple of 20 (the kernels unpack it by
+        """The model as the kernels take it, one flat tuple of 26 (the kernels unpack it by
         position, slices of it in this order): ``(beta_h_rad, beta_v_rad, pulse_length_m,
         threshold, extinction, range_min_m, range_max_m, range_resolution_m,
         range_noise_m, intensity_scale, intensity_max, intensity_step, *response,
-        separation_m, return_mode, returns_per_pulse)``, with ``extinction``
-        :attr:`extinction_args`, ``response`` the five of :attr:`response_args` (at 12-16)
-        and ``return_mode`` :attr:`return_mode_number`. Flat, not nested: numba's parallel
-        loops cannot take a tuple within a tuple."""
+        separation_m, return_mode, returns_per_pulse, *receiver)``, with ``extinction``
+        :attr:`extinction_args`, ``response`` the five of :attr:`response_args` (at 12-16),
+        ``return_mode`` :attr:`return_mode_number` and ``receiver`` the six of
+        :attr:`receiver_args` (at 20-25). Flat, not nested: numba's parallel loops cannot
+        take a tuple within a tuple."""
         return (
             self.beta_h_rad, self.beta_v_rad, self.pulse_length_m, self.threshold,
             self.extinction_args, self.range_min_m, self.range_max_m, self.range_resolution_m,
             self.range_noise_m, self.intensity_scale, self.intensity_max, self.intensity_step,
             *self.response_args, self.separation_m, self.return_mode_number,
-            self.returns_per_pulse,
+            self.returns_per_pulse, *self.receiver_args,
         )  # fmt: skip
+
+    @property
+    def receiver_args(self) -> tuple[float, ...]:
+        """The receiver's laws as the kernels take them
+        (:meth:`~simulator.steps.receiver.ReceiverLaws.kernel_args`; ``on`` 0 without)."""
+        return NO_RECEIVER if self.receiver is None else self.receiver.kernel_args()
 
     @property
     def extinction_args(self) -> NDArray[np.float64]:
@@ -492,14 +504,22 @@ def measured_range(
 
 
 def in_window(
-    received: NDArray[np.float64], range_m: NDArray[np.float64], model: ReturnModel
+    received: NDArray[np.float64],
+    range_m: NDArray[np.float64],
+    model: ReturnModel,
+    jitter_key: NDArray[np.uint64] | None = None,
 ) -> NDArray[np.bool_]:
-    """(H,) bool: detected (``received >= threshold``) and inside the range window."""
-    return (
-        (received >= model.threshold)
-        & (range_m >= model.range_min_m)
-        & (range_m <= model.range_max_m)
-    )
+    """(H,) bool: detected (``received >= threshold``, or the receiver's soft threshold
+    drawn from each echo's ``jitter_key``: :func:`simulator.steps.receiver.soft_detected`)
+    and inside the range window."""
+    if model.receiver is None or jitter_key is None:
+        assert model.receiver is None or model.receiver.noise_per_threshold == 0.0, (
+            "a soft threshold draws from the echoes' jitter keys"
+        )
+        detected = received >= model.threshold
+    else:
+        detected = soft_detected(model.receiver, received, model.threshold, jitter_key)
+    return detected & (range_m >= model.range_min_m) & (range_m <= model.range_max_m)
 
 
 def evaluate_hits(
@@ -580,25 +600,27 @@ def evaluate_hits(
     spread = physics.footprint_range_spread_m(range_true, cos_eff, beta)
     peak = physics.pulse_peak_factor(model.pulse_length_m, spread)
 
-    # 6. detection
-    received = received_peak(backscatter, peak, range_true, model)
+    # 6. detection, through the receiver's overlap and speckle where it has them
+    pulse_of_ray = np.uint64(chunk.start) + idx.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = physics.mix64(streams.sensor_noise + pulse_of_ray)  # the pulse's jitter key
+    energy, energy_read = backscatter, backscatter
+    if model.receiver is not None:
+        gain, gain_read = receiver_gains(model.receiver, key, range_true)
+        energy, energy_read = backscatter * gain, backscatter * gain_read
+    received = received_peak(energy, peak, range_true, model)
 
     # 7. measured range: place-fixed relief, per-pulse jitter, quantisation, window
     relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * physics.place_normal(
         u, v, cell, streams.relief
     )
-    noise: NDArray[np.float64] | float = 0.0
-    if jitter:
-        pulse_id = np.uint64(chunk.start) + idx.astype(np.uint64)
-        with np.errstate(over="ignore"):
-            noise = sensor_jitter_m(physics.mix64(streams.sensor_noise + pulse_id), model)
+    noise = sensor_jitter_m(key, model) if jitter else 0.0
     range_meas = measured_range(range_true, relief, noise, model)
-    keep = in_window(received, range_meas, model)
+    keep = in_window(received, range_meas, model, key)
 
     # 8. intensity (calibrated reflectivity, an energy measure: no range, no peak factor),
     # through the sensor's response as the pulse's only return (ray i is pulse start + i)
-    pulse_of_ray = np.uint64(chunk.start) + idx.astype(np.uint64)
-    intensity = reported_intensity(backscatter, model, range_meas, pulse_of_ray)
+    intensity = reported_intensity(energy_read, model, range_meas, pulse_of_ray)
     return HitResults(
         idx, keep, range_meas, intensity, cos_inc, cos_eff, spread, peak, backscatter, relief
     )

@@ -17,7 +17,10 @@ from numpy.typing import NDArray
 
 from ..chunk import CastChunk, Hits, Layer
 from ..config.scene import GLASS_REFRACTIVE_INDEX, TRANSMITTANCE_LAWS
+from ..physics import mix64
 from .hits import HitResults, ReturnModel, in_window, received_peak, reported_intensity
+from .receiver import receiver_gains
+from .tables import Streams
 
 __all__ = [
     "LAW_CONSTANT",
@@ -217,6 +220,7 @@ def with_front_laws(
     law_of_object: NDArray[np.int8],
     transmittance_of_object: NDArray[np.float64],
     model: ReturnModel,
+    streams: Streams,
 ) -> HitResults:
     """The per-hit model of a chunk's hits with each see-through surface's own echo at its
     incidence by its ``transmittance_law`` (:func:`front_echo_factor` on its
@@ -234,6 +238,8 @@ def with_front_laws(
         Each object's law and a 0 (constant) for a miss.
     transmittance_of_object : (objects + 1,) float64
     model : ReturnModel
+    streams : Streams
+        The survey's streams: the jitter keys of the receiver's draws.
 
     Returns
     -------
@@ -250,8 +256,14 @@ def with_front_laws(
     r_true = chunk.hits.range_m[results.idx[m]].astype(np.float64)
     range_m = results.range_m[m]
     keep, intensity = results.keep.copy(), results.intensity.copy()
-    received = received_peak(backscatter[m], results.peak_factor[m], r_true, model)
-    keep[m] = in_window(received, range_m, model)
     pulse = np.uint64(chunk.start) + results.idx[m].astype(np.uint64)
-    intensity[m] = reported_intensity(backscatter[m], model, range_m, pulse)
+    with np.errstate(over="ignore"):
+        key = mix64(streams.sensor_noise + pulse)  # the pulses' jitter keys
+    energy, energy_read = backscatter[m], backscatter[m]
+    if model.receiver is not None:  # the receiver's overlap and speckle
+        gain, gain_read = receiver_gains(model.receiver, key, r_true)
+        energy, energy_read = energy * gain, energy * gain_read
+    received = received_peak(energy, results.peak_factor[m], r_true, model)
+    keep[m] = in_window(received, range_m, model, key)
+    intensity[m] = reported_intensity(energy_read, model, range_m, pulse)
     return replace(results, backscatter=backscatter, keep=keep, intensity=intensity)
