@@ -27,7 +27,7 @@ rings, median intensity per ring within 15 %); ``DIR/index.html`` the plots.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,9 @@ from numpy.typing import NDArray
 
 from ..calibrate import Calibration
 from ..calibrate.outputs import CalibrationFiles
+from ..calibrate.receiver import BeamEvidence, ReceiverFit, fit_receiver
 from ..compare import compare_clouds, grouped_median
+from ..config import deep_merge
 from ..errors import ConfigError
 from ..io.atomic import atomic_path, write_atomic
 from ..pipeline.simulation import Simulation
@@ -70,11 +72,15 @@ class TwinResult:
     compare: dict[str, Any]
     surfaces: dict[str, dict[str, Any]]
     files: list[Path]
+    #: The receiver's laws fitted to the beams (None: not asked for).
+    receiver: ReceiverFit | None = None
+    #: The scanner overrides the twin scanned with (the calibrated ones, and the receiver's).
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """Per surface, the rings judged and the shares of them within the goals, and what
         the twin misses; then the files written."""
-        lines = []
+        lines = [] if self.receiver is None else self.receiver.lines()
         for name, f in self.surfaces.items():
             share, level = f["share_within_0.05"], f["intensity_within_15pct"]
             lines.append(
@@ -331,14 +337,56 @@ def _ring_figures(
     }
 
 
+def beam_evidence(
+    sim: Simulation,
+    beams: NDArray[np.bool_],
+    returned: NDArray[np.bool_],
+    reading: NDArray[np.float64],
+) -> BeamEvidence:
+    """Every beam of the twin's one revolution on a surface (``beams``, (C, W)), with what
+    the per-hit model predicts for it (its received peak over the threshold, range and
+    noise-free reading, before the sensor's clip and rounding) and what the real beam did
+    (``returned`` from its surface, ``reading``). One ray a pulse (the pulse's centre)."""
+    from dataclasses import replace
+
+    from ..steps.hits import evaluate_hits, received_peak, reported_intensity
+
+    chunk = sim.cast_pulses(0, sim.total_pulses)
+    res = evaluate_hits(chunk, sim.tables, sim.model, sim.streams)
+    channels = sim.pattern.channels
+    samples = sim.beam.samples
+    centre = res.idx % samples == 0  # (the centre ray of each pulse)
+    pulse = (np.uint64(chunk.start) + (res.idx // samples).astype(np.uint64)).astype(np.int64)
+    ring, col = pulse % channels, pulse // channels
+    on = centre & (col < beams.shape[1])
+    on[on] = beams[ring[on], col[on]]
+    ring, col = ring[on], col[on]
+    r_true = chunk.hits.range_m[res.idx[on]].astype(np.float64)
+    b, peak = res.backscatter[on], res.peak_factor[on]
+    x = received_peak(b, peak, r_true, sim.model) / sim.model.threshold
+    raw = replace(sim.model, intensity_step=0.0, intensity_max=1e300)
+    predicted = reported_intensity(b, raw, r_true, pulse[on].astype(np.uint64))
+    step = sim.scanner.intensity_step
+    return BeamEvidence(x, r_true, predicted, returned[ring, col], reading[ring, col], step)
+
+
 def twin_of(calibrated: CalibrationFiles, folder: Path, scanner: str | Path) -> TwinResult:
     """:func:`run_twin` on what ``lidar-sim calibrate`` found and wrote: its scan, with the
     scanner overrides as written beside the library."""
-    overrides = yaml.safe_load(calibrated.written[1].read_text()) or {}
+    path = calibrated.written[1]
+    text = path.read_text()
+    overrides = yaml.safe_load(text) or {}
     cloud = calibrated.calibration.cloud
     if cloud is None:
         raise ValueError("the calibration keeps no scan to compare the twin with")
-    return run_twin(calibrated.calibration, cloud, folder, scanner, overrides)
+    result = run_twin(calibrated.calibration, cloud, folder, scanner, overrides)
+    if result.receiver is not None and result.overrides != overrides:
+        # The receiver's laws join the calibrated overrides (their comments kept).
+        head = [ln for ln in text.splitlines() if ln.startswith("#")]
+        head += [f"# {ln.strip()}" for ln in result.receiver.lines()]
+        body = yaml.safe_dump(result.overrides, sort_keys=False)
+        result.files.insert(0, write_atomic(path, "\n".join(head) + "\n" + body))
+    return result
 
 
 def run_twin(
@@ -347,17 +395,18 @@ def run_twin(
     folder: Path,
     scanner: str | Path,
     overrides: dict[str, Any],
+    receiver: bool = True,
 ) -> TwinResult:
     """Write the twin (:func:`write_twin`), scan it, and compare it with the real frame
     beam by beam (see the module); writes ``compare.json``, ``twin.json`` and ``index.html``
-    into ``folder``."""
+    into ``folder``. With ``receiver``, the receiver's laws are fitted to the beams first
+    (:func:`simulator.calibrate.receiver.fit_receiver`) and the twin scans with them."""
     xyz = cloud["xyz"].astype(np.float64)
     meshes = _meshes(calibration, xyz)
     survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes)
     sim = Simulation.from_file(survey)
     if not isinstance(sim.pattern, SpinningPattern):
         raise ConfigError(scanner, "pattern", "the twin compares beams of a spinning scanner")
-    twin = sim.run()
     pattern = sim.pattern
     channels, columns = pattern.channels, int(sim.scanner.firings_per_revolution or 1)
     origin = np.asarray(calibration.origin_m, dtype=np.float64)
@@ -382,6 +431,17 @@ def run_twin(
     real_any[ring[ok], column[ok]] = True
     real_on[ring[ok], column[ok]] = member[ok]
     real_i[ring[ok], column[ok]] = cloud["intensity"][ok]
+
+    fitted = None
+    if receiver:
+        on_surface = (surface_of_beam >= 0) & ~(real_any & (real_on != surface_of_beam))
+        fitted = fit_receiver(beam_evidence(sim, on_surface, real_on == surface_of_beam, real_i))
+        extra = fitted.overrides(sim.scanner)
+        if extra:
+            overrides = deep_merge(overrides, extra)
+            survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes)
+            sim = Simulation.from_file(survey)
+    twin = sim.run()
     twin_ret = np.zeros((channels, columns), dtype=bool)
     twin_i = np.zeros((channels, columns))
     tf = twin["return_number"] <= 1
@@ -421,4 +481,4 @@ def run_twin(
     from ..viz.twin import write_twin_page
 
     files += write_twin_page(surfaces, calibration, twin, folder)
-    return TwinResult(result, surfaces, files)
+    return TwinResult(result, surfaces, files, fitted, overrides)
