@@ -6,17 +6,19 @@ predicted reading (the fitted law, with no noise). Against what the real beam di
 (returned or not, and its reading), three laws of :mod:`simulator.steps.receiver` are
 fitted, each only where the data constrain it, otherwise left out with the reason:
 
-1. **Speckle** ``M``, from the scatter of the readings about the law. For ``g ~ Gamma(M,
-   1/M)`` the variance of ``log g`` is the trigamma function ``psi1(M)``; the readings'
-   robust variance of ``log(real / predicted)`` on beams far above the threshold (``x >=
-   8``, where dropping the weak draws does not narrow the spread) and beyond the near
-   range, less the quantisation's share, is set equal to it. A law fitted on log readings
-   gives ``exp(E log reading)``, which is ``exp(psi(M) - log M)`` times the mean reading, so
-   the reflectances are raised by the inverse of that factor for the twin.
-2. **Near-range overlap** ``[start, full]``: the median of ``real / predicted`` per range
+1. **Near-range overlap** ``[start, full]``: the median of ``real / predicted`` per range
    bin below 20 m against the linear ramp, by least squares over a grid, when at least
    :data:`MIN_NEAR_BEAMS` beams lie within 8 m and the nearest bins read below
    :data:`NEAR_DIM` of the far ones.
+2. **Speckle** ``M``, from the scatter of the readings about the law. For ``g ~ Gamma(M,
+   1/M)`` the variance of ``log g`` is the trigamma function ``psi1(M)`` (its robust
+   variance is tabulated from the model's draws: :func:`speckle_cells_of`); the readings'
+   robust variance of ``log(real / predicted)`` on beams far above the threshold (``x >=
+   8``, where dropping the weak draws does not narrow the spread) and beyond the near
+   overlap (when one is fitted), less the quantisation's share, is set equal to it. A
+   law fitted on log readings gives ``exp(E log reading)``, which is ``exp(psi(M) - log
+   M)`` times the mean reading; the overrides make up the difference
+   (:meth:`ReceiverFit.overrides`).
 3. **Soft threshold**: the width ``w`` and a scale ``c`` of the threshold, by the binomial
    likelihood of the beams' returns, with the detection probability
    ``P(x) = E_g[Phi((g O x / c - 1) / w)]`` (speckle included, the expectation over
@@ -187,19 +189,28 @@ class ReceiverFit:
         return [head, *(f"  note: {n}" for n in self.notes)]
 
 
-def speckle_cells_of(log_ratio: NDArray[np.float64], quantisation_var: float = 0.0) -> float:
-    """``M`` with ``psi1(M) = var``, ``var`` the robust variance (1.4826 MAD, squared) of
-    ``log_ratio`` less ``quantisation_var``; in [1, 1e4] (bisection on log M)."""
-    r = np.asarray(log_ratio, dtype=np.float64)
+def _robust_var(r: NDArray[np.float64]) -> float:
+    """The robust variance ``(1.4826 MAD)^2`` of values."""
     mad = 1.4826 * np.median(np.abs(r - np.median(r)))
-    var = max(mad * mad - quantisation_var, trigamma(1e4).item())
-    if var >= trigamma(1.0).item():
+    return float(mad * mad)
+
+
+def speckle_cells_of(log_ratio: NDArray[np.float64], quantisation_var: float = 0.0) -> float:
+    """``M`` whose ``log g``, ``g ~ Gamma(M, 1/M)``, has the robust variance of
+    ``log_ratio`` (less ``quantisation_var``); in [1, 1e4].
+
+    ``log g`` is skewed for small ``M``, where its robust variance is not ``psi1(M)``; so
+    the law is tabulated from the model's own draws (:func:`gamma_unit_mean`, 20,000 a
+    value of ``M``) and inverted by interpolation in ``log M``."""
+    var = _robust_var(np.asarray(log_ratio, dtype=np.float64)) - quantisation_var
+    cells = np.exp(np.linspace(0.0, math.log(1e4), 49))
+    keys = mix64(np.arange(20_000, dtype=np.uint64) + np.uint64(0xC0FFEE))
+    table = np.array([_robust_var(np.log(gamma_unit_mean(keys, m))) for m in cells])
+    if var >= table[0]:
         return 1.0
-    lo, hi = 0.0, math.log(1e4)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if trigamma(math.exp(mid)).item() > var else (lo, mid)
-    return math.exp(0.5 * (lo + hi))
+    if var <= table[-1]:
+        return 1e4
+    return float(np.exp(np.interp(-var, -table, np.log(cells))))
 
 
 def _near_overlap_of(ev: BeamEvidence, fit: ReceiverFit) -> None:
@@ -287,10 +298,12 @@ def _detection_law_of(ev: BeamEvidence, fit: ReceiverFit) -> None:
 
 
 def fit_receiver(ev: BeamEvidence) -> ReceiverFit:
-    """The receiver's laws of one frame's beams (see the module): speckle, then the near
-    overlap, then the soft threshold (which sees both)."""
+    """The receiver's laws of one frame's beams (see the module): the near overlap, then
+    speckle beyond it, then the soft threshold (which sees both)."""
     fit = ReceiverFit()
-    far = ev.returned & (ev.x >= 8.0) & (ev.range_m >= 20.0) & (ev.predicted > 0)
+    _near_overlap_of(ev, fit)
+    beyond = 0.0 if fit.overlap_m is None else fit.overlap_m[1]
+    far = ev.returned & (ev.x >= 8.0) & (ev.range_m >= beyond) & (ev.predicted > 0)
     far &= ev.reading >= MIN_STEPS * max(ev.step, 1e-12)
     if np.count_nonzero(far) >= 200:
         ratio = np.log(ev.reading[far] / ev.predicted[far])
@@ -300,7 +313,6 @@ def fit_receiver(ev: BeamEvidence) -> ReceiverFit:
         fit.reflectance_factor = float(math.exp(math.log(m) - digamma(m).item()))
     else:
         fit.notes.append(f"speckle left out: {np.count_nonzero(far)} readings far above the "
-                         "threshold beyond 20 m (< 200)")  # fmt: skip
-    _near_overlap_of(ev, fit)
+                         f"threshold beyond the near range (< 200)")  # fmt: skip
     _detection_law_of(ev, fit)
     return fit
