@@ -76,6 +76,8 @@ class TwinResult:
     receiver: ReceiverFit | None = None
     #: The scanner overrides the twin scanned with (the calibrated ones, and the receiver's).
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: The beams the receiver's laws were fitted to (None: not asked for).
+    evidence: BeamEvidence | None = None
 
     def lines(self) -> list[str]:
         """Per surface, the rings judged and the shares of them within the goals, and what
@@ -432,10 +434,11 @@ def run_twin(
     real_on[ring[ok], column[ok]] = member[ok]
     real_i[ring[ok], column[ok]] = cloud["intensity"][ok]
 
-    fitted = None
+    fitted = evidence = None
     if receiver:
         on_surface = (surface_of_beam >= 0) & ~(real_any & (real_on != surface_of_beam))
-        fitted = fit_receiver(beam_evidence(sim, on_surface, real_on == surface_of_beam, real_i))
+        evidence = beam_evidence(sim, on_surface, real_on == surface_of_beam, real_i)
+        fitted = fit_receiver(evidence)
         extra = fitted.overrides(sim.scanner)
         if extra:
             overrides = deep_merge(overrides, extra)
@@ -481,4 +484,4 @@ def run_twin(
     from ..viz.twin import write_twin_page
 
     files += write_twin_page(surfaces, calibration, twin, folder)
-    return TwinResult(result, surfaces, files, fitted, overrides)
+    return TwinResult(result, surfaces, files, fitted, overrides, evidence)
