@@ -27,6 +27,8 @@ from simulator.reconstruct.protocol import scan_frame, surface_ranges
 from simulator.sensor.scanner import SpinningPattern
 from simulator.transforms import compose, rotation_from_rpy_deg
 
+from .conftest import lidar_sim
+
 SCANNER = "vlp-16"
 #: A car roof under the sensor, reaching 3 m behind it and 1 m ahead (as test_ego's).
 ROOF = {"size_m": [4.0, 2.0, 0.5], "position_m": [-1.0, 0.0, -0.6], "rotation_deg": [0, 0, 15]}
@@ -101,13 +103,6 @@ def capture(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     return frames
 
 
-def _reconstructed(capture: list[Path], name: str, **options: Any) -> tuple[Path, dict]:
-    folder = capture[0].parent / name
-    poses = capture[0].parent / "poses.txt"
-    opts = ReconstructOptions(scanner=SCANNER, poses=poses, pages=False, **options)
-    return folder, reconstruct(capture, folder, opts).summary
-
-
 def test_the_estimated_ego_blocks_the_roofs_beams(capture: list[Path]) -> None:
     """The ego ``reconstruct`` estimates from the 3 frames, cast with the scanner's beams,
     blocks the beams the roof blocks: at least 95 % of the union of both sets of beams is
@@ -115,7 +110,11 @@ def test_the_estimated_ego_blocks_the_roofs_beams(capture: list[Path]) -> None:
     (the sky beams never return either). ``summary.json`` gives its beams per ring as the
     mesh blocks them, and every frame survey points to the mesh; a rescan returns nothing on
     those beams."""
-    folder, summary = _reconstructed(capture, "scene")
+    folder = capture[0].parent / "scene"
+    options = ReconstructOptions(
+        scanner=SCANNER, poses=capture[0].parent / "poses.txt", pages=False
+    )
+    summary = reconstruct(capture, folder, options).summary
     pattern = SpinningPattern(load_scanner(SCANNER))
     origin, direction = beam_rays(pattern)
     truth = roof_blocks(origin, direction)
@@ -146,10 +145,14 @@ def test_the_estimated_ego_blocks_the_roofs_beams(capture: list[Path]) -> None:
 
 
 def test_no_ego_switches_it_off(capture: list[Path]) -> None:
-    """With the estimate switched off (``--no-ego``'s ``ego=None``): no ``ego.ply``, no
-    ``ego:`` section in the frame surveys, ``summary.json``'s ego null."""
-    folder, summary = _reconstructed(capture, "no_ego", ego=None)
-    assert summary["ego"] is None
+    """``lidar-sim reconstruct ... --no-ego``: no ``ego.ply``, no ``ego:`` section in the
+    frame surveys, ``summary.json``'s ego null."""
+    folder = capture[0].parent / "no_ego"
+    poses = capture[0].parent / "poses.txt"
+    res = lidar_sim("reconstruct", *capture, "-o", folder, "--scanner", SCANNER,
+                    "--poses", poses, "--no-ego")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads((folder / "summary.json").read_text())["ego"] is None
     assert not (folder / "ego.ply").exists()
     for k in range(3):
         assert "ego" not in yaml.safe_load((folder / "frames" / f"{k:04d}.yaml").read_text())
