@@ -19,11 +19,13 @@ import pytest
 import yaml
 
 import simulator
+from simulator.calibrate.outputs import calibrate_to_files
 from simulator.config import load_scanner
 from simulator.io.read import read
 from simulator.reconstruct import ReconstructOptions, reconstruct
 from simulator.reconstruct.grid import beam_rays
 from simulator.reconstruct.protocol import scan_frame, surface_ranges
+from simulator.reconstruct.twin import twin_of
 from simulator.sensor.scanner import SpinningPattern
 from simulator.transforms import compose, rotation_from_rpy_deg
 
@@ -156,6 +158,33 @@ def test_no_ego_switches_it_off(capture: list[Path]) -> None:
     assert not (folder / "ego.ply").exists()
     for k in range(3):
         assert "ego" not in yaml.safe_load((folder / "frames" / f"{k:04d}.yaml").read_text())
+
+
+def test_the_twin_scans_the_estimated_ego(capture: list[Path], tmp_path: Path) -> None:
+    """``calibrate --twin`` on the first frame: the ego it estimates from that frame alone
+    blocks the roof's beams (intersection over union >= 0.95), and on the rings the roof
+    blocks the twin's ground returns on the dark roof's real frame's share of beams (within
+    0.01); without it (``ego=None``) the twin's ground returns on every one of them."""
+    calibrated = calibrate_to_files(capture[0], tmp_path / "lib.yaml", SCANNER)
+    with_ego = twin_of(calibrated, tmp_path / "with", SCANNER)
+    without = twin_of(calibrated, tmp_path / "without", SCANNER, None)
+    pattern = SpinningPattern(load_scanner(SCANNER))
+    origin, direction = beam_rays(pattern)
+    truth = roof_blocks(origin, direction)
+    found = mesh_blocks(tmp_path / "with" / "ego.ply", origin, direction)
+    assert (found & truth).sum() >= 0.95 * (found | truth).sum()
+    assert with_ego.ego is not None and without.ego is None
+    assert with_ego.ego["blocked_per_ring"] == found.sum(axis=1).tolist()
+    rings = np.flatnonzero(truth.any(axis=1))
+    real = np.array(with_ego.surfaces["ground"]["share_a"], dtype=float)[rings]
+    twin = np.array(with_ego.surfaces["ground"]["share_b"], dtype=float)[rings]
+    bare = np.array(without.surfaces["ground"]["share_b"], dtype=float)[rings]
+    print(f"ground on rings {rings.tolist()}: real {real.round(3)}, twin with the ego "
+          f"{twin.round(3)}, without {bare.round(3)}")  # fmt: skip
+    if capture[0].parent.name.startswith("dark"):  # (a returning roof's beams: not ground)
+        np.testing.assert_allclose(twin, real, atol=0.01)
+        assert (real < 0.9).all()
+        np.testing.assert_array_equal(bare, 1.0)
 
 
 # ------------------------------------------------------------------------------ the pcap
