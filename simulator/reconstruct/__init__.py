@@ -534,6 +534,8 @@ def reconstruct(
     clock = _Clock(report)
     place = _place(captures, options, clock)
     ego = _ego(place, options.ego)
+    if ego is not None:
+        clock.say(ego.line())
     clock.lap("ego")
     meshes = [triangulate(place.grids[k], place.origin_m, place.motion[k], k, options.mesh)
               for k in place.scene_frames]  # fmt: skip

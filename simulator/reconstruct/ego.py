@@ -96,6 +96,12 @@ class EgoEstimate:
         """Blocked beams of each ring (row of the grid)."""
         return self.blocked.sum(axis=1).astype(int).tolist()
 
+    def line(self) -> str:
+        """One line: the beams blocked and their rings."""
+        rings = np.flatnonzero(self.blocked.any(axis=1))
+        where = f" on rings {rings[0]} to {rings[-1]}" if len(rings) else ""
+        return f"ego: {int(self.blocked.sum())} beams blocked{where} (from {self.frames} frames)"
+
     def summary(self, mesh: str | None) -> dict[str, Any]:
         """The figures ``summary.json`` records (``mesh``: the file written, if any)."""
         return {
@@ -245,8 +251,8 @@ def ego_mesh(
     sorted_el = ring_el[order]
     gaps = np.diff(sorted_el)
     edge = gaps.min() if len(gaps) else np.radians(1.0)
-    half_up = np.empty(c)
-    half_down = np.empty(c)
+    half_up = np.zeros(c)
+    half_down = np.zeros(c)
     half_up[order] = np.r_[gaps, edge] / 2
     half_down[order] = np.r_[edge, gaps] / 2
     half_az = np.pi / w
