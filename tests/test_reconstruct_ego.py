@@ -199,11 +199,11 @@ def need_pcap() -> None:
 
 def test_os1_ego_brings_the_lowest_rings_back(tmp_path: Path) -> None:
     """The OS1-128 pcap's 3 frames reconstructed and rescanned with the ego and without:
-    the ego blocks beams on the lowest rings only (below -15 deg), most on the lowest ring
-    (behind the sensor: columns either side of 0); on rings 125 to 127 the rescans of frames
-    0 and 1 without it return on 6 to 8 points more of the beams than the real frames, and
-    with it within 0.01 of the real share (figures printed; frame 2's rescan was within
-    0.01 without it already: the ground behind it was in no frame)."""
+    the ego blocks beams on the lowest rings only (below -15 deg), most on the lowest ring,
+    every one behind the sensor (``ego.ply`` cast with the beams); on rings 125 to 127 the
+    rescans of frames 0 and 1 without it return on 5.6 to 8.5 points more of the beams than
+    the real frames, and with it within 0.01 of the real share (figures printed; frame 2's
+    rescan was within 0.01 without it already: the ground behind it was in no frame)."""
     need_pcap()
     shares: dict[str, Any] = {}
     for name, params in (("with", {}), ("without", {"ego": None})):
@@ -217,11 +217,14 @@ def test_os1_ego_brings_the_lowest_rings_back(tmp_path: Path) -> None:
             ego = summary["ego"]
     per_ring = np.array(ego["blocked_per_ring"])
     print("ego:", {c: int(n) for c, n in enumerate(per_ring) if n}, ego["body_radius_m"])
-    elevation = np.array(
-        load_scanner(str(tmp_path / "with" / "scanner.yaml")).channels.elevation_deg
-    )
+    scanner = load_scanner(str(tmp_path / "with" / "scanner.yaml"))
+    elevation = np.array(scanner.channels.elevation_deg)
     assert per_ring.sum() > 500 and (elevation[per_ring > 0] < -15).all()
     assert per_ring.argmax() == np.argmin(elevation)
+    origin, direction = beam_rays(SpinningPattern(scanner))
+    found = mesh_blocks(tmp_path / "with" / "ego.ply", origin, direction)
+    assert found.sum(axis=1).tolist() == ego["blocked_per_ring"]
+    assert (direction[found][:, 0] < 0).all()  # every one behind the sensor
     for k in (0, 1, 2):
         real = np.array(shares["with"][k]["rings"]["share_a"])
         after = np.array(shares["with"][k]["rings"]["share_b"])
