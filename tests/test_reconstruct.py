@@ -281,7 +281,9 @@ def test_the_outputs_are_those_of_the_contract(loop: Loop) -> None:
     """``scene.yaml`` with its meshes, ``scanner.yaml``, a survey per frame, a
     ``compare.json`` per rescan (compare's schema, with ``nvs``) and ``summary.json``; the
     meshes' per-face reflectances, read back as a scan reads them, are those the
-    reflectance step computed, and the summary counts the fused mesh's faces."""
+    reflectance step computed, and the summary counts the fused mesh's faces. The street
+    was scanned with no vehicle under the sensor, and no ego is estimated: no ``ego.ply``,
+    no ``ego:`` section in a frame survey."""
     folder, summary = loop.folder, loop.result.summary
     for name in ("scene.yaml", "scanner.yaml", "summary.json"):
         assert (folder / name).is_file(), name
@@ -294,6 +296,10 @@ def test_the_outputs_are_those_of_the_contract(loop: Loop) -> None:
     saved = json.loads((folder / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert summary["mesh"]["faces"] == len(loop.mesh.faces) == len(loop.faces.reflectance)
+    # no vehicle under this sensor: the ego estimate (simulator/reconstruct/ego.py) finds none
+    assert summary["ego"]["beams"] == 0 and summary["ego"]["mesh"] is None
+    assert not (folder / "ego.ply").exists()
+    assert all("ego" not in yaml.safe_load(p.read_text()) for p in (folder / "frames").iterdir())
     scene = load_scene(folder / "scene.yaml")
     written = np.concatenate([o.face_materials["reflectance"] for o in scene.objects])
     np.testing.assert_allclose(np.sort(written), np.sort(loop.faces.reflectance), rtol=1e-12)

@@ -62,6 +62,13 @@ def reconstruct(
     rescan: Annotated[
         bool, typer.Option("--rescan", help="Scan every scene frame back from its own pose.")
     ] = False,
+    no_ego: Annotated[
+        bool,
+        typer.Option(
+            "--no-ego",
+            help="Estimate no vehicle under the sensor (a capture whose beams nothing blocks).",
+        ),
+    ] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Turn a real capture into a scene any survey can scan.
@@ -71,6 +78,7 @@ def reconstruct(
     real frames, beside the reprojection baseline."""
     from ..reconstruct import ReconstructOptions, format_summary
     from ..reconstruct import reconstruct as run
+    from ..reconstruct.ego import EgoParams
 
     options = ReconstructOptions(
         scanner=scanner,
@@ -78,6 +86,7 @@ def reconstruct(
         frames=_frame_range(frames),
         hold_out=_frame_list(hold_out),
         rescan=rescan,
+        ego=None if no_ego else EgoParams(),
     )
     result = run(captures, output, options, report=None if quiet else out.print)
     if not quiet:

@@ -7,12 +7,14 @@ The steps, each a function of its own module:
 2. **organise** each frame on the scanner's beam grid (:mod:`.grid`);
 3. **pose** the frames in one world frame: a KITTI poses file, else the capture's own
    per-column poses, else KISS-ICP (:mod:`simulator.odometry`);
-4. **mesh** each scene frame's grid as triangles and surfels, fuse the frames (:mod:`.mesh`);
-5. **reflect**: a reflectance per face from every reading of it (:mod:`.reflectance`);
-6. **write** ``scene.yaml`` with its meshes (per-face materials as face attributes),
-   ``scanner.yaml`` and a survey per frame, ``frames/NNNN.yaml``, that lands on the real
-   frame's beam grid pixel for pixel;
-7. **score** (:mod:`.protocol`): held-out frames, and with ``rescan`` every scene frame,
+4. **ego**: the beams the vehicle under the sensor blocks in every scene frame, as a mesh
+   fixed in the sensor frame (:mod:`.ego`);
+5. **mesh** each scene frame's grid as triangles and surfels, fuse the frames (:mod:`.mesh`);
+6. **reflect**: a reflectance per face from every reading of it (:mod:`.reflectance`);
+7. **write** ``scene.yaml`` with its meshes (per-face materials as face attributes),
+   ``scanner.yaml``, ``ego.ply`` and a survey per frame, ``frames/NNNN.yaml``, that lands
+   on the real frame's beam grid pixel for pixel (with an ``ego:`` section for the ego);
+8. **score** (:mod:`.protocol`): held-out frames, and with ``rescan`` every scene frame,
    scanned back and compared with the real frame beam by beam, beside the reprojection
    baseline; ``summary.json`` and ``index.html``.
 """
@@ -39,6 +41,7 @@ from ..labels import label_name
 from ..pointcloud import PointCloud
 from ..sensor.scanner import SpinningPattern
 from ..steps.hits import ReturnModel
+from .ego import EgoEstimate, EgoParams, ego_section, estimate_ego, write_ego_mesh
 from .grid import BeamGrid, beam_rays, cloud_of_grid, organize, sensor_offset_m
 from .mesh import FrameMesh, MeshParams, fuse, triangulate
 from .motion import frame_trajectory, frame_waypoints, pixel_poses
@@ -54,6 +57,9 @@ DEFAULT_MINNAERT_K = 0.0
 
 #: The nvs figures the summary table prints, in order.
 TABLE_KEYS = NVS_TABLE_KEYS
+
+#: The estimated ego's mesh, in the output folder.
+EGO_MESH = "ego.ply"
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,9 @@ class ReconstructOptions:
         (:mod:`.motion`).
     pages : bool
         Write compare's HTML page beside each ``compare.json`` (the slowest part).
+    ego : EgoParams or None
+        How the vehicle under the sensor is estimated from the scene frames
+        (:mod:`.ego`); None: not at all (a capture without one).
     threshold_quantile : float
         The detection threshold written into the scene's scanner: this quantile of the
         scene frames' received peaks (:func:`.reflectance.detection_threshold`).
@@ -95,6 +104,7 @@ class ReconstructOptions:
     threshold_quantile: float = 0.005
     pose_time_share: float = 0.5
     pages: bool = True
+    ego: EgoParams | None = field(default_factory=EgoParams)
 
 
 @dataclass
@@ -336,7 +346,7 @@ def _place(captures: list[Path], options: ReconstructOptions, clock: _Clock) -> 
 def _reflect(
     place: _Place, fused: FrameMesh, options: ReconstructOptions
 ) -> tuple[FaceReflectance, dict[str, float]]:
-    """Step 5: a reflectance per face, and the detection threshold (as the scanner's
+    """Step 6: a reflectance per face, and the detection threshold (as the scanner's
     ``detection`` section)."""
     model = ReturnModel.from_scanner(place.config, pattern=place.pattern)
     scene = [(k, place.grids[k], place.motion[k]) for k in place.scene_frames]
@@ -348,14 +358,26 @@ def _reflect(
     return faces, {"reference_range_m": ref_m, "reference_reflectance": threshold * ref_m**2}
 
 
+def _ego(place: _Place, params: EgoParams | None) -> EgoEstimate | None:
+    """Step 4: the ego, from the scene frames (None when not asked for)."""
+    if params is None:
+        return None
+    frames = place.scene_frames
+    range_m = np.stack([place.grids[k].range_m for k in frames])
+    fired = np.stack([place.grids[k].fired for k in frames])
+    return estimate_ego(range_m, fired, place.pattern.elevation_rad, params)
+
+
 def _write(
     folder: Path,
     place: _Place,
     fused: FrameMesh,
     faces: FaceReflectance,
+    ego: EgoEstimate | None,
     options: ReconstructOptions,
 ) -> tuple[list[Path], dict[int, Path]]:
-    """Step 6: the scanner, the scene and a survey per frame; the files and the surveys."""
+    """Step 7: the scanner, the scene, the ego and a survey per frame; the files and the
+    surveys."""
     from ..config.vendor import write_scanner_yaml
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -369,8 +391,12 @@ def _write(
         )
     ]
     files += _write_scene(folder, fused, faces, DEFAULT_MINNAERT_K)[0]
+    section = None
+    if ego is not None and not ego.empty:  # in the scanner model's frame, as its beams
+        files.append(write_ego_mesh(folder / EGO_MESH, ego, *beam_rays(place.pattern)))
+        section = ego_section(f"../{EGO_MESH}")
     (folder / "frames").mkdir(exist_ok=True)
-    surveys = {k: _frame_survey(folder, k, place, options) for k in place.chosen}
+    surveys = {k: _frame_survey(folder, k, place, section, options) for k in place.chosen}
     return [*files, *surveys.values()], surveys
 
 
@@ -382,7 +408,7 @@ def _score_frames(
     options: ReconstructOptions,
     clock: _Clock,
 ) -> list[dict[str, Any]]:
-    """Step 7: the held-out frames (with the baseline) and the rescans, scored."""
+    """Step 8: the held-out frames (with the baseline) and the rescans, scored."""
     from .findings import findings
     from .protocol import baseline_cloud, scan_frame, score, surface_ranges
 
@@ -419,6 +445,7 @@ def _summary(
     place: _Place,
     fused: FrameMesh,
     faces: FaceReflectance,
+    ego: EgoEstimate | None,
     rows: list[dict[str, Any]],
     timings_s: dict[str, float],
 ) -> dict[str, Any]:
@@ -441,14 +468,18 @@ def _summary(
             "readings_per_face_median": float(np.median(faces.readings)),
             "minnaert_k_of_label": {label_name(k): v for k, v in faces.k_of_label.items()},
         },
+        "ego": None if ego is None else ego.summary(None if ego.empty else EGO_MESH),
         "results": rows,
         "timings_s": {k: round(v, 3) for k, v in timings_s.items()},
     }
 
 
-def _frame_survey(folder: Path, k: int, place: _Place, options: ReconstructOptions) -> Path:
-    """``frames/NNNN.yaml``: one revolution moving as the sensor moved, on its beam grid."""
-    survey = {
+def _frame_survey(
+    folder: Path, k: int, place: _Place, ego: dict[str, Any] | None, options: ReconstructOptions
+) -> Path:
+    """``frames/NNNN.yaml``: one revolution moving as the sensor moved, on its beam grid,
+    with the ``ego`` section when the ego blocks beams."""
+    survey: dict[str, Any] = {
         "scanner": "../scanner.yaml",
         "scene": "../scene.yaml",
         "trajectory": {"waypoints": place.waypoints[k]},
@@ -458,6 +489,8 @@ def _frame_survey(folder: Path, k: int, place: _Place, options: ReconstructOptio
         "seed": options.seed,
         "output": {"path": f"../out/{k:04d}.npz", "frame": "sensor"},
     }
+    if ego is not None:  # the vehicle under the sensor (ego.py), in the scanner's frame
+        survey["ego"] = ego
     held = " (held out of the scene)" if k in options.hold_out else ""
     text = (
         f"# Frame {k} of the capture{held}: one revolution, moving as the sensor moved.\n"
@@ -500,6 +533,10 @@ def reconstruct(
     """
     clock = _Clock(report)
     place = _place(captures, options, clock)
+    ego = _ego(place, options.ego)
+    if ego is not None:
+        clock.say(ego.line())
+    clock.lap("ego")
     meshes = [triangulate(place.grids[k], place.origin_m, place.motion[k], k, options.mesh)
               for k in place.scene_frames]  # fmt: skip
     fused = fuse(meshes, place.poses[:, :3, 3], options.mesh)
@@ -507,10 +544,10 @@ def reconstruct(
     faces, detection = _reflect(place, fused, options)
     place.mapping.setdefault("detection", {}).update(detection)
     clock.lap("reflectance")
-    files, surveys = _write(folder, place, fused, faces, options)
+    files, surveys = _write(folder, place, fused, faces, ego, options)
     clock.lap("write")
     rows = _score_frames(folder, place, fused, surveys, options, clock)
-    summary = _summary(captures, place, fused, faces, rows, clock.timings_s)
+    summary = _summary(captures, place, fused, faces, ego, rows, clock.timings_s)
     files.append(write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n"))
     if options.pages:  # after summary.json, which it links to
         from ..viz.reconstruct import write_reconstruct_page

@@ -18,6 +18,12 @@ with the same scanner, and the two frames are compared beam by beam:
 - per ring, the return share of the real frame and of the twin on those beams, the median
   intensity of each, and on the ground the share against range (where a ring drops out).
 
+The vehicle under the sensor is estimated from the frame as ``reconstruct`` estimates it
+(:mod:`simulator.reconstruct.ego`: the beams below the horizon that return nothing, or only
+from within the body, in runs held up from the lowest ring) and scanned with the twin, as
+``DIR/ego.ply`` and the survey's ``ego:`` section, so the twin drops out where the real
+frame does behind and below the sensor.
+
 ``DIR/compare.json`` has :func:`simulator.compare.compare_clouds`'s keys (the real points on
 the surfaces against the twin's points, with ``rings`` the per-surface-beam shares above);
 ``DIR/twin.json`` the goals per surface (return share per ring within 0.05 on 90 % of the
@@ -45,12 +51,14 @@ from ..io.atomic import atomic_path, write_atomic
 from ..pipeline.simulation import Simulation
 from ..pointcloud import PointCloud
 from ..sensor.scanner import SpinningPattern
-from .grid import beam_indices
+from .ego import EgoEstimate, EgoParams, ego_section, estimate_ego, write_ego_mesh
+from .grid import beam_indices, beam_rays, organize
 
 __all__ = [
     "INTENSITY_TOLERANCE",
     "SHARE_TOLERANCE",
     "TwinResult",
+    "frame_ego",
     "run_twin",
     "twin_of",
     "write_twin",
@@ -67,11 +75,13 @@ _MARGIN_M = 0.1
 
 @dataclass
 class TwinResult:
-    """What the twin found: the compare figures, the per-surface goals, the files."""
+    """What the twin found: the compare figures, the per-surface goals, the files, and
+    the ego scanned with it (:meth:`.ego.EgoEstimate.summary`; None when not asked for)."""
 
     compare: dict[str, Any]
     surfaces: dict[str, dict[str, Any]]
     files: list[Path]
+    ego: dict[str, Any] | None = None
     #: The receiver's laws fitted to the beams (None: not asked for).
     receiver: ReceiverFit | None = None
     #: The scanner overrides the twin scanned with (the calibrated ones, and the receiver's).
@@ -92,6 +102,10 @@ class TwinResult:
                 + ("-" if level is None else f"{100 * level:.0f} %")
             )
             lines += [f"  misses: {verdict}" for verdict in f["verdicts"]]
+        if self.ego is not None:
+            rings = [c for c, n in enumerate(self.ego["blocked_per_ring"]) if n]
+            where = f" (rings {rings[0]} to {rings[-1]})" if rings else ""
+            lines.append(f"twin ego: {self.ego['beams']} beams blocked{where}")
         return lines + [f"wrote {path}" for path in self.files]
 
 
@@ -232,6 +246,7 @@ def write_twin(
     scanner: str | Path,
     overrides: dict[str, Any],
     meshes: list[tuple[str, Any, Any]] | None = None,
+    ego: dict[str, Any] | None = None,
 ) -> Path:
     """Write the twin's meshes, scene and survey into ``folder``; return the survey path.
 
@@ -249,6 +264,8 @@ def write_twin(
         The fitted scanner overrides (``Calibration.write``'s ``*_scanner.yaml``).
     meshes : list, optional
         The surfaces' meshes (name, (V, 3) vertices, (F, 3) faces), if made already.
+    ego : dict, optional
+        The survey's ``ego:`` section (the vehicle under the sensor).
     """
     import trimesh
 
@@ -280,6 +297,8 @@ def write_twin(
         "seed": 0,
         "output": {"path": "twin.npz", "frame": "sensor", "diagnostics": True},
     }
+    if ego is not None:
+        survey["ego"] = ego
     header = f"# calibrate --twin: the surfaces of {calibration.source}, re-scanned\n"
     return write_atomic(folder / "survey.yaml", header + yaml.safe_dump(survey, sort_keys=False))
 
@@ -372,7 +391,12 @@ def beam_evidence(
     return BeamEvidence(x, r_true, predicted, returned[ring, col], reading[ring, col], step)
 
 
-def twin_of(calibrated: CalibrationFiles, folder: Path, scanner: str | Path) -> TwinResult:
+def twin_of(
+    calibrated: CalibrationFiles,
+    folder: Path,
+    scanner: str | Path,
+    ego: EgoParams | None = EgoParams(),  # noqa: B008 (frozen: one shared default is safe)
+) -> TwinResult:
     """:func:`run_twin` on what ``lidar-sim calibrate`` found and wrote: its scan, with the
     scanner overrides as written beside the library."""
     path = calibrated.written[1]
@@ -381,7 +405,7 @@ def twin_of(calibrated: CalibrationFiles, folder: Path, scanner: str | Path) -> 
     cloud = calibrated.calibration.cloud
     if cloud is None:
         raise ValueError("the calibration keeps no scan to compare the twin with")
-    result = run_twin(calibrated.calibration, cloud, folder, scanner, overrides)
+    result = run_twin(calibrated.calibration, cloud, folder, scanner, overrides, ego)
     if result.receiver is not None and result.overrides != overrides:
         # The receiver's laws join the calibrated overrides (their comments kept).
         head = [ln for ln in text.splitlines() if ln.startswith("#")]
@@ -391,17 +415,33 @@ def twin_of(calibrated: CalibrationFiles, folder: Path, scanner: str | Path) -> 
     return result
 
 
+def frame_ego(
+    cloud: PointCloud,
+    pattern: SpinningPattern,
+    origin_m: NDArray[np.float64],
+    params: EgoParams,
+) -> EgoEstimate:
+    """The ego of one scan (:func:`.ego.estimate_ego` on its beam grid); ranges from
+    ``origin_m``, the sensor's origin in the scan's frame, (3,) m."""
+    grid = organize(cloud, pattern, origin_m)
+    range_m = np.linalg.norm(grid.xyz_m - origin_m, axis=-1)
+    return estimate_ego(range_m[None], grid.fired[None], pattern.elevation_rad, params)
+
+
 def run_twin(
     calibration: Calibration,
     cloud: PointCloud,
     folder: Path,
     scanner: str | Path,
     overrides: dict[str, Any],
+    ego: EgoParams | None = None,
     receiver: bool = True,
 ) -> TwinResult:
     """Write the twin (:func:`write_twin`), scan it, and compare it with the real frame
     beam by beam (see the module); writes ``compare.json``, ``twin.json`` and ``index.html``
-    into ``folder``. With ``receiver``, the receiver's laws are fitted to the beams first
+    into ``folder``, and with ``ego`` the vehicle under the sensor estimated from the scan
+    (:func:`frame_ego`) as ``ego.ply``, scanned with the twin. With ``receiver``, the
+    receiver's laws are fitted to the beams first
     (:func:`simulator.calibrate.receiver.fit_receiver`) and the twin scans with them."""
     xyz = cloud["xyz"].astype(np.float64)
     meshes = _meshes(calibration, xyz)
@@ -410,8 +450,16 @@ def run_twin(
     if not isinstance(sim.pattern, SpinningPattern):
         raise ConfigError(scanner, "pattern", "the twin compares beams of a spinning scanner")
     pattern = sim.pattern
-    channels, columns = pattern.channels, int(sim.scanner.firings_per_revolution or 1)
     origin = np.asarray(calibration.origin_m, dtype=np.float64)
+    files: list[Path] = []
+    estimate = None if ego is None else frame_ego(cloud, pattern, origin, ego)
+    section = None
+    if estimate is not None and not estimate.empty:  # in the scanner's frame, as its beams
+        files.append(write_ego_mesh(folder / "ego.ply", estimate, *beam_rays(pattern)))
+        section = ego_section("ego.ply")
+        survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes, section)
+        sim = Simulation.from_file(survey)
+    channels, columns = pattern.channels, int(sim.scanner.firings_per_revolution or 1)
     sched = pattern.schedule(0, channels * columns)
     surface_of_beam, range_of_beam = _first_surface(
         meshes, sched.origin_m + origin, sched.direction
@@ -437,12 +485,14 @@ def run_twin(
     fitted = evidence = None
     if receiver:
         on_surface = (surface_of_beam >= 0) & ~(real_any & (real_on != surface_of_beam))
+        if estimate is not None:  # (the ego's beams meet the vehicle, not a surface)
+            on_surface &= ~estimate.blocked
         evidence = beam_evidence(sim, on_surface, real_on == surface_of_beam, real_i)
         fitted = fit_receiver(evidence)
         extra = fitted.overrides(sim.scanner)
         if extra:
             overrides = deep_merge(overrides, extra)
-            survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes)
+            survey = write_twin(calibration, xyz, folder, scanner, overrides, meshes, section)
             sim = Simulation.from_file(survey)
     twin = sim.run()
     twin_ret = np.zeros((channels, columns), dtype=bool)
@@ -477,11 +527,13 @@ def run_twin(
         "max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else None,
         "beams_per_ring": pooled_figures["beams_per_ring"],
     }
-    files = [
+    files += [
         write_atomic(folder / "compare.json", json.dumps(result, indent=2) + "\n"),
         write_atomic(folder / "twin.json", json.dumps(surfaces, indent=2) + "\n"),
     ]
     from ..viz.twin import write_twin_page
 
     files += write_twin_page(surfaces, calibration, twin, folder)
-    return TwinResult(result, surfaces, files, fitted, overrides, evidence)
+    mesh = None if estimate is None or estimate.empty else "ego.ply"
+    ego_summary = None if estimate is None else estimate.summary(mesh)
+    return TwinResult(result, surfaces, files, ego_summary, fitted, overrides, evidence)
