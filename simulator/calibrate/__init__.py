@@ -37,7 +37,8 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
-from .response import Response, ResponseFitOptions, fit_response
+from .likelihood import reading_grid
+from .response import RHO_BOUNDS, Response, ResponseFitOptions, fit_response
 from .surfaces import (
     Surface,
     beam_origins,
@@ -265,9 +266,10 @@ def _scene_surfaces(xyz_m: NDArray, origin: NDArray, scene_path: Path) -> list[S
 
 
 def physical(fit: SurfaceFit) -> None:
-    """Keep only physical values: reflectance > 0 (above 1.5 flagged retroreflective), k in
-    [0, 3], roughness below 0.2 m, finite values with finite or unknown errors; a value
-    left out gets a verdict with the reason."""
+    """Keep only physical values: reflectance at least ``RHO_BOUNDS[0]`` (0.005, the
+    physical argument in :data:`~simulator.calibrate.response.RHO_BOUNDS`; above 1.5 flagged
+    retroreflective), k in [0, 3], roughness below 0.2 m, finite values with finite or
+    unknown errors; a value left out gets a verdict with the reason."""
 
     def drop(f: Fit, key: str, reason: str) -> None:
         if key in f.values:
@@ -283,8 +285,12 @@ def physical(fit: SurfaceFit) -> None:
     fi = fit.intensity_fit
     if "reflectance" in fi.values:
         rho = fi.value("reflectance")
-        if rho <= 0:
-            drop(fi, "reflectance", "not positive")
+        if rho < RHO_BOUNDS[0]:
+            drop(
+                fi,
+                "reflectance",
+                f"below {RHO_BOUNDS[0]:g}, darker than any surface (see response.RHO_BOUNDS)",
+            )
             fi.values.pop("minnaert_k", None)
         elif rho > MAX_DIFFUSE_REFLECTANCE:
             fi.verdicts.append(f"reflectance {rho:.2f} > {MAX_DIFFUSE_REFLECTANCE}: "
@@ -409,6 +415,14 @@ def calibrate(
             f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
             "stored as 16-bit LAS) or a scanner whose intensity matches the file",
         )  # fmt: skip
+    step = reading_grid(every, config.intensity_step)
+    if step != config.intensity_step:
+        result.notes.append(
+            f"the readings lie on a grid of {step:.4g} (the scanner's step is "
+            f"{config.intensity_step:g}): each is taken as an interval that wide, a zero as "
+            f"below {step / 2:.4g} (a KITTI .bin's reflectance in hundredths, read as 0-255, "
+            "is 2.55 apart)"
+        )
     beams = beam_origins(xyz, origin, config.beam_origin_offset_m)
     if scene is not None:
         surfaces = _scene_surfaces(xyz, beams, Path(scene))
@@ -457,7 +471,7 @@ def calibrate(
             ResponseFitOptions(n_surfaces=len(geometry), n_rings=n_rings,
                                scale=config.intensity_scale,
                                intensity_max=config.intensity_max,
-                               intensity_step=config.intensity_step, replicas=replicas),
+                               intensity_step=step, replicas=replicas),
         )  # fmt: skip
         result.notes += response.verdicts
         if response.gain_fitted.any() or response.range_exponent is not None:
@@ -468,7 +482,7 @@ def calibrate(
         fs = Fit()
         if "micro_slope_deg" in fi.values:
             fs.values["micro_slope_deg"] = fi.values.pop("micro_slope_deg")
-        if "reflectance" not in fi.values:
+        if "reflectance" not in fi.values and not fi.settled:
             fi = _guarded("intensity", fit_intensity, i, cos, scale=config.intensity_scale,
                           intensity_max=config.intensity_max)  # fmt: skip
             fi.verdicts.insert(0, "the likelihood fit gave nothing: a log-space line instead")
@@ -476,9 +490,11 @@ def calibrate(
                 fs = _guarded("micro-slope", fit_micro_slope, i, cos,
                               scale=config.intensity_scale, rho=fi.value("reflectance"),
                               k=fi.value("minnaert_k"), intensity_max=config.intensity_max,
-                              intensity_step=config.intensity_step)  # fmt: skip
+                              intensity_step=step)  # fmt: skip
             else:
                 fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
+        elif "reflectance" not in fi.values:
+            fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
         slope_rad = float(np.radians(fs.values.get("micro_slope_deg", (0.0, 0.0))[0]))
         fr = _guarded("range scatter", fit_range_scatter, residual, cos,
                       resolution_m=config.range_resolution_m, slope_rad=slope_rad)  # fmt: skip
