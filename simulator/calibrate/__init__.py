@@ -52,7 +52,12 @@ __all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings", "physical"]
 
 #: The highest reflectance of a diffuse surface; above it a surface is retroreflective.
 MAX_DIFFUSE_REFLECTANCE = 1.5
-#: The Minnaert exponent's physical range.
+#: The Minnaert exponent's range in the fit. Measured diffuse surfaces lie in 0.5-1.5 (k < 1
+#: a rough surface's backscatter, k > 1 one darkening towards grazing); k = 0 is a surface
+#: whose reading does not depend on the tilt. A fit that ends at the top, k = 3 (a reading
+#: falling as cos^3), is no diffuse law: a specular lobe, or two surfaces in one, whose
+#: reflectance extrapolated to normal incidence is meaningless (60.9 on the VLP-16
+#: frame's plane_1); its reflectance and k are left out with a note.
 K_RANGE = (0.0, 3.0)
 #: Roughness at or above this is not a surface's relief (clutter, or two surfaces).
 MAX_ROUGHNESS_M = 0.2
@@ -268,8 +273,9 @@ def _scene_surfaces(xyz_m: NDArray, origin: NDArray, scene_path: Path) -> list[S
 def physical(fit: SurfaceFit) -> None:
     """Keep only physical values: reflectance at least ``RHO_BOUNDS[0]`` (0.005, the
     physical argument in :data:`~simulator.calibrate.response.RHO_BOUNDS`; above 1.5 flagged
-    retroreflective), k in [0, 3], roughness below 0.2 m, finite values with finite or
-    unknown errors; a value left out gets a verdict with the reason."""
+    retroreflective), k in [0, 3) (at its top bound, or a log-space line's beyond it, the
+    reflectance goes too: no diffuse law), roughness in [0, 0.2) m, finite values with
+    finite or unknown errors; a value left out gets a verdict with the reason."""
 
     def drop(f: Fit, key: str, reason: str) -> None:
         if key in f.values:
@@ -283,21 +289,25 @@ def physical(fit: SurfaceFit) -> None:
             elif math.isfinite(e) and e > 10 * abs(v) and e > 1e-3:
                 drop(f, key, "the data do not constrain it (its error is over 10 times it)")
     fi = fit.intensity_fit
+    top = K_RANGE[1] - 1e-3  # the fit's k stops at its bound
+    if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") < top:
+        # at the top bound, or beyond the range (a log-space line's): no diffuse law
+        drop(fi, "reflectance", f"its law's k {fi.value('minnaert_k'):.3g} is outside "
+             f"[{K_RANGE[0]:g}, {K_RANGE[1]:g}): no diffuse law (a specular lobe, or two "
+             "surfaces), see calibrate.K_RANGE")  # fmt: skip
+        drop(fi, "minnaert_k", f"not in [{K_RANGE[0]:g}, {K_RANGE[1]:g})")
     if "reflectance" in fi.values:
         rho = fi.value("reflectance")
         if rho < RHO_BOUNDS[0]:
-            drop(
-                fi,
-                "reflectance",
-                f"below {RHO_BOUNDS[0]:g}, darker than any surface (see response.RHO_BOUNDS)",
-            )
+            drop(fi, "reflectance", f"below {RHO_BOUNDS[0]:g}, darker than any surface "
+                 "(see response.RHO_BOUNDS)")  # fmt: skip
             fi.values.pop("minnaert_k", None)
         elif rho > MAX_DIFFUSE_REFLECTANCE:
             fi.verdicts.append(f"reflectance {rho:.2f} > {MAX_DIFFUSE_REFLECTANCE}: "
                                "a retroreflective surface")  # fmt: skip
-    if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") <= K_RANGE[1]:
-        drop(fi, "minnaert_k", f"outside [{K_RANGE[0]:g}, {K_RANGE[1]:g}]")
     fr = fit.range_fit
+    if "roughness_m" in fr.values and fr.value("roughness_m") < 0:
+        drop(fr, "roughness_m", "negative")
     if "roughness_m" in fr.values and fr.value("roughness_m") >= MAX_ROUGHNESS_M:
         drop(fr, "roughness_m", f"not below {MAX_ROUGHNESS_M} m: clutter or several surfaces")
     if "micro_slope_deg" in fit.slope_fit.values and fit.slope_fit.value("micro_slope_deg") > 45:
