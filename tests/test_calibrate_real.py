@@ -94,6 +94,10 @@ MEASURED = {
         # plane_1: k at its bound 3 (reflectance 60.9: no diffuse law); plane_3: its
         # reflectance 4.7 +- 170 unconstrained
         "left_out": {"plane_1", "plane_3"},
+        # both left out fitted a threshold (plane_1 19.3 +- 130 m, plane_3 8.32 +- 0.68 m):
+        # a surface left out has no say, and no kept surface fixed one
+        "detection": None,
+        "thresholds_left_out": {"plane_1": 19.3, "plane_3": 8.32},
         "twin": {"ground": (10, 0.3), "plane_4": (10, 0.0), "plane_5": (6, 0.0),
                  "wall_1": (7, 0.0), "plane_7": (8, 0.0), "wall_2": (6, 0.0)},
     },
@@ -102,6 +106,8 @@ MEASURED = {
                         "plane_4": 0.2755, "plane_5": 0.1503, "plane_6": 0.07278,
                         "plane_7": 0.05687},
         "left_out": set(),
+        "detection": 5.26,  # plane_3's (5.256 +- 0.86 m), the only one fitted
+        "thresholds_left_out": {},
         "twin": {"plane_1": (9, 1 / 9), "ground": (18, 2 / 18), "plane_3": (19, 0.0),
                  "plane_4": (19, 1 / 19), "plane_5": (11, 0.0), "plane_6": (9, 0.0),
                  "plane_7": (6, 1 / 6)},
@@ -126,9 +132,17 @@ def _calibrated(frame: str, factory: pytest.TempPathFactory) -> tuple[Ran, Path]
     return _RUNS[frame]
 
 
-def _check_measured(frame: str, lib: dict, twin: dict, stdout: str) -> None:
-    """The indoor frames' figures as measured (:data:`MEASURED`)."""
+def _check_measured(frame: str, lib: dict, twin: dict, stdout: str, text: str,
+                    overrides: dict) -> None:  # fmt: skip
+    """The indoor frames' figures as measured (:data:`MEASURED`), and the rule that the
+    threshold written is a kept surface's (on the VLP-16 frame the two surfaces that
+    fitted one are both left out, so none is written)."""
     want = MEASURED[frame]
+    detection = overrides.get("detection", {}).get("reference_range_m")
+    assert detection == want["detection"], overrides
+    for name, ref in want["thresholds_left_out"].items():
+        assert _fitted(text, name, "reference_range_m")[0] == pytest.approx(ref, rel=2e-3)
+        assert name not in lib
     assert set(lib) == set(want["reflectance"]), sorted(lib)
     for name, rho in want["reflectance"].items():
         assert lib[name]["reflectance"] == pytest.approx(rho, rel=2e-3), name
@@ -207,7 +221,7 @@ def test_calibrate_a_real_frame(frame: str, tmp_path_factory: pytest.TempPathFac
     if frame == "os1":
         _check_os1(lib, gains, twin, out.read_text())
     else:
-        _check_measured(frame, lib, twin, res.stdout)
+        _check_measured(frame, lib, twin, res.stdout, out.read_text(), overrides)
     saved = json.loads((tmp_path / "twin" / "compare.json").read_text())
     assert set(saved) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
                           "intensity", "range", "same_beams", "nvs"}  # fmt: skip
