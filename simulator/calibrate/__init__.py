@@ -456,6 +456,16 @@ def calibrate(
         rings = infer_rings(xyz, origin, config).astype(np.int64)
         if "ring" in cloud.names:  # the file's rings, renumbered as the scanner's channels
             rings = _as_channels(cloud["ring"].astype(np.int64)[keep], rings, n_rings)
+    elif "ring" in cloud.names:  # no elevation table (Livox's table and risley patterns):
+        # the file's channels, as the pattern numbers them (its channel_gain's entries)
+        from ..sensor.scanner import pattern_for
+
+        n_rings = int(pattern_for(config).channels)
+        rings = cloud["ring"].astype(np.int64)[keep]
+        outside = int(((rings < 0) | (rings >= n_rings)).sum())
+        if outside:
+            result.notes.append(f"{outside} points with a ring outside the scanner's "
+                                f"{n_rings} channels: no gain fitted from them")  # fmt: skip
     geometry = []
     for s in surfaces:
         cos, range_m, residual = surface_geometry(xyz, beams, s)
