@@ -27,9 +27,9 @@ FRAMES = {
 def _check_library(lib: dict, notes: str) -> None:
     for name, m in lib.items():
         retro = "retroreflective" in m["description"]
-        assert m["reflectance"] > 0, name
+        assert m["reflectance"] >= 0.005, name  # response.RHO_BOUNDS
         assert m["reflectance"] <= 1.5 or retro, name
-        assert 0.0 <= m["minnaert_k"] <= 3.0, name
+        assert 0.0 <= m["minnaert_k"] < 3.0, name  # at the bound 3: no diffuse law
         assert 0.0 <= m["roughness_m"] < 0.2, name
         assert 0.0 <= m["micro_slope_deg"] < 90.0, name
 

@@ -291,11 +291,14 @@ def physical(fit: SurfaceFit) -> None:
     fi = fit.intensity_fit
     top = K_RANGE[1] - 1e-3  # the fit's k stops at its bound
     if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") < top:
-        # at the top bound, or beyond the range (a log-space line's): no diffuse law
+        # at the top bound, or beyond the range (a log-space line's): no diffuse law, and
+        # nothing taken from the law's spread either
         drop(fi, "reflectance", f"its law's k {fi.value('minnaert_k'):.3g} is outside "
              f"[{K_RANGE[0]:g}, {K_RANGE[1]:g}): no diffuse law (a specular lobe, or two "
              "surfaces), see calibrate.K_RANGE")  # fmt: skip
         drop(fi, "minnaert_k", f"not in [{K_RANGE[0]:g}, {K_RANGE[1]:g})")
+        drop(fi, "intensity_noise", "the spread about a law left out")
+        drop(fit.slope_fit, "micro_slope_deg", "the spread about a law left out")
     if "reflectance" in fi.values:
         rho = fi.value("reflectance")
         if rho < RHO_BOUNDS[0]:
