@@ -84,7 +84,7 @@ def test_a_kitti_frame_of_a_dark_ground_never_gets_a_reflectance_at_a_bound(
     library = result.library()
     assert "ground" not in library
     assert any(note.startswith("ground (") and "left out of the library" in note
-               for note in result.notes)  # fmt: skip
+               for note in result.all_notes)  # fmt: skip
     for name in ("wall_1", "wall_2"):
         fit = by[name].intensity_fit
         assert fit.value("reflectance") == pytest.approx(0.5, abs=0.0015), name

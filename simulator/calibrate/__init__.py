@@ -166,6 +166,13 @@ class Calibration:
                 "reflectance was not fitted (see its notes)"
                 for s in self.surfaces if not s.has_material]  # fmt: skip
 
+    @property
+    def all_notes(self) -> list[str]:
+        """The notes on the scan and, derived from the surfaces as they stand, those naming
+        the surfaces left out of the library (:attr:`left_out`): what is written and
+        printed."""
+        return self.notes + [note for note in self.left_out if note not in self.notes]
+
     def write(self, path: str | Path) -> list[Path]:
         """Write the library (``path``) and the scanner overrides beside it
         (``<stem>_scanner.yaml``), with the uncertainties as comments."""
@@ -174,7 +181,7 @@ class Calibration:
             f"# Materials fitted by lidar-sim calibrate to {self.source}",
             f"# with the scanner {self.scanner.name}; one standard error after each value.",
         ]
-        lines += [f"# note: {note}" for note in self.notes]
+        lines += [f"# note: {note}" for note in self.all_notes]
         for s in self.surfaces:
             lines.append(f"#   {s.surface.name} ({len(s.cos)} points): {s.described()}")
             lines += [f"#     note: {verdict}" for verdict in s.verdicts]
@@ -198,7 +205,7 @@ class Calibration:
         if self.response is not None:
             overrides["intensity_response"] = self.response.overrides()
         scanner_path = path.with_name(f"{path.stem}_scanner.yaml")
-        notes = "".join(f"# note: {note}\n" for note in self.notes)
+        notes = "".join(f"# note: {note}\n" for note in self.all_notes)
         files.append(write_atomic(scanner_path,
                                   f"# scanner_overrides fitted to {self.source}\n" + notes
                                   + yaml.safe_dump(overrides, sort_keys=False)))  # fmt: skip
@@ -535,5 +542,4 @@ def calibrate(
         fit = SurfaceFit(s, cos, i, residual, fi, fr, fs, fd)
         physical(fit)
         result.surfaces.append(fit)
-    result.notes += result.left_out
     return result
