@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import lidar_sim
+from .conftest import Ran, lidar_sim
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 
@@ -27,9 +27,9 @@ FRAMES = {
 def _check_library(lib: dict, notes: str) -> None:
     for name, m in lib.items():
         retro = "retroreflective" in m["description"]
-        assert m["reflectance"] > 0, name
+        assert m["reflectance"] >= 0.005, name  # response.RHO_BOUNDS
         assert m["reflectance"] <= 1.5 or retro, name
-        assert 0.0 <= m["minnaert_k"] <= 3.0, name
+        assert 0.0 <= m["minnaert_k"] < 3.0, name  # at the bound 3: no diffuse law
         assert 0.0 <= m["roughness_m"] < 0.2, name
         assert 0.0 <= m["micro_slope_deg"] < 90.0, name
 
@@ -83,15 +83,104 @@ def _check_os1(lib: dict, gains: np.ndarray, twin: dict, text: str) -> None:
     assert abs(a - b) <= 2.0 * np.hypot(se_a, se_b), (a, se_a, b, se_b)
 
 
-@pytest.mark.parametrize("frame", list(FRAMES))
-def test_calibrate_a_real_frame(frame: str, tmp_path: Path) -> None:
+#: Measured (2026-12-05) on the indoor frames, where the planes are a room's clutter: each
+#: library's reflectances, the surfaces left out, and per surface of the twin the rings
+#: judged and the share of them whose return share is within 0.05 of the real frame's.
+#: The fit is deterministic (hashed RANSAC, seeded subsets): the tolerance is for BLAS.
+MEASURED = {
+    "vlp16": {
+        "reflectance": {"ground": 0.3321, "plane_4": 0.07433, "plane_5": 0.06618,
+                        "wall_1": 0.1667, "plane_7": 0.05256, "wall_2": 0.1852},
+        # plane_1: k at its bound 3 (reflectance 60.9: no diffuse law); plane_3: its
+        # reflectance 4.7 +- 170 unconstrained
+        "left_out": {"plane_1", "plane_3"},
+        # both left out fitted a threshold (plane_1 19.3 +- 130 m, plane_3 8.32 +- 0.68 m):
+        # a surface left out has no say, and no kept surface fixed one
+        "detection": None,
+        "thresholds_left_out": {"plane_1": 19.3, "plane_3": 8.32},
+        "twin": {"ground": (10, 0.3), "plane_4": (10, 0.0), "plane_5": (6, 0.0),
+                 "wall_1": (7, 0.0), "plane_7": (8, 0.0), "wall_2": (6, 0.0)},
+    },
+    "helios": {
+        "reflectance": {"plane_1": 0.1954, "ground": 0.498, "plane_3": 0.4215,
+                        "plane_4": 0.2755, "plane_5": 0.1503, "plane_6": 0.07278,
+                        "plane_7": 0.05687},
+        "left_out": set(),
+        "detection": 5.26,  # plane_3's (5.256 +- 0.86 m), the only one fitted
+        "thresholds_left_out": {},
+        "twin": {"plane_1": (9, 1 / 9), "ground": (18, 2 / 18), "plane_3": (19, 0.0),
+                 "plane_4": (19, 1 / 19), "plane_5": (11, 0.0), "plane_6": (9, 0.0),
+                 "plane_7": (6, 1 / 6)},
+    },
+}  # fmt: skip
+
+#: One calibration a frame for the module's tests: (result, its folder).
+_RUNS: dict[str, tuple[Ran, Path]] = {}
+
+
+def _calibrated(frame: str, factory: pytest.TempPathFactory) -> tuple[Ran, Path]:
+    """``lidar-sim calibrate FRAME --twin`` run once a frame (skips without the captures)."""
     if not REALDATA.is_dir():
         pytest.skip(f"{frame}: the shared real captures are not in this checkout")
-    capture, scanner, extra = FRAMES[frame]
-    args = [a if not a.endswith(".json") else str(REALDATA / a) for a in extra]
+    if frame not in _RUNS:
+        capture, scanner, extra = FRAMES[frame]
+        folder = factory.mktemp(frame)
+        args = [a if not a.endswith(".json") else str(REALDATA / a) for a in extra]
+        res = lidar_sim("calibrate", REALDATA / capture, "--scanner", scanner, "-o",
+                        folder / "lib.yaml", "--twin", folder / "twin", *args)  # fmt: skip
+        _RUNS[frame] = (res, folder)
+    return _RUNS[frame]
+
+
+def _check_measured(frame: str, lib: dict, twin: dict, stdout: str, text: str,
+                    overrides: dict) -> None:  # fmt: skip
+    """The indoor frames' figures as measured (:data:`MEASURED`), and the rule that the
+    threshold written is a kept surface's (on the VLP-16 frame the two surfaces that
+    fitted one are both left out, so none is written)."""
+    want = MEASURED[frame]
+    detection = overrides.get("detection", {}).get("reference_range_m")
+    assert detection == want["detection"], overrides
+    for name, ref in want["thresholds_left_out"].items():
+        assert _fitted(text, name, "reference_range_m")[0] == pytest.approx(ref, rel=2e-3)
+        assert name not in lib
+    assert set(lib) == set(want["reflectance"]), sorted(lib)
+    for name, rho in want["reflectance"].items():
+        assert lib[name]["reflectance"] == pytest.approx(rho, rel=2e-3), name
+    for name in want["left_out"]:
+        assert f"{name} (" in stdout and "left out of the library" in stdout, name
+    got = {name: (f["rings_judged"], f["share_within_0.05"]) for name, f in twin.items()}
+    assert set(got) == set(want["twin"])
+    for name, (rings, share) in want["twin"].items():
+        assert got[name][0] == rings and got[name][1] == pytest.approx(share, abs=1e-9), name
+
+
+@pytest.mark.parametrize("frame", ["vlp16", "helios"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="goal: the twin returns as the real frame does, 90 % of the rings within 0.05 in "
+    "return share on every surface judged on 6 rings or more; measured 0-30 % (VLP-16) and "
+    "0-17 % (Helios): indoors the planes are a room's clutter, and the twin's share is "
+    "0.29-0.52 above the real one (detection or the surfaces' extent)",
+)
+def test_the_twin_of_an_indoor_frame_meets_the_goal(
+    frame: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import json
+
+    res, folder = _calibrated(frame, tmp_path_factory)
+    assert res.returncode == 0, res.stderr
+    twin = json.loads((folder / "twin" / "twin.json").read_text())
+    judged = {n: f for n, f in twin.items() if f["rings_judged"] >= 6}
+    assert judged
+    assert all(f["share_within_0.05"] >= 0.9 for f in judged.values()), {
+        n: f["share_within_0.05"] for n, f in judged.items()
+    }
+
+
+@pytest.mark.parametrize("frame", list(FRAMES))
+def test_calibrate_a_real_frame(frame: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    res, tmp_path = _calibrated(frame, tmp_path_factory)
     out = tmp_path / "lib.yaml"
-    res = lidar_sim("calibrate", REALDATA / capture, "--scanner", scanner, "-o", out,
-                    "--twin", tmp_path / "twin", *args)  # fmt: skip
     assert "Traceback" not in res.stderr, res.stderr
     print(frame, res.stdout, res.stderr)
     if res.returncode == 2:  # a verdict: one line
@@ -131,6 +220,8 @@ def test_calibrate_a_real_frame(frame: str, tmp_path: Path) -> None:
     _check_no_default(out.read_text(), lib)
     if frame == "os1":
         _check_os1(lib, gains, twin, out.read_text())
+    else:
+        _check_measured(frame, lib, twin, res.stdout, out.read_text(), overrides)
     saved = json.loads((tmp_path / "twin" / "compare.json").read_text())
     assert set(saved) == {"points", "chamfer_m", "f_score", "f_score_threshold_m", "rings",
                           "intensity", "range", "same_beams", "nvs"}  # fmt: skip

@@ -70,17 +70,23 @@ def test_the_twin_of_a_scan_returns_as_the_scan_does(yard: Path) -> None:
 def test_a_surface_whose_reflectance_was_not_fitted_is_left_out(yard: Path) -> None:
     """A surface whose reflectance the fit could not fix is left out of the library and of
     the twin with a note naming it, never written with a default reflectance; the threshold
-    written is a kept surface's."""
+    written is a kept surface's: the ground's (the only surface that fits one, 110 m for
+    the yard's 110) is written while the ground is kept, and none once it is left out."""
     scan = yard / "real.npz"
     fitted = calibrate(scan, "rs-helios-5515", replicas=0)
-    wall = next(s for s in fitted.surfaces if s.surface.name == "wall_1")
-    wall.intensity_fit.values.pop("reflectance")  # as physical() drops an unconstrained one
-    fitted.notes += fitted.left_out
+    kept = yaml.safe_load(fitted.write(yard / "kept.yaml")[1].read_text())
+    assert kept["detection"]["reference_range_m"] == pytest.approx(110, rel=0.03)
+    by = {s.surface.name: s for s in fitted.surfaces}
+    for name in ("wall_1", "ground"):  # as physical() drops an unconstrained one
+        by[name].intensity_fit.values.pop("reflectance")
+    assert "reference_range_m" in by["ground"].detection_fit.values
     files = fitted.write(yard / "dropped.yaml")
     library = yaml.safe_load(files[0].read_text())
-    assert "wall_1" not in library and {"ground", "wall_2"} <= set(library)
-    assert "# note: wall_1 (" in files[0].read_text()
-    assert "left out of the library" in files[0].read_text()
+    assert set(library) == {"wall_2"}
+    text = files[0].read_text()
+    for name in ("wall_1", "ground"):  # the notes derived from the surfaces as they stand
+        assert f"# note: {name} (" in text and "left out of the library" in text, name
     overrides = yaml.safe_load(files[1].read_text()) or {}
+    assert "detection" not in overrides, overrides
     result = run_twin(fitted, read(scan), yard / "twin_dropped", "rs-helios-5515", overrides)
     assert set(result.surfaces) == set(library)

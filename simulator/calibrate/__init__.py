@@ -37,7 +37,8 @@ from .fits import (
     fit_range_scatter,
     ring_counts,
 )
-from .response import Response, ResponseFitOptions, fit_response
+from .likelihood import reading_grid
+from .response import RHO_BOUNDS, Response, ResponseFitOptions, fit_response
 from .surfaces import (
     Surface,
     beam_origins,
@@ -51,7 +52,12 @@ __all__ = ["Calibration", "SurfaceFit", "calibrate", "infer_rings", "physical"]
 
 #: The highest reflectance of a diffuse surface; above it a surface is retroreflective.
 MAX_DIFFUSE_REFLECTANCE = 1.5
-#: The Minnaert exponent's physical range.
+#: The Minnaert exponent's range in the fit. Measured diffuse surfaces lie in 0.5-1.5 (k < 1
+#: a rough surface's backscatter, k > 1 one darkening towards grazing); k = 0 is a surface
+#: whose reading does not depend on the tilt. A fit that ends at the top, k = 3 (a reading
+#: falling as cos^3), is no diffuse law: a specular lobe, or two surfaces in one, whose
+#: reflectance extrapolated to normal incidence is meaningless (60.9 on the VLP-16
+#: frame's plane_1); its reflectance and k are left out with a note.
 K_RANGE = (0.0, 3.0)
 #: Roughness at or above this is not a surface's relief (clutter, or two surfaces).
 MAX_ROUGHNESS_M = 0.2
@@ -160,6 +166,13 @@ class Calibration:
                 "reflectance was not fitted (see its notes)"
                 for s in self.surfaces if not s.has_material]  # fmt: skip
 
+    @property
+    def all_notes(self) -> list[str]:
+        """The notes on the scan and, derived from the surfaces as they stand, those naming
+        the surfaces left out of the library (:attr:`left_out`): what is written and
+        printed."""
+        return self.notes + [note for note in self.left_out if note not in self.notes]
+
     def write(self, path: str | Path) -> list[Path]:
         """Write the library (``path``) and the scanner overrides beside it
         (``<stem>_scanner.yaml``), with the uncertainties as comments."""
@@ -168,7 +181,7 @@ class Calibration:
             f"# Materials fitted by lidar-sim calibrate to {self.source}",
             f"# with the scanner {self.scanner.name}; one standard error after each value.",
         ]
-        lines += [f"# note: {note}" for note in self.notes]
+        lines += [f"# note: {note}" for note in self.all_notes]
         for s in self.surfaces:
             lines.append(f"#   {s.surface.name} ({len(s.cos)} points): {s.described()}")
             lines += [f"#     note: {verdict}" for verdict in s.verdicts]
@@ -192,7 +205,7 @@ class Calibration:
         if self.response is not None:
             overrides["intensity_response"] = self.response.overrides()
         scanner_path = path.with_name(f"{path.stem}_scanner.yaml")
-        notes = "".join(f"# note: {note}\n" for note in self.notes)
+        notes = "".join(f"# note: {note}\n" for note in self.all_notes)
         files.append(write_atomic(scanner_path,
                                   f"# scanner_overrides fitted to {self.source}\n" + notes
                                   + yaml.safe_dump(overrides, sort_keys=False)))  # fmt: skip
@@ -265,9 +278,11 @@ def _scene_surfaces(xyz_m: NDArray, origin: NDArray, scene_path: Path) -> list[S
 
 
 def physical(fit: SurfaceFit) -> None:
-    """Keep only physical values: reflectance > 0 (above 1.5 flagged retroreflective), k in
-    [0, 3], roughness below 0.2 m, finite values with finite or unknown errors; a value
-    left out gets a verdict with the reason."""
+    """Keep only physical values: reflectance at least ``RHO_BOUNDS[0]`` (0.005, the
+    physical argument in :data:`~simulator.calibrate.response.RHO_BOUNDS`; above 1.5 flagged
+    retroreflective), k in [0, 3) (at its top bound, or a log-space line's beyond it, the
+    reflectance goes too: no diffuse law), roughness in [0, 0.2) m, finite values with
+    finite or unknown errors; a value left out gets a verdict with the reason."""
 
     def drop(f: Fit, key: str, reason: str) -> None:
         if key in f.values:
@@ -281,17 +296,28 @@ def physical(fit: SurfaceFit) -> None:
             elif math.isfinite(e) and e > 10 * abs(v) and e > 1e-3:
                 drop(f, key, "the data do not constrain it (its error is over 10 times it)")
     fi = fit.intensity_fit
+    top = K_RANGE[1] - 1e-3  # the fit's k stops at its bound
+    if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") < top:
+        # at the top bound, or beyond the range (a log-space line's): no diffuse law, and
+        # nothing taken from the law's spread either
+        drop(fi, "reflectance", f"its law's k {fi.value('minnaert_k'):.3g} is outside "
+             f"[{K_RANGE[0]:g}, {K_RANGE[1]:g}): no diffuse law (a specular lobe, or two "
+             "surfaces), see calibrate.K_RANGE")  # fmt: skip
+        drop(fi, "minnaert_k", f"not in [{K_RANGE[0]:g}, {K_RANGE[1]:g})")
+        drop(fi, "intensity_noise", "the spread about a law left out")
+        drop(fit.slope_fit, "micro_slope_deg", "the spread about a law left out")
     if "reflectance" in fi.values:
         rho = fi.value("reflectance")
-        if rho <= 0:
-            drop(fi, "reflectance", "not positive")
+        if rho < RHO_BOUNDS[0]:
+            drop(fi, "reflectance", f"below {RHO_BOUNDS[0]:g}, darker than any surface "
+                 "(see response.RHO_BOUNDS)")  # fmt: skip
             fi.values.pop("minnaert_k", None)
         elif rho > MAX_DIFFUSE_REFLECTANCE:
             fi.verdicts.append(f"reflectance {rho:.2f} > {MAX_DIFFUSE_REFLECTANCE}: "
                                "a retroreflective surface")  # fmt: skip
-    if "minnaert_k" in fi.values and not K_RANGE[0] <= fi.value("minnaert_k") <= K_RANGE[1]:
-        drop(fi, "minnaert_k", f"outside [{K_RANGE[0]:g}, {K_RANGE[1]:g}]")
     fr = fit.range_fit
+    if "roughness_m" in fr.values and fr.value("roughness_m") < 0:
+        drop(fr, "roughness_m", "negative")
     if "roughness_m" in fr.values and fr.value("roughness_m") >= MAX_ROUGHNESS_M:
         drop(fr, "roughness_m", f"not below {MAX_ROUGHNESS_M} m: clutter or several surfaces")
     if "micro_slope_deg" in fit.slope_fit.values and fit.slope_fit.value("micro_slope_deg") > 45:
@@ -409,6 +435,14 @@ def calibrate(
             f"{config.intensity_max:g}; give --intensity-divisor (256 for 8-bit readings "
             "stored as 16-bit LAS) or a scanner whose intensity matches the file",
         )  # fmt: skip
+    step = reading_grid(every, config.intensity_step)
+    if step != config.intensity_step:
+        result.notes.append(
+            f"the readings lie on a grid of {step:.4g} (the scanner's step is "
+            f"{config.intensity_step:g}): each is taken as an interval that wide, a zero as "
+            f"below {step / 2:.4g} (a KITTI .bin's reflectance in hundredths, read as 0-255, "
+            "is 2.55 apart)"
+        )
     beams = beam_origins(xyz, origin, config.beam_origin_offset_m)
     if scene is not None:
         surfaces = _scene_surfaces(xyz, beams, Path(scene))
@@ -432,6 +466,16 @@ def calibrate(
         rings = infer_rings(xyz, origin, config).astype(np.int64)
         if "ring" in cloud.names:  # the file's rings, renumbered as the scanner's channels
             rings = _as_channels(cloud["ring"].astype(np.int64)[keep], rings, n_rings)
+    elif "ring" in cloud.names:  # no elevation table (Livox's table and risley patterns):
+        # the file's channels, as the pattern numbers them (its channel_gain's entries)
+        from ..sensor.scanner import pattern_for
+
+        n_rings = int(pattern_for(config).channels)
+        rings = cloud["ring"].astype(np.int64)[keep]
+        outside = int(((rings < 0) | (rings >= n_rings)).sum())
+        if outside:
+            result.notes.append(f"{outside} points with a ring outside the scanner's "
+                                f"{n_rings} channels: no gain fitted from them")  # fmt: skip
     geometry = []
     for s in surfaces:
         cos, range_m, residual = surface_geometry(xyz, beams, s)
@@ -457,7 +501,7 @@ def calibrate(
             ResponseFitOptions(n_surfaces=len(geometry), n_rings=n_rings,
                                scale=config.intensity_scale,
                                intensity_max=config.intensity_max,
-                               intensity_step=config.intensity_step, replicas=replicas),
+                               intensity_step=step, replicas=replicas),
         )  # fmt: skip
         result.notes += response.verdicts
         if response.gain_fitted.any() or response.range_exponent is not None:
@@ -468,7 +512,7 @@ def calibrate(
         fs = Fit()
         if "micro_slope_deg" in fi.values:
             fs.values["micro_slope_deg"] = fi.values.pop("micro_slope_deg")
-        if "reflectance" not in fi.values:
+        if "reflectance" not in fi.values and not fi.settled:
             fi = _guarded("intensity", fit_intensity, i, cos, scale=config.intensity_scale,
                           intensity_max=config.intensity_max)  # fmt: skip
             fi.verdicts.insert(0, "the likelihood fit gave nothing: a log-space line instead")
@@ -476,9 +520,11 @@ def calibrate(
                 fs = _guarded("micro-slope", fit_micro_slope, i, cos,
                               scale=config.intensity_scale, rho=fi.value("reflectance"),
                               k=fi.value("minnaert_k"), intensity_max=config.intensity_max,
-                              intensity_step=config.intensity_step)  # fmt: skip
+                              intensity_step=step)  # fmt: skip
             else:
                 fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
+        elif "reflectance" not in fi.values:
+            fs = Fit(verdicts=["no intensity law: micro-slope not fitted"])
         slope_rad = float(np.radians(fs.values.get("micro_slope_deg", (0.0, 0.0))[0]))
         fr = _guarded("range scatter", fit_range_scatter, residual, cos,
                       resolution_m=config.range_resolution_m, slope_rad=slope_rad)  # fmt: skip
@@ -496,5 +542,4 @@ def calibrate(
         fit = SurfaceFit(s, cos, i, residual, fi, fr, fs, fd)
         physical(fit)
         result.surfaces.append(fit)
-    result.notes += result.left_out
     return result

@@ -60,6 +60,9 @@ class Fit:
     values: dict[str, tuple[float, float]] = field(default_factory=dict)
     verdicts: list[str] = field(default_factory=list)
     curve: dict[str, NDArray[np.float64]] = field(default_factory=dict)  # for the report
+    #: The fit ran and left its values out on purpose (its verdicts say why): no cruder
+    #: fit is tried in its place.
+    settled: bool = False
 
     def value(self, name: str) -> float:
         return self.values[name][0]

@@ -21,6 +21,8 @@ __all__ = [
     "NegLogLikelihood",
     "bootstrap_replicas",
     "newton_fit",
+    "outer_sum",
+    "reading_grid",
     "reading_intervals",
 ]
 
@@ -48,6 +50,49 @@ class CensoredReadings:
     s: NDArray[np.int64]  # surface index
     g: NDArray[np.int64]  # fitted gain index, -1: fixed at 1
     block: NDArray[np.int64]
+
+
+#: Readings count as on a grid when every one lies within this share of a step of it.
+GRID_TOLERANCE = 0.01
+
+
+def reading_grid(reading: NDArray, step: float) -> float:
+    """The step the file's readings are quantised to: ``step`` (the scanner's), or a
+    coarser grid every positive reading lies on.
+
+    A KITTI ``.bin`` stores reflectance 0-1 in hundredths (0.00, 0.01, ...), which the
+    reader maps to 0-255: readings 2.55 apart, each meaning an interval 2.55 wide, and a
+    zero meaning "below 1.275", not "below 0.5". Taken as whole counts, a dark surface's
+    zeros (most of its readings) pull its law to the bottom of the fit (reflectance
+    0.0001 on a KITTI frame); taken on their own grid, they are what they say.
+
+    Parameters
+    ----------
+    reading : (N,) float
+        The readings, in the scanner's units.
+    step : float
+        The scanner's ``intensity_step`` (0: unquantised).
+
+    Returns
+    -------
+    float
+        The smallest gap between distinct positive readings when every positive reading
+        is a whole multiple of it (within :data:`GRID_TOLERANCE` of a step) and it is
+        coarser than ``step``; else ``step``.
+    """
+    r = np.asarray(reading, dtype=np.float64)
+    r = r[np.isfinite(r) & (r > 0)]
+    if not len(r):
+        return step
+
+    def on(grid: float) -> bool:
+        return bool(np.all(np.abs(r / grid - np.rint(r / grid)) <= GRID_TOLERANCE))
+
+    if step > 0 and on(step):  # whole steps of the scanner's: its own grid
+        return step
+    values = np.unique(np.round(np.append(r, 0.0), 4))  # zero anchors the grid
+    grid = float(np.diff(values).min())
+    return grid if grid > step and on(grid) else step
 
 
 def reading_intervals(
@@ -89,6 +134,11 @@ class NegLogLikelihood:
     def __init__(self, d: CensoredReadings, n_surfaces: int, n_gains: int, fit_p: bool) -> None:
         self.d, self.S, self.G, self.fit_p = d, n_surfaces, n_gains, fit_p
         self.size = 4 * n_surfaces + n_gains + int(fit_p)
+        # a point's gradient has one value a slot, each slot a block of columns:
+        # (first column, width) of a, k, log sigma0, log sigma_delta, the gains, p
+        S = n_surfaces
+        self.slots = [(0, S), (S, S), (2 * S, S), (3 * S, S)]
+        self.slots += [(4 * S, n_gains)] * bool(n_gains) + [(self.size - 1, 1)] * bool(fit_p)
 
     def unpack(self, theta: NDArray) -> tuple[NDArray, ...]:
         S, G = self.S, self.G
@@ -125,42 +175,80 @@ class NegLogLikelihood:
         c = (1.0 - OUTLIER_SHARE) / like / sig
         gm = c * (ph - pl)  # d nll_j / d m_j
         gs = c * (zph - zpl)  # d nll_j / d sigma_j
-        # each point's gradient, sparse: L values (n, L) at columns (n, L)
+        # each point's gradient, sparse: one value a slot (n, L) at columns (n, L)
         fitted = d.g >= 0
-        cols = [d.s, S + d.s, 2 * S + d.s, 3 * S + d.s,
-                np.where(fitted, 4 * S + d.g, 0)]  # fmt: skip
+        cols = [d.s, S + d.s, 2 * S + d.s, 3 * S + d.s]
         vals = [gm, gm * (d.x - sd**2 * curv) + gs * ks * (d.t * sd) ** 2 / sig,
                 gs * s0**2 / sig,
-                gs * (ks * d.t * sd) ** 2 / sig - gm * 2.0 * ks * sd**2 * curv,
-                np.where(fitted, gm, 0.0)]  # fmt: skip
+                gs * (ks * d.t * sd) ** 2 / sig - gm * 2.0 * ks * sd**2 * curv]  # fmt: skip
+        if G:  # a point whose gain is fixed: 0 at the first gain's column
+            cols.append(np.where(fitted, 4 * S + d.g, 4 * S))
+            vals.append(np.where(fitted, gm, 0.0))
         if self.fit_p:
             cols.append(np.full(len(m), self.size - 1))
             vals.append(gm * d.lr)
         self.cols, self.vals = np.stack(cols, axis=1), np.stack(vals, axis=1)  # the bootstrap's
         grad = np.bincount(self.cols.ravel(), (w[:, None] * self.vals).ravel(), self.size)
-        hess = None
-        if outer:
-            hess = _outer_sum(self.cols, self.vals, w, self.size, np.zeros(len(m), np.int64), 1)[0]
         if G:  # the gauge: the mean log gain is 0 (the scale goes into the reflectances)
             lam = float(w.sum())
             mean = float(gamma.mean())
             nll += lam * mean**2
             grad[4 * S : 4 * S + G] += 2.0 * lam * mean / G
-            if hess is not None:
-                hess[4 * S : 4 * S + G, 4 * S : 4 * S + G] += 2.0 * lam / G**2
-        return nll, grad, hess
+        return nll, grad, self.outer(w) if outer else None
+
+    def outer(self, w: NDArray) -> NDArray[np.float64]:
+        """(P, P) the BHHH Hessian at the parameters of the last call: the sum of the
+        points' gradients' outer products (weights ``w`` (n,)), and the gauge's term."""
+        S, G = self.S, self.G
+        hess = outer_sum(self.cols, self.vals, w, self.slots, np.zeros(len(w), np.int64), 1)[0]
+        if G:
+            hess[4 * S : 4 * S + G, 4 * S : 4 * S + G] += 2.0 * float(w.sum()) / G**2
+        return hess
 
 
-def _outer_sum(
-    cols: NDArray[np.int64], vals: NDArray, w: NDArray, size: int, group: NDArray[np.int64],
-    n_groups: int,
+def outer_sum(
+    cols: NDArray[np.int64], vals: NDArray, w: NDArray, slots: list[tuple[int, int]],
+    group: NDArray[np.int64], n_groups: int,
 ) -> NDArray[np.float64]:  # fmt: skip
-    """(n_groups, P, P): per group, the weighted sum of the points' gradients' outer products,
-    the gradients sparse (values ``vals`` (n, L) at columns ``cols`` (n, L))."""
-    idx = (group[:, None, None] * size + cols[:, :, None]) * size + cols[:, None, :]
-    outer = w[:, None, None] * vals[:, :, None] * vals[:, None, :]
-    flat = np.bincount(idx.ravel(), outer.ravel(), n_groups * size * size)
-    return flat.reshape(n_groups, size, size)
+    """(n_groups, P, P): per group, the weighted sum of the points' gradients' outer products.
+
+    The gradients are sparse: a point has one value a slot, ``vals[:, a]`` at column
+    ``cols[:, a]`` of slot ``a``, and slot ``a`` owns the columns ``slots[a] = (first,
+    width)`` (a surface's four parameters, the gains, the range exponent). So each pair of
+    slots fills one block of the matrix, summed by one ``bincount`` over that block's own
+    ``width_a * width_b`` cells (and a slot with itself only its diagonal: a point has one
+    column in it): no (n, L, L) index arrays, no bins over all P * P cells.
+
+    Parameters
+    ----------
+    cols : (n, L) int64
+        Each point's column in each slot.
+    vals : (n, L) float
+        Each point's gradient value in each slot.
+    w : (n,) float
+        The points' weights.
+    slots : list of (int, int)
+        ``(first column, width)`` of each of the L slots; disjoint, within ``0 .. P - 1``.
+    group : (n,) int64
+        Each point's group (``0 .. n_groups - 1``).
+    n_groups : int
+    """
+    size = max(first + width for first, width in slots)
+    out = np.zeros((n_groups, size, size))
+    wv = w[:, None] * vals
+    local = [cols[:, a] - first for a, (first, _) in enumerate(slots)]
+    for a, (fa, na) in enumerate(slots):
+        key_a = group * na + local[a]
+        diagonal = np.bincount(key_a, wv[:, a] * vals[:, a], n_groups * na)
+        cells = np.arange(fa, fa + na)
+        out[:, cells, cells] += diagonal.reshape(n_groups, na)
+        for b in range(a + 1, len(slots)):
+            fb, nb = slots[b]
+            block = np.bincount(key_a * nb + local[b], wv[:, a] * vals[:, b], n_groups * na * nb)
+            block = block.reshape(n_groups, na, nb)
+            out[:, fa : fa + na, fb : fb + nb] += block
+            out[:, fb : fb + nb, fa : fa + na] += block.transpose(0, 2, 1)
+    return out
 
 
 def newton_fit(
@@ -198,9 +286,10 @@ def newton_fit(
             trial = theta.copy()
             trial[act] += step
             trial = np.clip(trial, lower, upper)
-            t_nll, t_grad, t_hess = model(trial, w, outer=True)
+            t_nll, t_grad, _ = model(trial, w)  # the Hessian only of a step taken
             if np.isfinite(t_nll) and t_nll <= nll:
                 improved = True
+                t_hess = model.outer(w)
                 break
             damping *= 10.0
         if not improved:
@@ -232,7 +321,7 @@ def bootstrap_replicas(
     n_b = BOOTSTRAP_BLOCKS
     grad_b = np.bincount((blocks[:, None] * model.size + model.cols).ravel(),
                          model.vals.ravel(), n_b * model.size).reshape(n_b, model.size)  # fmt: skip
-    hess_b = _outer_sum(model.cols, model.vals, w, model.size, blocks, n_b)
+    hess_b = outer_sum(model.cols, model.vals, w, model.slots, blocks, n_b)
     free = (upper > lower) & (theta > lower + 1e-9) & (theta < upper - 1e-9)
     act = np.flatnonzero(free)
     S, G = model.S, model.G

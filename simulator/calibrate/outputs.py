@@ -30,7 +30,7 @@ class CalibrationFiles:
         with its verdicts, as the command prints them."""
         c, r = self.calibration, self.calibration.response
         lines = [f"wrote {path}" for path in self.written]
-        lines += [f"note: {note}" for note in c.notes]
+        lines += [f"note: {note}" for note in c.all_notes]
         if r is not None and r.gain_fitted.any():
             fitted = zip(r.gain, r.gain_fitted, strict=True)
             gains = " ".join(f"{g:.3f}" if ok else "-" for g, ok in fitted)

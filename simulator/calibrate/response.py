@@ -61,6 +61,15 @@ MIN_LOG_DISTANCE_SPAN = 0.3
 MIN_NOISE = 0.001
 #: tan(theta) is capped here in the micro-slope's spread (cos 0.15).
 MAX_TAN = 6.6
+#: The reflectance's bounds in the fit. Below: the darkest diffuse surfaces a scene holds
+#: reflect a few per cent in the near infrared (black rubber, carbon-black paint and fresh
+#: asphalt 2-5 % at 865-905 nm), and 0.005 is a quarter of the darkest, room for the
+#: scanner's intensity scale to be off by a factor of four. Above: retroreflective sheeting
+#: returns up to about a thousand times a white diffuse target near the source's axis;
+#: beyond, every reading would sit at the top. A fit that ends at either bound has not
+#: found the surface's level (its readings are all censored, mostly zeros): its
+#: reflectance is left out with a note, never written at the bound.
+RHO_BOUNDS = (0.005, 1000.0)
 #: The block bootstrap's replicas (over BOOTSTRAP_BLOCKS azimuth sectors, :mod:`.likelihood`).
 BOOTSTRAP_REPLICAS = 24
 #: Most damped Newton steps of the fit (the BHHH Hessian can take a couple of hundred
@@ -342,7 +351,7 @@ def fit_response(
     level = np.log(np.maximum(i[sel], 0.5 * max(intensity_step, 1e-3)))
     theta0 = _start(model, level, fix_k, present)
     bounds = (
-        [(np.log(scale * 1e-4), np.log(scale * 1e3))] * n_surfaces
+        [(np.log(scale * RHO_BOUNDS[0]), np.log(scale * RHO_BOUNDS[1]))] * n_surfaces
         + [(1.0, 1.0) if fix_k[j] or not present[j] else (0.0, 3.0) for j in range(n_surfaces)]
         + [(np.log(MIN_NOISE), np.log(3.0))] * n_surfaces
         + [(np.log(1e-4), np.log(0.5))] * n_surfaces
@@ -362,15 +371,22 @@ def fit_response(
 
     theta, good, message = solve(theta0, w, NEWTON_STEPS)
 
+    def at_bound(t: NDArray) -> NDArray[np.bool_]:
+        """(S,) whether a surface's level ended at a bound of its reflectance."""
+        a = t[:n_surfaces]
+        tol = 1e-6
+        return present & ((a <= lower[:n_surfaces] + tol) | (a >= upper[:n_surfaces] - tol))
+
     def held(t: NDArray) -> NDArray[np.bool_]:
-        """(S,) whether most of a surface's readings are left to the outliers: its law ran
-        where the likelihood is flat (a level at its bound, or a noise so narrow that it
-        covers one reading's interval), which holds it there."""
+        """(S,) whether a surface's law ran where the likelihood is flat, which holds it
+        there: most of its readings left to the outliers (a noise so narrow that it covers
+        one reading's interval), or its level at a bound (its zeros certain, the rest
+        outliers: a plateau)."""
         model(t, w)
         share = np.bincount(s, model.inlier, n_surfaces) / np.maximum(
             np.bincount(s, minlength=n_surfaces), 1
         )
-        return present & (share < 0.5)
+        return present & ((share < 0.5) | at_bound(t))
 
     stuck = np.flatnonzero(held(theta)) if good else np.zeros(0, dtype=np.int64)
     if len(stuck):  # started again from the least-squares level with a wide noise
@@ -378,9 +394,20 @@ def fit_response(
             theta[j::n_surfaces][:4] = theta0[j::n_surfaces][:4]
             theta[2 * n_surfaces + j] = np.log(0.5)
         theta, good, message = solve(theta, w, NEWTON_STEPS)
+        bound = at_bound(theta)
         for j in np.flatnonzero(held(theta)) if good else []:
-            fits[j].verdicts.append("the intensity fit leaves most readings to the outliers: "
-                                    "reflectance and k not fitted")  # fmt: skip
+            if bound[j]:
+                rho_j = float(np.exp(theta[j]) / scale)
+                fits[j].verdicts.append(
+                    f"the intensity fit ends at the reflectance's bound {rho_j:.3g} "
+                    f"(physical range {RHO_BOUNDS[0]:g}-{RHO_BOUNDS[1]:g}): its readings do "
+                    "not fix its level (mostly zeros or all at the top); reflectance and k "
+                    "not fitted"
+                )
+            else:
+                fits[j].verdicts.append("the intensity fit leaves most readings to the "
+                                        "outliers: reflectance and k not fitted")  # fmt: skip
+            fits[j].settled = True
             present[j] = False
     if not good:
         empty.verdicts.append(f"the intensity fit did not converge ({message})")
