@@ -44,7 +44,7 @@ def main() -> None:
             a.capture, Path(tmp) / "lib.yaml", a.scanner, origin_m=origin,
             read_options=ReadOptions(meta=a.meta),
         )  # fmt: skip
-        result = twin_of(calibrated, Path(tmp) / "twin", a.scanner)
+        result = twin_of(calibrated, Path(tmp) / "twin", a.scanner, receiver=True)
     ev, fit = result.evidence, result.receiver
     assert ev is not None and fit is not None
     print("\n".join(fit.lines()))

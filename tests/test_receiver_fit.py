@@ -39,7 +39,7 @@ def frame(tmp_path: Path, scanner: str, overlap: list[float] | None) -> Path:
 def fitted(tmp_path: Path, scanner: str, overlap: list[float] | None) -> dict:
     scan = frame(tmp_path, scanner, overlap)
     res = lidar_sim("calibrate", scan, "--scanner", scanner, "-o", tmp_path / "lib.yaml",
-                    "--twin", tmp_path / "twin")  # fmt: skip
+                    "--twin", tmp_path / "twin", "--receiver")  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "receiver: " in res.stdout
     return yaml.safe_load((tmp_path / "lib_scanner.yaml").read_text())

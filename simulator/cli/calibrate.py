@@ -54,6 +54,15 @@ TwinOption = Annotated[
     ),
 ]
 
+ReceiverOption = Annotated[
+    bool,
+    typer.Option(
+        "--receiver/--no-receiver",
+        help="With --twin: fit the receiver's laws (near overlap, speckle, soft threshold) "
+        "beam by beam, write them into the scanner overrides, and scan the twin with them.",
+    ),
+]
+
 
 def _origin(text: str) -> tuple[float, float, float]:
     """``--origin x,y,z`` in metres."""
@@ -108,6 +117,7 @@ def calibrate(
     surface: SurfaceOption = None,
     ego_box: EgoBoxOption = None,
     twin: TwinOption = None,
+    receiver: ReceiverOption = False,
     frame: FrameOption = 0,
     topic: TopicOption = None,
     meta: MetaOption = None,
@@ -133,5 +143,5 @@ def calibrate(
     if twin is not None:  # above the calibration: the twin scans it (simulator/reconstruct/twin.py)
         from ..reconstruct.twin import twin_of
 
-        for line in twin_of(calibrated, twin, scanner).lines():
+        for line in twin_of(calibrated, twin, scanner, receiver=receiver).lines():
             out.print(line)

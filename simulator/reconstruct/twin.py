@@ -396,16 +396,18 @@ def twin_of(
     folder: Path,
     scanner: str | Path,
     ego: EgoParams | None = EgoParams(),  # noqa: B008 (frozen: one shared default is safe)
+    receiver: bool = False,
 ) -> TwinResult:
     """:func:`run_twin` on what ``lidar-sim calibrate`` found and wrote: its scan, with the
-    scanner overrides as written beside the library."""
+    scanner overrides as written beside the library; with ``receiver``, the receiver's laws
+    fitted beam by beam join those overrides (the file is rewritten with them)."""
     path = calibrated.written[1]
     text = path.read_text()
     overrides = yaml.safe_load(text) or {}
     cloud = calibrated.calibration.cloud
     if cloud is None:
         raise ValueError("the calibration keeps no scan to compare the twin with")
-    result = run_twin(calibrated.calibration, cloud, folder, scanner, overrides, ego)
+    result = run_twin(calibrated.calibration, cloud, folder, scanner, overrides, ego, receiver)
     if result.receiver is not None and result.overrides != overrides:
         # The receiver's laws join the calibrated overrides (their comments kept).
         head = [ln for ln in text.splitlines() if ln.startswith("#")]
@@ -435,7 +437,7 @@ def run_twin(
     scanner: str | Path,
     overrides: dict[str, Any],
     ego: EgoParams | None = None,
-    receiver: bool = True,
+    receiver: bool = False,
 ) -> TwinResult:
     """Write the twin (:func:`write_twin`), scan it, and compare it with the real frame
     beam by beam (see the module); writes ``compare.json``, ``twin.json`` and ``index.html``
