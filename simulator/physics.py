@@ -55,11 +55,14 @@ __all__ = [
     "SPEED_OF_LIGHT_MPS",
     "footprint_range_spread_m",
     "hash_normal",
+    "hash_normal_pair",
     "hash_uniform",
     "in_plane_divergence",
     "minnaert_backscatter",
     "mix64",
+    "place_cell_hash",
     "place_normal",
+    "place_normal_pair",
     "pulse_length_m",
     "pulse_peak_factor",
     "rough_range_sigma_m",
@@ -342,6 +345,61 @@ def hash_normal(h: ArrayLike) -> Any:
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
+def hash_normal_pair(h: ArrayLike) -> tuple[Any, Any]:
+    """Two independent standard normal numbers from one hash: Box-Muller's pair.
+
+    ``z1 = sqrt(-2 ln u1) cos(2 pi u2)`` is :func:`hash_normal` of ``h``, and ``z2 =
+    sqrt(-2 ln u1) sin(2 pi u2)``, its sine taken as ``+-sqrt(1 - cos^2)`` (positive for
+    ``u2 <= 1/2``), which keeps one transcendental call for two numbers (Box and Muller
+    1958: ``z1`` and ``z2`` are independent N(0, 1)).
+
+    Parameters
+    ----------
+    h : (...) uint64
+        Hashes (already mixed).
+
+    Returns
+    -------
+    z1, z2 : (...) float64
+    """
+    h = _as_uint64(h)
+    with np.errstate(over="ignore"):
+        h2 = mix64(h + np.uint64(GOLDEN_GAMMA))
+    u2 = hash_uniform(h2)
+    r = np.sqrt(-2.0 * np.log(hash_uniform(h)))
+    c = np.cos(2.0 * np.pi * u2)
+    s = np.sqrt(np.maximum(1.0 - c * c, 0.0))
+    return r * c, np.where(u2 <= 0.5, r * s, -(r * s))
+
+
+def place_cell_hash(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayLike) -> Any:
+    """The hash of the place cell of each point (see :func:`place_normal`), and whether the
+    point's cell index fits in int64: ``(h, inside)``."""
+    cell = np.asarray(cell_m, dtype=np.float64)
+    if not np.all(np.isfinite(cell) & (cell > 0.0)):
+        bad = cell[~(np.isfinite(cell) & (cell > 0.0))] if cell.ndim else cell
+        raise ValueError(
+            f"place_normal: cell_m must be finite and > 0, got {float(bad.ravel()[0])!r}"
+        )
+    qx = np.floor(np.asarray(x_m, dtype=np.float64) / cell)
+    qy = np.floor(np.asarray(y_m, dtype=np.float64) / cell)
+    inside = (qx >= -_TWO_POW_63) & (qx < _TWO_POW_63) & (qy >= -_TWO_POW_63) & (qy < _TWO_POW_63)
+    i = np.where(inside, qx, 0.0).astype(np.int64).view(np.uint64)
+    j = np.where(inside, qy, 0.0).astype(np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        h = mix64(mix64(mix64(_as_uint64(seed) + np.uint64(GOLDEN_GAMMA)) + i) + j)
+    return h, inside
+
+
+def place_normal_pair(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayLike) -> Any:
+    """Two independent standard normal numbers fixed to a place: :func:`place_normal`'s
+    cell hash through :func:`hash_normal_pair` (the first is :func:`place_normal`'s value).
+    NaN where :func:`place_normal` gives NaN. Returns ``(z1, z2)``, each (...) float64."""
+    h, inside = place_cell_hash(x_m, y_m, cell_m, seed)
+    z1, z2 = hash_normal_pair(h)
+    return np.where(inside, z1, np.nan)[()], np.where(inside, z2, np.nan)[()]
+
+
 def place_normal(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayLike) -> Any:
     """Standard normal number fixed to a place: one value per grid cell and seed.
 
@@ -375,17 +433,5 @@ def place_normal(x_m: ArrayLike, y_m: ArrayLike, cell_m: ArrayLike, seed: ArrayL
     ValueError
         If any cell size is zero, negative, infinite or NaN.
     """
-    cell = np.asarray(cell_m, dtype=np.float64)
-    if not np.all(np.isfinite(cell) & (cell > 0.0)):
-        bad = cell[~(np.isfinite(cell) & (cell > 0.0))] if cell.ndim else cell
-        raise ValueError(
-            f"place_normal: cell_m must be finite and > 0, got {float(bad.ravel()[0])!r}"
-        )
-    qx = np.floor(np.asarray(x_m, dtype=np.float64) / cell)
-    qy = np.floor(np.asarray(y_m, dtype=np.float64) / cell)
-    inside = (qx >= -_TWO_POW_63) & (qx < _TWO_POW_63) & (qy >= -_TWO_POW_63) & (qy < _TWO_POW_63)
-    i = np.where(inside, qx, 0.0).astype(np.int64).view(np.uint64)
-    j = np.where(inside, qy, 0.0).astype(np.int64).view(np.uint64)
-    with np.errstate(over="ignore"):
-        h = mix64(mix64(mix64(_as_uint64(seed) + np.uint64(GOLDEN_GAMMA)) + i) + j)
+    h, inside = place_cell_hash(x_m, y_m, cell_m, seed)
     return np.where(inside, hash_normal(h), np.nan)[()]

@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 from simulator.physics import (
     footprint_range_spread_m,
     hash_normal,
+    hash_normal_pair,
     hash_uniform,
     in_plane_divergence,
     minnaert_backscatter,
     mix64,
     place_normal,
+    place_normal_pair,
     pulse_length_m,
     pulse_peak_factor,
     rough_range_sigma_m,
@@ -551,6 +553,40 @@ def test_hash_normal_statistics():
     """Over 200,000 mixed hashes the values are N(0, 1)."""
     z = hash_normal(mix64(np.arange(200_000, dtype=np.uint64)))
     check_standard_normal(z)
+
+
+def test_hash_normal_pair_is_box_mullers_pair():
+    """The first of the pair is hash_normal itself, bit for bit; the second is the same
+    radius times the sine, to 1e-12 against math.sin (its magnitude is sqrt(1 - cos^2))."""
+    h = mix64(np.arange(50_000, dtype=np.uint64) + np.uint64(7))
+    z1, z2 = hash_normal_pair(h)
+    np.testing.assert_array_equal(z1, hash_normal(h))
+    with np.errstate(over="ignore"):
+        u2 = hash_uniform(mix64(h + np.uint64(GAMMA)))
+    r = np.sqrt(-2.0 * np.log(hash_uniform(h)))
+    np.testing.assert_allclose(z2, r * np.sin(2.0 * np.pi * u2), rtol=0, atol=1e-12 * r.max())
+
+
+def test_the_relief_normals_keep_their_law_after_the_pair():
+    """Issue 48's model change: the relief's place normal is now the sine partner of the
+    micro-slope's (one Box-Muller pair a place, not a hash and a pair each). A million
+    places: the new relief normals are N(0, 1) (Kolmogorov-Smirnov against the law, p >
+    0.01), the same distribution as the old draws (two-sample KS, p > 0.01), and
+    uncorrelated with the micro-slope's (|r| < 4 / sqrt(n)); the micro-slope's are the old
+    ones, bit for bit. (Deterministic draws: this cannot flake.)"""
+    from scipy import stats
+
+    n = 1_000_000
+    k = np.arange(n, dtype=np.float64)
+    x, y = 0.37 * (k % 1000.0), 0.37 * np.floor(k / 1000.0)
+    seed_slope, seed_relief = 11, 12
+    slope, relief = place_normal_pair(x, y, 0.37, seed_slope)
+    np.testing.assert_array_equal(slope, place_normal(x, y, 0.37, seed_slope))
+    old = place_normal(x, y, 0.37, seed_relief)
+    assert stats.kstest(relief, "norm").pvalue > 0.01
+    assert stats.ks_2samp(relief, old).pvalue > 0.01
+    assert abs(np.corrcoef(slope, relief)[0, 1]) < 4.0 / np.sqrt(n)
+    assert abs(relief.mean()) < 4.0 / np.sqrt(n) and abs(relief.std() - 1.0) < 0.003
 
 
 # --------------------------------------------------------------------------------------

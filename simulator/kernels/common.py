@@ -61,6 +61,18 @@ def hash_normal(h):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
+def hash_normal_pair(h):  # type: ignore[no-untyped-def]
+    """:func:`simulator.physics.hash_normal_pair` of one hash: ``(hash_normal(h), its
+    Box-Muller partner)``, the sine's magnitude from the cosine."""
+    u1 = uniform(h)
+    u2 = uniform(mix64(h + GAMMA))
+    r = math.sqrt(-2.0 * math.log(u1))
+    c = cos_turns(u2)
+    s = math.sqrt(max(1.0 - c * c, 0.0))
+    return r * c, (r * s if u2 <= 0.5 else -(r * s))
+
+
+@njit(inline="always", cache=True)
 def tilted_cos(cos_theta, delta):  # type: ignore[no-untyped-def]
     """``cos(clip(acos(cos_theta) + delta, 0, pi/2 below))`` without acos: cosine and
     sine of the sum by the addition formulas (the sine's sign tells a sum below 0;

@@ -16,6 +16,7 @@ from .common import (
     U,
     cell_hash,
     hash_normal,
+    hash_normal_pair,
     measured_range,
     mix64,
     peak_factor,
@@ -60,11 +61,9 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
     response = model[12:17]
     rec = model[20:26]
     seed_slope = streams[0]
-    seed_relief = streams[1]
     seed_noise = streams[2]
     per_pulse_up = up.shape[0] > 1
     slope_key = mix64(seed_slope + GAMMA)
-    relief_key = mix64(seed_relief + GAMMA)
     for q in prange(len(idx)):
         i = idx[q]
         m = mat_of_obj[obj[i]]
@@ -93,8 +92,11 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
             u, v = p0, p1
         c = cell[m]
         cos_eff = cos_inc
+        slope_z = relief_z = 0.0
+        if slope[m] != 0.0 or rough[m] != 0.0:  # one Box-Muller pair a place
+            slope_z, relief_z = hash_normal_pair(cell_hash(u, v, c, slope_key))
         if slope[m] != 0.0:
-            delta = slope[m] * hash_normal(cell_hash(u, v, c, slope_key))
+            delta = slope[m] * slope_z
             cos_eff = tilted_cos(cos_inc, delta)
         elif cos_inc == 0.0:  # tilted_cos keeps theta below pi/2
             cos_eff = COS_HALF_PI_BELOW
@@ -129,7 +131,7 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         if rough[m] != 0.0:
             cr = min(max(cos_eff, 0.05), 1.0)
             relief = rough[m] / (cr * math.sqrt(cr))
-            relief *= hash_normal(cell_hash(u, v, c, relief_key))
+            relief *= relief_z
         if detect:
             peak = peak_factor(pulse_m, spread)
             # 6. detection, through the receiver's overlap and speckle where it has them

@@ -574,11 +574,12 @@ def evaluate_hits(
     normal = hit_normal * np.where(n_dot_d > 0.0, -1.0, 1.0)[:, None]
     cos_inc = np.minimum(np.abs(n_dot_d), 1.0)
 
-    # 2. micro-slope tilt, fixed to the place
+    # 2. micro-slope tilt, fixed to the place (with the relief's normal: one pair a place)
     point = origins_m[idx] + range_true[:, None] * d
     u, v = _in_plane_coords(point, normal)
     cell = mt.micro_slope_cell_m[mat]
-    delta = mt.micro_slope_rad[mat] * physics.place_normal(u, v, cell, streams.micro_slope)
+    slope_z, relief_z = physics.place_normal_pair(u, v, cell, streams.micro_slope)
+    delta = mt.micro_slope_rad[mat] * slope_z
     cos_eff = physics.tilted_cos(cos_inc, delta)
 
     # 3. backscatter
@@ -611,9 +612,7 @@ def evaluate_hits(
     received = received_peak(energy, peak, range_true, model)
 
     # 7. measured range: place-fixed relief, per-pulse jitter, quantisation, window
-    relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * physics.place_normal(
-        u, v, cell, streams.relief
-    )
+    relief = physics.rough_range_sigma_m(mt.roughness_m[mat], cos_eff) * relief_z
     noise = sensor_jitter_m(key, model) if jitter else 0.0
     range_meas = measured_range(range_true, relief, noise, model)
     keep = in_window(received, range_meas, model, key)
