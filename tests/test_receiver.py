@@ -273,8 +273,44 @@ def test_every_returns_plan_applies_the_laws_as_the_specification(
         plain["range_true_m"] < 5.0])  # fmt: skip
 
 
-def test_weather_with_receiver_laws_is_refused() -> None:
-    """Not applied in weather yet: refused in one line rather than silently left out."""
-    with pytest.raises(simulator.errors.ConfigError, match="receiver laws"):
+def test_weather_refuses_the_near_overlap_only() -> None:
+    """The weather's particles see the overlap already: ``near_overlap`` is refused in one
+    line rather than applied twice; speckle and the soft threshold are applied."""
+    with pytest.raises(simulator.errors.ConfigError, match="near_overlap"):
         simulator.Simulation.from_file(REPO / "scenes/farm/survey.yaml",
                                        [LAWS, "weather.fog.visibility_m=200"])  # fmt: skip
+
+
+NOISE_LAWS = (
+    'scanner_overrides={"receiver": {"speckle_cells": 8.0, "threshold_width": 0.15}, '
+    '"detection": {"reference_range_m": 40.0, "reference_reflectance": 0.1}}'
+)
+
+
+@pytest.mark.skipif(not KERNELS_AVAILABLE, reason="numba is not installed")
+@pytest.mark.parametrize("weather", ["weather.rain.rate_mm_h=25", "weather.fog.visibility_m=80"])
+def test_weather_applies_speckle_and_the_soft_threshold_as_the_specification(
+    weather: str,
+) -> None:
+    """Rain (drawn particles: the weather's own kernel) and fog (a soft target: the echo
+    kernels), speckle and a soft threshold on: the kernels' points are the specification's
+    (at most a few decisions flip, as above), fewer than without the laws, and read
+    otherwise. (Single returns: a pulse's first return is its only one.)"""
+    args = ["revolutions=0.05", "output.diagnostics=true", weather]
+    sim = simulator.Simulation.from_file(REPO / "scenes/farm/survey.yaml", [*args, NOISE_LAWS])
+    # (the least peak an echo may have and be detected: 0.25 / the largest speckle draw)
+    assert sim.model.detection_floor == pytest.approx(0.0306 * sim.model.threshold, rel=1e-2)
+    got = sim.run()
+    sim.backend = NumpyBackend()
+    ref = sim.run()
+    plain = simulator.Simulation.from_file(REPO / "scenes/farm/survey.yaml", args).run()
+    assert len(ref) > 1_000
+    assert abs(len(got) - len(ref)) <= 3
+    ours = {(int(p), int(n)) for p, n in zip(got["pulse_id"], got["return_number"], strict=True)}
+    theirs = {(int(p), int(n)) for p, n in zip(ref["pulse_id"], ref["return_number"], strict=True)}
+    assert len(ours ^ theirs) <= 6
+    # the laws drop echoes and scatter the readings of those kept
+    assert len(ref) < len(plain)
+    same, a, b = np.intersect1d(ref["pulse_id"], plain["pulse_id"], return_indices=True)
+    assert len(same) > 1_000
+    assert np.mean(ref["intensity"][a] != plain["intensity"][b]) > 0.5

@@ -32,6 +32,7 @@ from .grouping import (
 )
 from .overlap import partial_overlap
 from .particles import draw_particles, lit_particles, particle_light
+from .receiver import receiver_gains, soft_detected
 from .soft_targets import peak_echo_energies
 
 __all__ = ["medium_returns"]
@@ -228,6 +229,7 @@ def _choose(  # type: ignore[no-untyped-def]
     noise_m = model[8]
     mode = model[18]
     max_returns = model[19]
+    rec = model[20:26]
     m = 0
     margin = _MOST_NORMAL * noise_m + resolution
     strongest = -1
@@ -235,9 +237,13 @@ def _choose(  # type: ignore[no-untyped-def]
         spread[k] = math.sqrt(spread_plane[k] * spread_plane[k] + 4.0 * between[k])
         # (a spread of 0 has a peak factor of exactly 1: 1 / hypot(1, 0))
         peak[k] = 1.0 if spread[k] == 0.0 else peak_factor(pulse_m, spread[k])
-        received[k] = received_peak(energy[k], peak[k], range_true[k], ext)
-        if received[k] < threshold:  # (its measured range is never read)
-            continue
+        e = energy[k]
+        if rec[0] != 0.0:  # the receiver's speckle (intensity: its reader's)
+            gain, _ = receiver_gains(rec, key[k], range_true[k])
+            e = e * gain
+        received[k] = received_peak(e, peak[k], range_true[k], ext)
+        if not soft_detected(rec, received[k], threshold, key[k]):
+            continue  # (its measured range is never read)
         if mode == 0:
             mid = range_true[k] + relief[k]
             slack = margin + 1e-9 * abs(mid)
@@ -327,6 +333,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
     response = model[12:17]
     separation = model[17]
     max_returns = model[19]
+    rec = model[20:26]
     o_pulse = out[0]
     o_number = out[1]
     o_total = out[2]
@@ -469,12 +476,15 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
             for t in range(n_out):
                 k = out_slot[0, t]
                 energy = e_energy[k]
+                read = energy
+                if rec[0] != 0.0:  # the reading's share of the receiver's gains
+                    read = energy * receiver_gains(rec, e_key[k], e_range[k])[1]
                 o_pulse[at + t] = p
                 o_number[at + t] = out_number[0, t]
                 o_total[at + t] = out_total[0, t]
                 o_range[at + t] = out_range[0, t]
                 o_intensity[at + t] = intensity_of(
-                    energy, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                    read, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
                 )
                 o_obj[at + t] = e_obj[k]
                 o_range_true[at + t] = e_range[k]

@@ -47,7 +47,7 @@ def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np
     if sim.see_through.any:
         out |= sim.see_through.transmittance_of_object[chunk.hits.object_index] > 0.0
     if sim.medium is not None:
-        out |= sim.medium.touched(chunk.pulse_ids, sim.model.threshold, particles)
+        out |= sim.medium.touched(chunk.pulse_ids, sim.model.detection_floor, particles)
     return out
 
 

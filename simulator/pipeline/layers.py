@@ -220,7 +220,9 @@ def layered_returns(
     ids = chunk.pulse_ids
     touched = several_surfaces(chunk)
     if sim.medium is not None:  # (counted here, drawn where they are used)
-        touched |= sim.medium.touched(ids, sim.model.threshold, count=sim.backend.count_particles)
+        touched |= sim.medium.touched(
+            ids, sim.model.detection_floor, count=sim.backend.count_particles
+        )
     pulses = np.flatnonzero(touched)
     recomputed = surface_returns(sim, chunk, results, ids, None, pulses)
     merge = sim.backend.merge_returns

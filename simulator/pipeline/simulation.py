@@ -107,11 +107,11 @@ class Simulation(Runs):
             scanner, weather_extinction_per_m(s.weather, scanner.wavelength_nm), self.pattern
         )
         self.medium = None
-        if not s.weather.clear and scanner.receiver.on:
+        if not s.weather.clear and scanner.receiver.near_overlap != "off":
             raise ConfigError(
                 self.source, "weather",
-                "the scanner's receiver laws (receiver:) are not applied in weather yet; "
-                "scan in clear air, or without the receiver section",
+                "the receiver's near_overlap is not applied in weather yet (the weather's "
+                "particles see the overlap already); scan in clear air, or with near_overlap: off",
             )  # fmt: skip
         if not s.weather.clear:
             objects = len(self.tables.label_of_object)

@@ -257,6 +257,15 @@ class ReturnModel:
         )  # fmt: skip
 
     @property
+    def detection_floor(self) -> float:
+        """The least received peak an echo can have and be detected: the threshold, or
+        with the receiver's laws :meth:`~simulator.steps.receiver.ReceiverLaws.floor_factor`
+        of it (what the weather culls its particles and soft targets by)."""
+        if self.receiver is None:
+            return self.threshold
+        return self.threshold * self.receiver.floor_factor()
+
+    @property
     def receiver_args(self) -> tuple[float, ...]:
         """The receiver's laws as the kernels take them
         (:meth:`~simulator.steps.receiver.ReceiverLaws.kernel_args`; ``on`` 0 without)."""

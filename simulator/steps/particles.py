@@ -149,7 +149,7 @@ class Population:
         seen = optics.overlap(r) * model.two_way_transmission(r)
         # rho zeta (pi d^2 / 4) / A exp(-2 alpha r) / r^2 = threshold, d = k D^p 1e-3 m
         with np.errstate(divide="ignore", invalid="ignore"):
-            d_min_mm = 1e3 * np.sqrt(4.0 * model.threshold * r**2 * area
+            d_min_mm = 1e3 * np.sqrt(4.0 * model.detection_floor * r**2 * area
                                      / (np.pi * reflectance * seen))  # fmt: skip
         d_min_mm = np.where(seen > 0.0, d_min_mm, np.inf)
         size_mm = (d_min_mm / k) ** (1.0 / p)

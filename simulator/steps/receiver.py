@@ -30,6 +30,7 @@ any chunk size, thread count or worker.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,12 +94,31 @@ class ReceiverLaws:
             noise_per_threshold=0.0 if rec.threshold_width is None else rec.threshold_width,
         )
 
+    def floor_factor(self) -> float:
+        """The least received peak, over the threshold, of an echo these laws can still
+        detect: the speckle's largest draw (the hashed normal's bound, 8.66, through
+        Marsaglia and Tsang's cube) lifts it, and the receiver noise at 5 of its deviations
+        (an echo below it is detected with probability under 3e-7). What culls the
+        weather's particles and soft targets that cannot be seen."""
+        gain = 1.0
+        if self.speckle_cells > 0.0:
+            d = self.speckle_cells - 1.0 / 3.0
+            most = 1.0 + NORMAL_BOUND / math.sqrt(9.0 * d)
+            gain = d * most**3 / self.speckle_cells
+        return max(1.0 - NOISE_CUT * self.noise_per_threshold, NOISE_FLOOR) / gain
+
     def kernel_args(self) -> tuple[float, float, float, float, float, float]:
         """The laws as the kernels take them: ``(on, near_mode, near_start_m, near_full_m,
         speckle_cells, noise_per_threshold)`` (``on`` 1.0)."""
         return (1.0, float(self.near_mode), self.near_start_m, self.near_full_m,
                 self.speckle_cells, self.noise_per_threshold)  # fmt: skip
 
+
+#: The largest hashed normal, ``sqrt(-2 ln(2^-54))`` (the least hashed uniform is 2^-54).
+NORMAL_BOUND = math.sqrt(-2.0 * math.log(2.0**-54))
+#: The receiver noise's deviations below the threshold past which no echo is looked for, and
+#: the floor of that reach (a share of the threshold).
+NOISE_CUT, NOISE_FLOOR = 5.0, 0.05
 
 #: What the kernels take for a receiver with no law on (``on`` 0.0).
 NO_RECEIVER = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
