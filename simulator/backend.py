@@ -295,9 +295,9 @@ class Backend(Protocol):
         primitive: NDArray[np.uint32],
         normal: NDArray[np.float32],
         triangles: Triangles,
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64]]:
-        """Hits refined in float64, and the possible ties (see
-        :func:`simulator.world.refine.refine_hits`)."""
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]]:
+        """Hits refined in float64, the faces hit (coplanar ties decided) and the possible
+        ties with a neighbour (see :func:`simulator.world.refine.refine_hits`)."""
         ...
 
     def medium_returns(

@@ -62,10 +62,10 @@ def test_refine_kernel_matches_the_specification(backend: Backend) -> None:
     for w, g in zip(want, got, strict=True):
         assert w.dtype == g.dtype and w.shape == g.shape
         np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
-    assert 0 < len(want[2]) < len(rays)  # the coincident squares and the diagonal
+    assert 0 < len(want[3]) < len(rays)  # the diagonal and the sphere's edges
     # nothing to refine: typed empty answers
     empty = backend.refine_hits(rays[:0], *(a[:0] for a in args[1:5]), scene.triangles)
-    assert [a.shape for a in empty] == [(0,), (0, 3), (0,)]
+    assert [a.shape for a in empty] == [(0,), (0, 3), (0,), (0,)]
 
 
 def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(
@@ -111,9 +111,9 @@ def test_refinement_does_not_depend_on_embrees_range_bits() -> None:
     n2 = (n * np.float32(1.0 + 2**-22)).astype(np.float32)
     a = refine_hits(rays, t, g, p, n, scene.triangles)
     b = refine_hits(rays, t2, g, p, n2, scene.triangles)
-    fine = np.setdiff1d(np.flatnonzero(hit), a[2])  # not ties: refined without fallback
-    np.testing.assert_array_equal(a[0][fine], b[0][fine])
-    np.testing.assert_array_equal(a[1][fine], b[1][fine])
+    fine = np.setdiff1d(np.flatnonzero(hit), a[3])  # not ties: refined without fallback
+    for x, y in zip(a[:3], b[:3], strict=True):
+        np.testing.assert_array_equal(x[fine], y[fine])
 
 
 @pytest.mark.parametrize("geometries", [1, 3])
@@ -144,3 +144,31 @@ def test_a_tie_is_decided_the_same_from_either_triangle_embree_found() -> None:
         rays, np.r_[m, m], np.r_[np.full(len(m), first + 3), np.full(len(m), 2)], tri
     )
     np.testing.assert_array_equal(both, first)
+
+
+def test_a_coplanar_tie_is_decided_in_the_refinement_whichever_face_embree_found(
+    backend: Backend,
+) -> None:
+    """On the coincident squares, away from their edges, the refinement itself (not the
+    tie path) gives the same range, normal and face whether Embree reported geometry 1's
+    triangle or geometry 2's: the lower one, geometry 1's."""
+    scene = _scene()
+    tri = scene.triangles
+    rays = _rays(8_000, seed=5)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    t, g, p, n = (res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids",
+                                           "primitive_normals"))  # fmt: skip
+    ground = (g == 1) | (g == 2)
+    answers = []
+    for reported in (1, 2):
+        g2 = g.copy()
+        g2[ground] = reported
+        answers.append(backend.refine_hits(rays, t, g2, p, n, tri))
+    (t1, n1, f1, ties1), (t2, n2, f2, ties2) = answers
+    np.testing.assert_array_equal(ties1, ties2)
+    away = np.setdiff1d(np.flatnonzero(ground), ties1)
+    assert len(away) > 1000
+    np.testing.assert_array_equal(f2[away], tri.face_start[1] + p[away].astype(np.int64))
+    for a, b in ((t1, t2), (n1, n2), (f1, f2)):
+        np.testing.assert_array_equal(a[away].view(np.uint8), b[away].view(np.uint8))

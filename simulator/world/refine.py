@@ -11,18 +11,24 @@ So Embree only *finds* the triangle. Its range and unit normal are recomputed he
 cast (float32, promoted exactly), by Möller–Trumbore with every product written out (no
 ``einsum``, no ``cross``: the kernel :func:`simulator.kernels.refine.refine_hits` computes
 the same operations in the same order, so both give the same bits), and rounded once to
-float32. A hit within :data:`EDGE_EPS` (barycentric) of its triangle's edge, or on a face
-that a coplanar face of another geometry overlaps (:func:`coplanar_shared`, built once
-with the scene), may be a tie whose winner Embree's traversal and rounding decide: for
-those few rays, every face sharing a point with Embree's, and every face
-``list_intersections`` finds, is tested in float64, and the nearest that holds the hit
-(closed triangle) wins, then the lowest (geometry, primitive) (:func:`resolve_ties`).
-:class:`RefinedScene` does all of it for one ``RaycastingScene``.
+float32. Two kinds of hit may be ties whose winner Embree's traversal and rounding decide:
+
+- a hit on a face that coplanar faces of other geometries overlap
+  (:attr:`Triangles.partner_faces`, built once with the scene): the hit is tested in
+  float64 against each of those faces, in the refinement itself;
+- a hit within :func:`edge_band` of its triangle's edge (Embree's own float32 error,
+  bounded from the ray and the triangle), or whose range cannot be recomputed: for those
+  few rays every face sharing a point with Embree's, every face ``list_intersections``
+  finds, and their coplanar partners are tested in float64 (:func:`resolve_ties`).
+
+Either way the nearest face that holds the hit (closed triangle) wins, ranges within
+:data:`TIE_REL` of it going to the lowest (geometry, primitive). :class:`RefinedScene`
+does all of it for one ``RaycastingScene``.
 
 What stays Embree's: whether a ray hits at all (a ray grazing a silhouette edge, or
 through the crack Embree's non-watertight test leaves at an edge, can hit for one
-instruction set and miss for another), and the triangle of a tie on a sliver whose
-float32 error exceeds :data:`EDGE_EPS`.
+instruction set and miss for another), and a tie between two faces that cross or nearly
+touch without being coplanar or sharing a point.
 """
 
 from __future__ import annotations
@@ -35,24 +41,29 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "EDGE_EPS",
+    "EDGE_ULPS",
     "TIE_REL",
     "RefineHits",
     "RefinedScene",
     "Triangles",
-    "coplanar_shared",
+    "coplanar_partners",
+    "edge_band",
+    "face_hits",
     "moller_trumbore",
     "refine_hits",
     "resolve_ties",
 ]
 
-#: A hit whose smallest float64 barycentric coordinate is below this may be on the
-#: neighbour's side of the edge for another instruction set: a tie to resolve. Embree's
-#: float32 hits stray up to a few 1e-6 outside their triangle (seen on an icosphere).
-EDGE_EPS = 1e-4
+#: Embree's float32 barycentrics are trusted to this many units of float32 roundoff
+#: (2^-24), scaled by the ray and the triangle (:func:`edge_band`): a hit closer to an
+#: edge than that may be on the neighbour's side for another instruction set.
+EDGE_ULPS = 16.0
 #: Ranges within this relative difference of the nearest are a tie (the lowest geometry,
 #: then primitive, wins).
 TIE_REL = 1e-9
+#: Of the faces ``list_intersections`` gives for a tie, those within this relative range
+#: behind the first hit are candidates (the rest cannot win).
+LISTED_REL = 1e-3
 #: Coplanar faces: unit normals equal to this (after rounding) ...
 PLANE_NORMAL_STEP = 1e-6
 #: ... and plane offsets equal to this (m).
@@ -73,13 +84,17 @@ class Triangles:
         The float32 vertices Embree holds, promoted (local frame, m), each distinct point
         once (equal vertices of any geometries are one).
     faces : (F, 3) int32
-        Vertex rows of ``vertices_m`` (each geometry's faces in order).
+        Vertex rows of ``vertices_m`` (each geometry's faces in order, so that the order
+        of faces is the order of (geometry, primitive)).
     face_start : (G + 1,) int64
         Geometry ``g``'s faces are ``faces[face_start[g]:face_start[g + 1]]``: primitive
         ``p`` of geometry ``g`` is face ``face_start[g] + p``.
-    shared : (F,) bool
-        Whether a coplanar face of another geometry overlaps the face
-        (:func:`coplanar_shared`).
+    partner_start : (F + 1,) int64
+        The coplanar partners of face ``f`` are
+        ``partner_faces[partner_start[f]:partner_start[f + 1]]``.
+    partner_faces : (Q,) int32
+        The faces of other geometries in each face's plane whose boxes overlap it
+        (:func:`coplanar_partners`), increasing, face by face.
     ring_start : (P + 1,) int64
         The faces at point ``c`` are ``ring_faces[ring_start[c]:ring_start[c + 1]]``.
     ring_faces : (3 F,) int32
@@ -89,9 +104,10 @@ class Triangles:
     vertices_m: NDArray[np.float64]
     faces: NDArray[np.int32]
     face_start: NDArray[np.int64]
-    shared: NDArray[np.bool_]
+    partner_start: NDArray[np.int64]
+    partner_faces: NDArray[np.int32]
     ring_start: NDArray[np.int64]
-    ring_faces: NDArray[np.int64]
+    ring_faces: NDArray[np.int32]
 
     @classmethod
     def pack(
@@ -101,50 +117,73 @@ class Triangles:
         (F_g, 3) uint32 faces as given to ``add_triangles``."""
         v_start = np.cumsum([0] + [len(v) for v in vertices_m]).astype(np.int64)
         f_start = np.cumsum([0] + [len(f) for f in faces]).astype(np.int64)
-        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m])
         # Equal vertices (of any geometry) become one point: the faces around a point are
-        # then found across seams and between objects.
-        points, point = np.unique(vertices, axis=0, return_inverse=True)
+        # then found across seams and between objects. Rows compared by their bits
+        # (+ 0.0 makes -0.0 the same point as 0.0).
+        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m]) + np.float32(0)
+        rows = np.ascontiguousarray(vertices).view(np.dtype((np.void, 12))).ravel()
         del vertices
+        unique, point = np.unique(rows, return_inverse=True)
+        del rows
+        points = unique.view(np.float32).reshape(-1, 3).astype(np.float64)
         point = point.ravel().astype(np.int32)
         corners = np.zeros((int(f_start[-1]), 3), np.int32)
         for g, f in enumerate(faces):
             corners[f_start[g] : f_start[g + 1]] = point[np.asarray(f, np.int64) + v_start[g]]
         del point
-        order = np.argsort(corners.ravel(), kind="stable")
-        ring_faces = (order // 3).astype(np.int32)
+        ring_faces = (np.argsort(corners.ravel(), kind="stable") // 3).astype(np.int32)
         count = np.bincount(corners.ravel(), minlength=len(points))
         ring_start = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-        points = points.astype(np.float64)
-        shared = coplanar_shared(points, corners, f_start)
-        return cls(points, corners, f_start, shared, ring_start, ring_faces)
+        partner_start, partner_faces = coplanar_partners(points, corners, f_start)
+        return cls(points, corners, f_start, partner_start, partner_faces, ring_start, ring_faces)
 
-    def geometry_of(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """The (geometry, primitive) ids of faces ``face`` (K,) (-1, -1 for -1)."""
+    @property
+    def shared(self) -> NDArray[np.bool_]:
+        """(F,) bool: whether a coplanar face of another geometry overlaps the face."""
+        return np.diff(self.partner_start) > 0
+
+    def geometry_of(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """The (geometry, primitive) ids (int32) of faces ``face`` (K,) (-1, -1 for -1)."""
         g = np.searchsorted(self.face_start, face, side="right") - 1
         ok = face >= 0
-        return np.where(ok, g, -1), np.where(ok, face - self.face_start[np.maximum(g, 0)], -1)
+        p = face - self.face_start[np.maximum(g, 0)]
+        return np.where(ok, g, -1).astype(np.int32), np.where(ok, p, -1).astype(np.int32)
 
     def around(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The faces that share a point with faces ``face`` (K,), themselves included:
         pairs (k, neighbour) of (R,) int64 each."""
-        point = self.faces[face].ravel()
-        first, count = self.ring_start[point], self.ring_start[point + 1] - self.ring_start[point]
-        k = np.repeat(np.repeat(np.arange(len(face)), 3), count)
-        at = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
-        return k.astype(np.int64), self.ring_faces[at].astype(np.int64)
+        return _expand(self.ring_start, self.ring_faces, self.faces[face].ravel(), 3)
+
+    def partners(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The coplanar partners of faces ``face`` (K,): pairs (k, partner) of (R,) int64."""
+        return _expand(self.partner_start, self.partner_faces, face, 1)
 
     def kernel_args(self) -> tuple[NDArray[Any], ...]:
-        """The arrays a kernel takes: vertices, faces, face starts, shared."""
-        return self.vertices_m, self.faces, self.face_start, self.shared
+        """The arrays a kernel takes: vertices, faces, face starts, partner starts and
+        faces."""
+        return (
+            self.vertices_m, self.faces, self.face_start, self.partner_start, self.partner_faces
+        )  # fmt: skip
 
 
-def coplanar_shared(
+def _expand(
+    start: NDArray[np.int64], items: NDArray[np.integer], keys: NDArray[np.integer], per: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Pairs (k, item) of the CSR table ``start``/``items`` for keys ``keys`` (K * per,),
+    ``per`` keys to each k."""
+    keys = np.asarray(keys, np.int64)
+    first, count = start[keys], start[keys + 1] - start[keys]
+    k = np.repeat(np.repeat(np.arange(len(keys) // per), per), count)
+    at = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+    return k.astype(np.int64), items[at].astype(np.int64)
+
+
+def coplanar_partners(
     vertices_m: NDArray[np.float64], faces: NDArray[np.integer], face_start: NDArray[np.int64]
-) -> NDArray[np.bool_]:
-    """(F,) bool: whether a face of another geometry lies in the face's plane (unit normal
-    and offset equal after rounding to :data:`PLANE_NORMAL_STEP` and
-    :data:`PLANE_OFFSET_STEP_M`, either orientation) with overlapping bounding boxes
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """Each face's coplanar partners: the faces of other geometries in its plane (unit
+    normal and offset equal after rounding to :data:`PLANE_NORMAL_STEP` and
+    :data:`PLANE_OFFSET_STEP_M`, either orientation) whose bounding boxes overlap its own
     (:data:`OVERLAP_MARGIN_M`). A ray hitting such a face may hit both at one range.
 
     Every operation is elementwise (no reduction whose order a SIMD width could change),
@@ -156,47 +195,65 @@ def coplanar_shared(
     faces : (F, 3) int
     face_start : (G + 1,) int64
         Each geometry's first face (see :class:`Triangles`).
+
+    Returns
+    -------
+    partner_start : (F + 1,) int64
+    partner_faces : (Q,) int32
+        Face ``f``'s partners are ``partner_faces[partner_start[f]:partner_start[f + 1]]``,
+        increasing.
     """
-    out = np.zeros(len(faces), dtype=np.bool_)
-    if len(face_start) < 3 or len(faces) == 0:  # one geometry: no other to share with
-        return out
-    key = np.zeros(len(faces), np.int64)
-    for a in range(0, len(faces), 1 << 18):  # blocks keep the temporaries small
+    n = len(faces)
+    none = (np.zeros(n + 1, np.int64), np.zeros(0, np.int32))
+    if len(face_start) < 3 or n == 0:  # one geometry: no other to share with
+        return none
+    key = np.zeros(n, np.int64)
+    for a in range(0, n, 1 << 18):  # blocks keep the temporaries small
         key[a : a + (1 << 18)] = _plane_key(vertices_m, faces[a : a + (1 << 18)])
     geometry = np.repeat(np.arange(len(face_start) - 1), np.diff(face_start))
-    planes, plane = np.unique(key, return_inverse=True)
-    pair = np.unique(plane.astype(np.int64) * (len(face_start) - 1) + geometry)
-    multi = np.flatnonzero(np.bincount(pair // (len(face_start) - 1), minlength=len(planes)) >= 2)
-    candidates = np.flatnonzero(np.isin(plane, multi))  # planes of >= 2 geometries
-    if len(candidates) == 0:
-        return out
-    corners = vertices_m[faces[candidates]]  # (C, 3, 3)
+    order = np.argsort(key, kind="stable")  # faces by plane, increasing within one
+    key = key[order]
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    g_sorted = geometry[order]
+    multi = np.minimum.reduceat(g_sorted, start) != np.maximum.reduceat(g_sorted, start)
+    del key, g_sorted
+    size = np.diff(np.r_[start, n])
+    cand = order[np.repeat(multi, size)]  # faces of planes of >= 2 geometries, by plane
+    if len(cand) == 0:
+        return none
+    plane = np.repeat(np.cumsum(multi) - 1, size)[np.repeat(multi, size)]
+    del order
+    corners = vertices_m[faces[cand]]  # (C, 3, 3)
     lo = corners.min(axis=1) - OVERLAP_MARGIN_M
     hi = corners.max(axis=1) + OVERLAP_MARGIN_M
-    order = np.argsort(plane[candidates], kind="stable")
-    bounds = np.flatnonzero(np.diff(plane[candidates][order])) + 1
-    for members in np.split(order, bounds):  # rows of candidates, one plane
-        g = geometry[candidates[members]]
-        # first against each other geometry's box in this plane: most faces are far
-        near = np.zeros(len(members), np.bool_)
-        for other in np.unique(g):
-            box_lo = lo[members[g == other]].min(axis=0)
-            box_hi = hi[members[g == other]].max(axis=0)
-            near |= (g != other) & ((lo[members] <= box_hi) & (hi[members] >= box_lo)).all(axis=1)
-        members, g = members[near], g[near]
-        step = max(1, (1 << 20) // max(len(members), 1))  # pair tables of <= 1 M pairs
-        for a in range(0, len(members), step):
-            block = members[a : a + step]
-            overlap = (
-                (lo[block, None, :] <= hi[None, members, :])
-                & (hi[block, None, :] >= lo[None, members, :])
-            ).all(axis=2) & (g[a : a + step, None] != g[None, :])
-            out[candidates[block]] = overlap.any(axis=1)
-    return out
+    del corners
+    # Sweep along x within each plane: faces by (plane, x from, in mm floored); face j
+    # after face i can overlap it only while j's start is at most i's end (in mm, ceiled).
+    x0 = np.floor(lo[:, 0] * 1e3).astype(np.int64)
+    x1 = np.ceil(hi[:, 0] * 1e3).astype(np.int64)
+    x1 -= x0.min()
+    x0 -= x0.min()
+    by = np.lexsort((x0, plane))
+    cand, lo, hi, plane, x0, x1 = cand[by], lo[by], hi[by], plane[by], x0[by], x1[by]
+    start_key = (plane << 40) | x0
+    end = np.searchsorted(start_key, (plane << 40) | x1, side="right")
+    count = np.maximum(end - np.arange(len(cand)) - 1, 0)
+    i = np.repeat(np.arange(len(cand)), count)
+    j = i + 1 + np.arange(len(i)) - np.repeat(np.cumsum(count) - count, count)
+    keep = (geometry[cand[i]] != geometry[cand[j]]) & ((lo[i] <= hi[j]) & (hi[i] >= lo[j])).all(
+        axis=1
+    )
+    i, j = cand[i[keep]], cand[j[keep]]
+    if len(i) == 0:
+        return none
+    face, partner = np.r_[i, j], np.r_[j, i]
+    by = np.lexsort((partner, face))
+    partner_start = np.concatenate([[0], np.cumsum(np.bincount(face, minlength=n))])
+    return partner_start.astype(np.int64), partner[by].astype(np.int32)
 
 
 def _plane_key(vertices_m: NDArray[np.float64], faces: NDArray[np.integer]) -> NDArray[np.int64]:
-    """(F,) int64: a hash of each face's rounded plane (see :func:`coplanar_shared`)."""
+    """(F,) int64: a hash of each face's rounded plane (see :func:`coplanar_partners`)."""
     v0 = vertices_m[faces[:, 0]]
     e1 = vertices_m[faces[:, 1]] - v0
     e2 = vertices_m[faces[:, 2]] - v0
@@ -257,6 +314,56 @@ def moller_trumbore(
     return t, u, v, nx, ny, nz, det
 
 
+def edge_band(
+    origin: NDArray[np.float64],
+    direction: NDArray[np.float64],
+    v0: NDArray[np.float64],
+    v1: NDArray[np.float64],
+    v2: NDArray[np.float64],
+    det: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """(N,) float64: how far (barycentric) Embree's float32 test may put a hit on the wrong
+    side of an edge: :data:`EDGE_ULPS` units of float32 roundoff of its products,
+    ``|d| (|o - v0| + |e1| + |e2|) (|e1| + |e2|)`` (1-norms), over ``|det|``. It grows with
+    the range over the triangle's size, and as the ray grazes the plane.
+
+    Parameters
+    ----------
+    origin, direction : (N, 3) float64
+    v0, v1, v2 : (N, 3) float64
+    det : (N,) float64
+        :func:`moller_trumbore`'s determinant.
+    """
+    s = np.abs(origin[:, 0] - v0[:, 0]) + np.abs(origin[:, 1] - v0[:, 1])
+    s = s + np.abs(origin[:, 2] - v0[:, 2])
+    e1 = np.abs(v1[:, 0] - v0[:, 0]) + np.abs(v1[:, 1] - v0[:, 1]) + np.abs(v1[:, 2] - v0[:, 2])
+    e2 = np.abs(v2[:, 0] - v0[:, 0]) + np.abs(v2[:, 1] - v0[:, 1]) + np.abs(v2[:, 2] - v0[:, 2])
+    d = np.abs(direction[:, 0]) + np.abs(direction[:, 1]) + np.abs(direction[:, 2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (EDGE_ULPS * 2.0**-24) * (d * ((s + e1 + e2) * (e1 + e2))) / np.abs(det)
+
+
+def _on_faces(
+    rays: NDArray[np.float64], face: NDArray[np.int64], triangles: Triangles
+) -> tuple[NDArray[np.float64], ...]:
+    """:func:`moller_trumbore` of rays (K, 6) float64 against faces (K,), then their
+    corners v0, v1, v2 (K, 3) each."""
+    corners = triangles.faces[face]
+    v = [triangles.vertices_m[corners[:, k]] for k in range(3)]
+    return (*moller_trumbore(rays[:, :3], rays[:, 3:], *v), *v)
+
+
+def face_hits(
+    rays: NDArray[np.float32], face: NDArray[np.int64], triangles: Triangles
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """The range (K,) float32 and unit normal (K, 3) float32 of rays (K, 6) float32 on
+    faces (K,) that hold them (as :func:`refine_hits` rounds them)."""
+    t, _, _, nx, ny, nz, *_ = _on_faces(np.asarray(rays, np.float64), face, triangles)
+    length = np.sqrt(nx * nx + ny * ny + nz * nz)
+    normal = np.stack([nx / length, ny / length, nz / length], axis=1).astype(np.float32)
+    return t.astype(np.float32), normal
+
+
 def refine_hits(
     rays: NDArray[np.float32],
     t_hit: NDArray[np.float32],
@@ -264,9 +371,15 @@ def refine_hits(
     primitive: NDArray[np.uint32],
     normal: NDArray[np.float32],
     triangles: Triangles,
-) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64]]:
-    """Embree's hits with their range and normal recomputed in float64 (the specification;
-    the kernel is :func:`simulator.kernels.refine.refine_hits`).
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]]:
+    """Embree's hits with their range and normal recomputed in float64, and the coplanar
+    ties decided (the specification; the kernel is
+    :func:`simulator.kernels.refine.refine_hits`).
+
+    A hit away from its face's edges (farther than :func:`edge_band`) is tested against
+    the face's coplanar partners (:attr:`Triangles.partner_faces`): of the face and the
+    partners that hold it (closed triangles), the nearest wins, then, within
+    :data:`TIE_REL` of it, the lowest face.
 
     Parameters
     ----------
@@ -284,39 +397,63 @@ def refine_hits(
     Returns
     -------
     t : (N,) float32
-        The range to the triangle, in units of the direction (m for a unit one),
-        recomputed; Embree's for a miss, a ray parallel to the plane or a range that is not
-        finite and >= 0.
+        The range to the face, in units of the direction (m for a unit one), recomputed;
+        Embree's for a miss, a ray parallel to the plane or a range that is not finite
+        and >= 0.
     normal : (N, 3) float32
-        The triangle's unit normal ``(v1 - v0) x (v2 - v0)`` (Embree's winding),
-        recomputed; Embree's where the range is kept or the face is degenerate.
+        The face's unit normal ``(v1 - v0) x (v2 - v0)`` (Embree's winding), recomputed;
+        Embree's where the range is kept or the face is degenerate.
+    face : (N,) int64
+        The face hit (a row of :attr:`Triangles.faces`); -1 for a miss.
     ties : (K,) int64
-        Increasing, the hits that may be ties (within :data:`EDGE_EPS` of an edge,
-        recomputed range not kept, or on a :attr:`Triangles.shared` face): the rays
-        :func:`resolve_ties` decides.
+        Increasing, the hits that may be ties with a neighbour (within :func:`edge_band` of
+        an edge, or the range not recomputed): the rays :func:`resolve_ties` decides
+        (``face`` is Embree's for them).
     """
     t_out = np.array(t_hit, dtype=np.float32)
     n_out = np.array(normal, dtype=np.float32).reshape(-1, 3)
+    face_out = np.full(len(t_out), -1, np.int64)
     hit = np.flatnonzero(np.asarray(geometry, np.int64) != INVALID_ID)
     if len(hit) == 0:
-        return t_out, n_out, np.zeros(0, np.int64)
-    vertices, faces, face_start, shared = triangles.kernel_args()
-    face = face_start[np.asarray(geometry, np.int64)[hit]] + np.asarray(primitive, np.int64)[hit]
-    corners = faces[face]
+        return t_out, n_out, face_out, np.zeros(0, np.int64)
+    face = triangles.face_start[np.asarray(geometry, np.int64)[hit]]
+    face += np.asarray(primitive, np.int64)[hit]
+    face_out[hit] = face
     r = np.asarray(rays[hit], dtype=np.float64)
-    t, u, v, nx, ny, nz, det = moller_trumbore(
-        r[:, :3], r[:, 3:], *(vertices[corners[:, k]] for k in range(3))
-    )
+    t, u, v, nx, ny, nz, det, v0, v1, v2 = _on_faces(r, face, triangles)
+    band = edge_band(r[:, :3], r[:, 3:], v0, v1, v2, det)
+    del v0, v1, v2
     length = np.sqrt(nx * nx + ny * ny + nz * nz)
     ok = (det != 0.0) & (t >= 0.0) & (t < np.inf)
     unit = ok & (length > 0.0)
     t_out[hit[ok]] = t[ok].astype(np.float32)
     for k, c in enumerate((nx, ny, nz)):
         n_out[hit[unit], k] = (c[unit] / length[unit]).astype(np.float32)
-    with np.errstate(invalid="ignore"):
-        edge = (u < EDGE_EPS) | (v < EDGE_EPS) | ((1.0 - u - v) < EDGE_EPS)
-    tie = ~ok | edge | shared[face]
-    return t_out, n_out, hit[tie].astype(np.int64)
+    with np.errstate(invalid="ignore"):  # (a nan band is a tie)
+        tie = ~(ok & (u >= band) & (v >= band) & ((1.0 - u - v) >= band))
+    # the coplanar partners of the faces hit away from their edges
+    away = np.flatnonzero(~tie)
+    k, partner = triangles.partners(face[away])
+    if len(k):
+        k = away[k]
+        tq, uq, vq, qx, qy, qz, *_ = _on_faces(r[k], partner, triangles)
+        with np.errstate(invalid="ignore"):
+            holds = (tq >= 0.0) & (tq < np.inf) & (uq >= 0.0) & (vq >= 0.0)
+            holds &= (1.0 - uq - vq) >= 0.0
+        nearest = t.copy()
+        np.minimum.at(nearest, k[holds], tq[holds])
+        limit = nearest * (1.0 + TIE_REL)
+        best = np.where(t <= limit, face, np.iinfo(np.int64).max)
+        eligible = holds & (tq <= limit[k])
+        np.minimum.at(best, k[eligible], partner[eligible])
+        won = np.flatnonzero(eligible & (partner == best[k]))  # one row a hit at most
+        at = hit[k[won]]
+        t_out[at] = tq[won].astype(np.float32)
+        length = np.sqrt(qx[won] * qx[won] + qy[won] * qy[won] + qz[won] * qz[won])
+        for j, c in enumerate((qx[won], qy[won], qz[won])):
+            n_out[at, j] = (c / length).astype(np.float32)
+        face_out[at] = partner[won]
+    return t_out, n_out, face_out, hit[tie].astype(np.int64)
 
 
 def resolve_ties(
@@ -327,13 +464,14 @@ def resolve_ties(
 ) -> NDArray[np.int64]:
     """The triangle each ray hits first, whatever the instruction set that cast it.
 
-    The candidates of a ray are the faces given for it and every face that shares a point
+    The candidates of a ray are the faces given for it, every face that shares a point
     with them (so the triangle across an edge or around a vertex is one, even when Embree
-    found only its neighbour). In float64 (:func:`moller_trumbore`), a candidate holds the
-    hit when its barycentrics are all >= 0 (a closed triangle: both sides of an edge hold a
-    hit on it). Of those, the nearest wins, ranges within :data:`TIE_REL` of it going to
-    the lowest geometry, then primitive. A ray that no candidate holds takes the one it
-    passes nearest (the largest smallest barycentric), then the lowest.
+    found only its neighbour), and their coplanar partners. In float64
+    (:func:`moller_trumbore`), a candidate holds the hit when its barycentrics are all
+    >= 0 (a closed triangle: both sides of an edge hold a hit on it). Of those, the
+    nearest wins, ranges within :data:`TIE_REL` of it going to the lowest geometry, then
+    primitive. A ray that no candidate holds takes the one it passes nearest (the largest
+    smallest barycentric), then the lowest.
 
     Parameters
     ----------
@@ -355,13 +493,11 @@ def resolve_ties(
     if len(ray_ids) == 0:
         return out
     k, near = triangles.around(face)
-    ray_ids = np.concatenate([ray_ids, ray_ids[k]])
-    face = np.concatenate([face, near])
-    corners = triangles.faces[face]
+    j, partner = triangles.partners(face)
+    ray_ids = np.concatenate([ray_ids, ray_ids[k], ray_ids[j]])
+    face = np.concatenate([face, near, partner])
     r = np.asarray(rays[ray_ids], dtype=np.float64)
-    t, u, v, *_ = moller_trumbore(
-        r[:, :3], r[:, 3:], *(triangles.vertices_m[corners[:, j]] for j in range(3))
-    )
+    t, u, v, *_ = _on_faces(r, face, triangles)
     valid = (t >= 0.0) & (t < np.inf)
     with np.errstate(invalid="ignore"):
         slack = np.where(valid, np.minimum(np.minimum(u, v), 1.0 - u - v), -np.inf)
@@ -385,7 +521,7 @@ def resolve_ties(
 RefineHits = Callable[
     [NDArray[np.float32], NDArray[np.float32], NDArray[np.uint32], NDArray[np.uint32],
      NDArray[np.float32], Triangles],
-    tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64]],
+    tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]],
 ]  # fmt: skip
 
 
@@ -462,37 +598,30 @@ class RefinedScene:
         """
         rays = np.ascontiguousarray(rays, dtype=np.float32)
         res = self.scene.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=threads)
-        geometry = res["geometry_ids"].numpy()
-        primitive = res["primitive_ids"].numpy()
-        t, normal, ties = self.refine(
-            rays, res["t_hit"].numpy(), geometry, primitive,
-            res["primitive_normals"].numpy(), self.triangles,
+        t, normal, face, ties = self.refine(
+            rays, res["t_hit"].numpy(), res["geometry_ids"].numpy(),
+            res["primitive_ids"].numpy(), res["primitive_normals"].numpy(), self.triangles,
         )  # fmt: skip
-        geometry = geometry.view(np.int32)  # INVALID_ID read as int32 is -1
-        primitive = primitive.view(np.int32)
+        del res
         if len(ties):
-            geometry, primitive = geometry.copy(), primitive.copy()
             tied = rays[ties]
             found = self.scene.list_intersections(
                 self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(tied)), nthreads=threads
             )
-            start = self.triangles.face_start
-            listed = start[found["geometry_ids"].numpy().astype(np.int64)]
-            listed += found["primitive_ids"].numpy().astype(np.int64)
-            embree = start[geometry[ties].astype(np.int64)] + primitive[ties]
-            face = resolve_ties(
+            ray_ids = found["ray_ids"].numpy().astype(np.int64)
+            # the faces it lists behind the first hit cannot win: left out
+            near = found["t_hit"].numpy() <= t[ties][ray_ids] * (1.0 + LISTED_REL)
+            listed = self.triangles.face_start[found["geometry_ids"].numpy()[near].astype(np.int64)]
+            listed += found["primitive_ids"].numpy()[near].astype(np.int64)
+            won = resolve_ties(
                 tied,
-                np.concatenate([np.arange(len(ties)), found["ray_ids"].numpy().astype(np.int64)]),
-                np.concatenate([embree, listed]),
+                np.concatenate([np.arange(len(ties)), ray_ids[near]]),
+                np.concatenate([face[ties], listed]),
                 self.triangles,
             )
-            won = face >= 0  # a ray without a candidate in front keeps Embree's answer
-            at = ties[won]
-            g, p = self.triangles.geometry_of(face[won])
-            geometry[at], primitive[at] = g, p
-            t2, n2, _ = self.refine(
-                rays[at], t[at], geometry[at].view(np.uint32), primitive[at].view(np.uint32),
-                normal[at], self.triangles,
-            )  # fmt: skip
-            t[at], normal[at] = t2, n2
+            ok = won >= 0  # a ray without a candidate in front keeps Embree's answer
+            at = ties[ok]
+            face[at] = won[ok]
+            t[at], normal[at] = face_hits(rays[at], face[at], self.triangles)
+        geometry, primitive = self.triangles.geometry_of(face)
         return RefinedCast(t, geometry, primitive, normal)
