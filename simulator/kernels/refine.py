@@ -137,6 +137,6 @@ def refine_hits(
             np.ascontiguousarray(rays, np.float32), np.ascontiguousarray(t_hit, np.float32),
             np.ascontiguousarray(geometry, np.uint32), np.ascontiguousarray(primitive, np.uint32),
             np.ascontiguousarray(normal, np.float32).reshape(-1, 3), *triangles.kernel_args(),
-            EDGE_ULPS * 2.0**-24, TIE_REL, t_out, n_out, face_out, tie,
+            EDGE_ULPS * 2.0**-53, TIE_REL, t_out, n_out, face_out, tie,
         )  # fmt: skip
     return t_out, n_out, face_out, np.flatnonzero(tie).astype(np.int64)

@@ -16,10 +16,16 @@ float32. Two kinds of hit may be ties whose winner Embree's traversal and roundi
 - a hit on a face that coplanar faces of other geometries overlap
   (:attr:`Triangles.partner_faces`, built once with the scene): the hit is tested in
   float64 against each of those faces, in the refinement itself;
-- a hit within :func:`edge_band` of its triangle's edge (Embree's own float32 error,
-  bounded from the ray and the triangle), or whose range cannot be recomputed: for those
-  few rays every face sharing a point with Embree's, every face ``list_intersections``
-  finds, and their coplanar partners are tested in float64 (:func:`resolve_ties`).
+- a hit on an edge (within :func:`edge_band`, float64's own rounding), or whose range
+  cannot be recomputed: for those few rays every face sharing a point with Embree's,
+  every face ``list_intersections`` finds near the hit, and their coplanar partners are
+  tested in float64 (:func:`resolve_ties`).
+
+Where Embree's float32 test put the hit on the wrong side of an edge, float64 puts it
+outside the face Embree reported: a tie, decided among the faces around. Where float64
+puts it inside that face, farther than the band from its edges, no face across an edge
+can also hold it. So a band of float64 rounding is enough; Embree's much larger float32
+error does not need to be bounded.
 
 Either way the nearest face that holds the hit (closed triangle) wins, ranges within
 :data:`TIE_REL` of it going to the lowest (geometry, primitive). :class:`RefinedScene`
@@ -54,10 +60,10 @@ __all__ = [
     "resolve_ties",
 ]
 
-#: Embree's float32 barycentrics are trusted to this many units of float32 roundoff
-#: (2^-24), scaled by the ray and the triangle (:func:`edge_band`): a hit closer to an
-#: edge than that may be on the neighbour's side for another instruction set.
-EDGE_ULPS = 16.0
+#: A float64 barycentric is trusted to this many units of float64 roundoff (2^-53),
+#: scaled by the ray and the triangle (:func:`edge_band`): a hit closer to an edge than
+#: that may be held by the neighbour across it too.
+EDGE_ULPS = 1024.0
 #: Ranges within this relative difference of the nearest are a tie (the lowest geometry,
 #: then primitive, wins).
 TIE_REL = 1e-9
@@ -131,7 +137,11 @@ class Triangles:
         for g, f in enumerate(faces):
             corners[f_start[g] : f_start[g + 1]] = point[np.asarray(f, np.int64) + v_start[g]]
         del point
-        ring_faces = (np.argsort(corners.ravel(), kind="stable") // 3).astype(np.int32)
+        # the corners by point, then by face: one sort of (point, corner) packed in an int64
+        packed = (corners.ravel().astype(np.int64) << 32) | np.arange(corners.size)
+        packed.sort()
+        ring_faces = ((packed & 0xFFFFFFFF) // 3).astype(np.int32)
+        del packed
         count = np.bincount(corners.ravel(), minlength=len(points))
         ring_start = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
         partner_start, partner_faces = coplanar_partners(points, corners, f_start)
@@ -211,8 +221,16 @@ def coplanar_partners(
     for a in range(0, n, 1 << 18):  # blocks keep the temporaries small
         key[a : a + (1 << 18)] = _plane_key(vertices_m, faces[a : a + (1 << 18)])
     geometry = np.repeat(np.arange(len(face_start) - 1), np.diff(face_start))
-    order = np.argsort(key, kind="stable")  # faces by plane, increasing within one
-    key = key[order]
+    # faces by plane, increasing within one: one sort of (key's top 40 bits, face) packed
+    # in an int64 (two planes whose keys agree there are one more often: more candidates)
+    if n < 1 << 24:
+        key = (key >> 24 << 24) | np.arange(n)
+        key.sort()
+        order = key & 0xFFFFFF
+        key >>= 24
+    else:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
     start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     g_sorted = geometry[order]
     multi = np.minimum.reduceat(g_sorted, start) != np.maximum.reduceat(g_sorted, start)
@@ -322,10 +340,11 @@ def edge_band(
     v2: NDArray[np.float64],
     det: NDArray[np.float64],
 ) -> NDArray[np.float64]:
-    """(N,) float64: how far (barycentric) Embree's float32 test may put a hit on the wrong
-    side of an edge: :data:`EDGE_ULPS` units of float32 roundoff of its products,
-    ``|d| (|o - v0| + |e1| + |e2|) (|e1| + |e2|)`` (1-norms), over ``|det|``. It grows with
-    the range over the triangle's size, and as the ray grazes the plane.
+    """(N,) float64: how far (barycentric) :func:`moller_trumbore`'s float64 rounding may
+    put a hit on the wrong side of an edge: :data:`EDGE_ULPS` units of float64 roundoff
+    of its products, ``|d| (|o - v0| + |e1| + |e2|) (|e1| + |e2|)`` (1-norms), over
+    ``|det|``. It grows with the range over the triangle's size, and as the ray grazes
+    the plane.
 
     Parameters
     ----------
@@ -340,7 +359,7 @@ def edge_band(
     e2 = np.abs(v2[:, 0] - v0[:, 0]) + np.abs(v2[:, 1] - v0[:, 1]) + np.abs(v2[:, 2] - v0[:, 2])
     d = np.abs(direction[:, 0]) + np.abs(direction[:, 1]) + np.abs(direction[:, 2])
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (EDGE_ULPS * 2.0**-24) * (d * ((s + e1 + e2) * (e1 + e2))) / np.abs(det)
+        return (EDGE_ULPS * 2.0**-53) * (d * ((s + e1 + e2) * (e1 + e2))) / np.abs(det)
 
 
 def _on_faces(

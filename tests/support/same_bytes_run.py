@@ -17,6 +17,7 @@ import numpy as np
 import trimesh
 
 import simulator
+import simulator.world.scene
 from simulator.world.raycast import import_open3d
 from simulator.world.refine import RefinedScene
 
@@ -50,6 +51,37 @@ def sphere_digests() -> dict[str, str]:
     }
 
 
+def street_digests() -> dict[str, str]:
+    """Embree's raw faces, and the refined hits, of 480,000 rays from two points of the
+    bundled street (its static objects, as the ray engine places them) in every direction
+    of a 1,600 x 150 grid: long grazing rays on the road, façades, kerbs and the coplanar
+    faces of objects that touch."""
+    scene = simulator.world.scene.load_scene(ROOT / "scenes" / "street" / "scene.yaml")
+    static = [o for o in scene.objects if not o.moving]
+    shift = scene.bounds_m.mean(axis=0)
+    refined = RefinedScene(
+        import_open3d(), [o.vertices_m - shift for o in static], [o.faces for o in static]
+    )
+    azimuth, elevation = np.meshgrid(
+        np.linspace(-np.pi, np.pi, 1600, endpoint=False), np.radians(np.linspace(-30, 15, 150))
+    )
+    direction = np.stack(
+        [np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
+         np.sin(elevation)], axis=-1,
+    ).reshape(-1, 3)  # fmt: skip
+    rays = np.concatenate(
+        [np.concatenate([np.broadcast_to(np.array(o) - shift, direction.shape), direction], 1)
+         for o in ((-20.0, -1.6, 1.73), (15.0, 3.0, 1.2))]
+    ).astype(np.float32)  # fmt: skip
+    o3d = import_open3d()
+    raw = refined.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    cast = refined.cast(rays)
+    return {
+        "street_raw": _hex(raw["geometry_ids"].numpy(), raw["primitive_ids"].numpy()),
+        "street_refined": _hex(cast.t, cast.normal, cast.geometry, cast.primitive),
+    }
+
+
 def main() -> None:
     """Print the digests as JSON."""
     parser = argparse.ArgumentParser()
@@ -60,7 +92,7 @@ def main() -> None:
     assert spec is not None and spec.loader is not None
     checksums = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(checksums)
-    out: dict[str, object] = sphere_digests()
+    out: dict[str, object] = {**sphere_digests(), **street_digests()}
     for name in args.cases:
         survey, overrides = checksums.CASES[name]
         cloud = simulator.scan(ROOT / survey, [*overrides, *args.set])
