@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -86,9 +87,9 @@ class Triangles:
 
     Attributes
     ----------
-    vertices_m : (P, 3) float64
-        The float32 vertices Embree holds, promoted (local frame, m), each distinct point
-        once (equal vertices of any geometries are one).
+    vertices_m : (V, 3) float64
+        The float32 vertices Embree holds, promoted (local frame, m), geometry after
+        geometry.
     faces : (F, 3) int32
         Vertex rows of ``vertices_m`` (each geometry's faces in order, so that the order
         of faces is the order of (geometry, primitive)).
@@ -101,10 +102,6 @@ class Triangles:
     partner_faces : (Q,) int32
         The faces of other geometries in each face's plane whose boxes overlap it
         (:func:`coplanar_partners`), increasing, face by face.
-    ring_start : (P + 1,) int64
-        The faces at point ``c`` are ``ring_faces[ring_start[c]:ring_start[c + 1]]``.
-    ring_faces : (3 F,) int32
-        The faces at each point, point by point.
     """
 
     vertices_m: NDArray[np.float64]
@@ -112,8 +109,6 @@ class Triangles:
     face_start: NDArray[np.int64]
     partner_start: NDArray[np.int64]
     partner_faces: NDArray[np.int32]
-    ring_start: NDArray[np.int64]
-    ring_faces: NDArray[np.int32]
 
     @classmethod
     def pack(
@@ -123,29 +118,40 @@ class Triangles:
         (F_g, 3) uint32 faces as given to ``add_triangles``."""
         v_start = np.cumsum([0] + [len(v) for v in vertices_m]).astype(np.int64)
         f_start = np.cumsum([0] + [len(f) for f in faces]).astype(np.int64)
-        # Equal vertices (of any geometry) become one point: the faces around a point are
-        # then found across seams and between objects. Rows compared by their bits
-        # (+ 0.0 makes -0.0 the same point as 0.0).
-        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m]) + np.float32(0)
-        rows = np.ascontiguousarray(vertices).view(np.dtype((np.void, 12))).ravel()
-        del vertices
-        unique, point = np.unique(rows, return_inverse=True)
-        del rows
-        points = unique.view(np.float32).reshape(-1, 3).astype(np.float64)
-        point = point.ravel().astype(np.int32)
+        vertices = np.concatenate([np.zeros((0, 3), np.float32), *vertices_m])
         corners = np.zeros((int(f_start[-1]), 3), np.int32)
         for g, f in enumerate(faces):
-            corners[f_start[g] : f_start[g + 1]] = point[np.asarray(f, np.int64) + v_start[g]]
-        del point
+            corners[f_start[g] : f_start[g + 1]] = np.asarray(f, np.int64) + v_start[g]
+        vertices = vertices.astype(np.float64)
+        partner_start, partner_faces = coplanar_partners(vertices, corners, f_start)
+        return cls(vertices, corners, f_start, partner_start, partner_faces)
+
+    @cached_property
+    def rings(self) -> tuple[NDArray[np.int32], NDArray[np.int64], NDArray[np.int32]]:
+        """The faces at each point, built on first use (the first tie: most scans have
+        none). Equal vertices (of any geometry) are one point, so that the faces around a
+        point are found across seams and between objects.
+
+        Returns
+        -------
+        point : (V,) int32
+            The point of each vertex.
+        ring_start : (P + 1,) int64
+        ring_faces : (3 F,) int32
+            The faces at point ``c`` are ``ring_faces[ring_start[c]:ring_start[c + 1]]``.
+        """
+        # rows compared by their float32 bits (+ 0.0 makes -0.0 the same point as 0.0)
+        rows = self.vertices_m.astype(np.float32) + np.float32(0)
+        rows = np.ascontiguousarray(rows).view(np.dtype((np.void, 12))).ravel()
+        unique, point = np.unique(rows, return_inverse=True)
+        point = point.ravel().astype(np.int32)
+        corners = point[self.faces].ravel()
         # the corners by point, then by face: one sort of (point, corner) packed in an int64
-        packed = (corners.ravel().astype(np.int64) << 32) | np.arange(corners.size)
+        packed = (corners.astype(np.int64) << 32) | np.arange(corners.size)
         packed.sort()
         ring_faces = ((packed & 0xFFFFFFFF) // 3).astype(np.int32)
-        del packed
-        count = np.bincount(corners.ravel(), minlength=len(points))
-        ring_start = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-        partner_start, partner_faces = coplanar_partners(points, corners, f_start)
-        return cls(points, corners, f_start, partner_start, partner_faces, ring_start, ring_faces)
+        count = np.bincount(corners, minlength=len(unique))
+        return point, np.concatenate([[0], np.cumsum(count)]).astype(np.int64), ring_faces
 
     @property
     def shared(self) -> NDArray[np.bool_]:
@@ -162,7 +168,8 @@ class Triangles:
     def around(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The faces that share a point with faces ``face`` (K,), themselves included:
         pairs (k, neighbour) of (R,) int64 each."""
-        return _expand(self.ring_start, self.ring_faces, self.faces[face].ravel(), 3)
+        point, ring_start, ring_faces = self.rings
+        return _expand(ring_start, ring_faces, point[self.faces[face]].ravel(), 3)
 
     def partners(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The coplanar partners of faces ``face`` (K,): pairs (k, partner) of (R,) int64."""
@@ -218,9 +225,11 @@ def coplanar_partners(
     if len(face_start) < 3 or n == 0:  # one geometry: no other to share with
         return none
     key = np.zeros(n, np.int64)
-    for a in range(0, n, 1 << 18):  # blocks keep the temporaries small
-        key[a : a + (1 << 18)] = _plane_key(vertices_m, faces[a : a + (1 << 18)])
-    geometry = np.repeat(np.arange(len(face_start) - 1), np.diff(face_start))
+    columns = [np.ascontiguousarray(vertices_m[:, k]) for k in range(3)]
+    for a in range(0, n, 1 << 16):  # blocks keep the temporaries small (and in cache)
+        key[a : a + (1 << 16)] = _plane_key(columns, faces[a : a + (1 << 16)])
+    del columns
+    geometry = np.repeat(np.arange(len(face_start) - 1, dtype=np.int32), np.diff(face_start))
     # faces by plane, increasing within one: one sort of (key's top 40 bits, face) packed
     # in an int64 (two planes whose keys agree there are one more often: more candidates)
     if n < 1 << 24:
@@ -270,26 +279,31 @@ def coplanar_partners(
     return partner_start.astype(np.int64), partner[by].astype(np.int32)
 
 
-def _plane_key(vertices_m: NDArray[np.float64], faces: NDArray[np.integer]) -> NDArray[np.int64]:
-    """(F,) int64: a hash of each face's rounded plane (see :func:`coplanar_partners`)."""
-    v0 = vertices_m[faces[:, 0]]
-    e1 = vertices_m[faces[:, 1]] - v0
-    e2 = vertices_m[faces[:, 2]] - v0
-    n = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
-                  e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
-                  e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
-    length = np.sqrt(n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2])
-    n /= np.where(length > 0, length, 1.0)[:, None]
+def _plane_key(
+    columns: Sequence[NDArray[np.float64]], faces: NDArray[np.integer]
+) -> NDArray[np.int64]:
+    """(F,) int64: a hash of each face's rounded plane (see :func:`coplanar_partners`);
+    ``columns`` are the vertices' x, y, z, each (V,) float64 contiguous."""
+    vx, vy, vz = columns
+    f0, f1, f2 = faces[:, 0], faces[:, 1], faces[:, 2]
+    x0, y0, z0 = vx[f0], vy[f0], vz[f0]
+    ax, ay, az = vx[f1] - x0, vy[f1] - y0, vz[f1] - z0
+    bx, by, bz = vx[f2] - x0, vy[f2] - y0, vz[f2] - z0
+    n = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]
+    length = np.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    length[length <= 0] = 1.0
+    for c in n:
+        c /= length
     # orientation: the first component that is not ~0 is > 0
-    lead = np.where(
-        np.abs(n[:, 0]) > 1e-12, n[:, 0], np.where(np.abs(n[:, 1]) > 1e-12, n[:, 1], n[:, 2])
-    )
-    n *= np.where(lead < 0, -1.0, 1.0)[:, None]
-    offset = n[:, 0] * v0[:, 0] + n[:, 1] * v0[:, 1] + n[:, 2] * v0[:, 2]
+    lead = np.where(np.abs(n[0]) > 1e-12, n[0], np.where(np.abs(n[1]) > 1e-12, n[1], n[2]))
+    flip = lead < 0
+    for c in n:
+        np.negative(c, out=c, where=flip)
+    offset = n[0] * x0 + n[1] * y0 + n[2] * z0
     # one int64 a plane: a hash of the rounded values (a collision only adds candidates)
     key = np.round(offset / PLANE_OFFSET_STEP_M).astype(np.int64)
-    for k in range(3):
-        key = key * np.int64(1_000_003) + np.round(n[:, k] / PLANE_NORMAL_STEP).astype(np.int64)
+    for c in n:
+        key = key * np.int64(1_000_003) + np.round(c / PLANE_NORMAL_STEP).astype(np.int64)
     return key
 
 
@@ -603,7 +617,18 @@ class RefinedScene:
                 raise RuntimeError(f"Open3D numbered geometry {g} as {got}")
             kept_v.append(v32)
             kept_f.append(f32)
-        self.triangles = Triangles.pack(kept_v, kept_f)
+        self._given: tuple[list[NDArray[np.float32]], list[NDArray[np.uint32]]] | None = (
+            kept_v, kept_f
+        )  # fmt: skip
+
+    @cached_property
+    def triangles(self) -> Triangles:
+        """The scene's triangles, packed on first use (the first cast: a scene built and
+        not cast does not pay for the coplanar table)."""
+        assert self._given is not None
+        triangles = Triangles.pack(*self._given)
+        self._given = None
+        return triangles
 
     def cast(self, rays: NDArray[np.float32], threads: int = 0) -> RefinedCast:
         """The refined first hit of each ray.
