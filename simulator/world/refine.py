@@ -233,9 +233,11 @@ def coplanar_partners(
     # faces by plane, increasing within one: one sort of (key's top 40 bits, face) packed
     # in an int64 (two planes whose keys agree there are one more often: more candidates)
     if n < 1 << 24:
-        key = (key >> 24 << 24) | np.arange(n)
+        key >>= 24
+        key <<= 24
+        key |= np.arange(n)
         key.sort()
-        order = key & 0xFFFFFF
+        order = (key & 0xFFFFFF).astype(np.int32)
         key >>= 24
     else:
         order = np.argsort(key, kind="stable")
@@ -641,10 +643,11 @@ class RefinedScene:
             Threads Open3D casts on (0: every core).
         """
         rays = np.ascontiguousarray(rays, dtype=np.float32)
+        triangles = self.triangles  # packed before Embree's first cast builds its BVH
         res = self.scene.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=threads)
         t, normal, face, ties = self.refine(
             rays, res["t_hit"].numpy(), res["geometry_ids"].numpy(),
-            res["primitive_ids"].numpy(), res["primitive_normals"].numpy(), self.triangles,
+            res["primitive_ids"].numpy(), res["primitive_normals"].numpy(), triangles,
         )  # fmt: skip
         del res
         if len(ties):
