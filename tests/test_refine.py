@@ -9,7 +9,14 @@ import trimesh
 
 from simulator.backend import Backend
 from simulator.world.raycast import import_open3d
-from simulator.world.refine import INVALID_ID, RefinedScene, Triangles, refine_hits, resolve_ties
+from simulator.world.refine import (
+    INVALID_ID,
+    RefinedScene,
+    Triangles,
+    moller_trumbore,
+    refine_hits,
+    resolve_ties,
+)
 
 
 def _quad(z: float, size: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
@@ -172,3 +179,25 @@ def test_a_coplanar_tie_is_decided_in_the_refinement_whichever_face_embree_found
     np.testing.assert_array_equal(f2[away], tri.face_start[1] + p[away].astype(np.int64))
     for a, b in ((t1, t2), (n1, n2), (f1, f2)):
         np.testing.assert_array_equal(a[away].view(np.uint8), b[away].view(np.uint8))
+
+
+def test_ties_are_the_hits_on_an_edge(backend: Backend) -> None:
+    """Every ray aimed exactly at the squares' shared diagonal is a tie (float64 cannot
+    tell its two triangles apart there, so neither Embree's choice nor the refinement may
+    decide it alone); every other tie is within float64's rounding of an edge."""
+    scene = _scene()
+    tri = scene.triangles
+    rays = _rays(20_000, seed=6)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    _, _, face, ties = backend.refine_hits(rays, *raw, tri)
+    ground = np.flatnonzero((raw[1] == 1) | (raw[1] == 2))
+    diagonal = ground[(rays[ground, 0] == rays[ground, 1]) & (rays[ground, 5] == -1.0)]
+    assert len(diagonal) > 1000 and np.isin(diagonal, ties).all()
+    r = rays[ties].astype(np.float64)
+    corners = tri.faces[face[ties]]
+    _, u, v, *_ = moller_trumbore(
+        r[:, :3], r[:, 3:], *(tri.vertices_m[corners[:, k]] for k in range(3))
+    )
+    assert np.abs(np.minimum(np.minimum(u, v), 1.0 - u - v)).max() < 1e-9
