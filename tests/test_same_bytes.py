@@ -11,11 +11,13 @@ Each variant runs ``tests/support/same_bytes_run.py`` in a process of its own:
   BVH of width 4). The shim needs Linux CPUID faulting (the ``cpuid_fault`` CPU flag):
   without it or without gcc, those variants are skipped, with the reason.
 
-Every variant also casts a sphere: Embree's raw ranges must differ under some forced
-Embree (the shim reached it), the refined ones must not. The scans are four cases' first
-0.1 revolution; still, seven processes and numba compiling every kernel for the generic
-CPU take 60 s on two quiet cores (4.5 min on busy ones), so the test runs only when
-``LIDAR_SIM_SAME_BYTES=1``:
+Every variant also casts a sphere, and 480,000 rays into the bundled street from two
+points: Embree's raw sphere ranges and street faces must differ under some forced Embree
+(the shim reached it, and the street holds rays whose face Embree's instruction set
+decides: 195 under AVX, 303 under the Skylake-SP's BVH4), the refined ones must not. The
+scans are four cases' first 0.1 revolution; still, seven processes and numba compiling
+every kernel for the generic CPU take 60 s on two quiet cores (2.5-4.5 min on busy ones),
+so the test runs only when ``LIDAR_SIM_SAME_BYTES=1``:
 ``LIDAR_SIM_SAME_BYTES=1 pytest -n 0 -s tests/test_same_bytes.py`` (``-s`` prints the
 digests of every variant).
 """
@@ -136,3 +138,8 @@ def test_reference_scans_are_the_same_under_every_instruction_set(tmp_path: Path
     assert any(got[n]["embree_raw"] != host["embree_raw"] for n in ("embree-avx",)), (
         f"forcing Embree's AVX kernels changed none of its raw answers: did the shim work?\n{table}"
     )
+    for name in ("embree-avx", "embree-skylake-sp"):
+        assert got[name]["street_raw"] != host["street_raw"], (
+            f"{name}: Embree picked the same face for every street ray: the probe proves "
+            f"nothing\n{table}"
+        )

@@ -1,6 +1,6 @@
 """One variant's run of tests/test_same_bytes.py, in a process of its own: the digests of
-short reference scans (``benchmarks/checksums.py``'s cases), and of a sphere cast by Embree
-raw and refined, printed as one JSON line.
+short reference scans (``benchmarks/checksums.py``'s cases), and of a sphere and the street
+cast by Embree raw and refined, printed as one JSON line.
 
 ``python tests/support/same_bytes_run.py CASE ... [--set KEY=VALUE ...]``
 """
