@@ -6,7 +6,8 @@ street drive with moving objects, the HDL-64E in 50 m fog, a VLP-16 in rain, ada
 footprints of 7 sub-rays on the farm and of 19 on half a revolution of the street, with
 the diagnostic fields) and prints, per survey, the point count and a 16-hex-digit BLAKE2
 digest of every field of the point record (names, dtypes and bytes, in name order). Run it
-before and after a change and compare.
+before and after a change and compare. ``--set KEY=VALUE ...`` adds overrides to every case
+(``tests/test_same_bytes.py`` scans shortened cases under other instruction sets).
 """
 
 from __future__ import annotations
@@ -71,11 +72,19 @@ def main() -> None:
     """Scan each case and print its name, point count and digest."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="case names to run")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="overrides added to every case's (e.g. revolutions=0.1 for a short check; "
+        "the digests are then not the reference ones)",
+    )
     args = parser.parse_args()
     for name, (survey, overrides) in CASES.items():
         if args.only and name not in args.only:
             continue
-        cloud = simulator.scan(ROOT / survey, overrides)
+        cloud = simulator.scan(ROOT / survey, [*overrides, *args.set])
         print(f"{name:22s} {len(cloud):8d} {digest(cloud)}", flush=True)
 
 

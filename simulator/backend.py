@@ -45,6 +45,7 @@ from .steps.returns import Returns
 from .steps.tables import SceneTables, Streams
 from .steps.transmittance import Behind
 from .steps.weather import Medium
+from .world.refine import Triangles
 
 __all__ = [
     "COMPILE_NOTE",
@@ -105,6 +106,8 @@ STEPS: tuple[Step, ...] = (
     Step("sub_rays", "steps.rays", "rays"),
     # which rays can meet which moving objects: the ray engine's cull
     Step("rays_into_boxes", "world.raycast", "cull"),
+    # the hits' range and normal recomputed in float64, and the ties among them
+    Step("refine_hits", "world.refine", "refine"),
     # the per-hit model
     Step("evaluate_hits", "steps.hits", "hits"),
     # which footprints adaptive sampling leaves to the central ray
@@ -282,6 +285,19 @@ class Backend(Protocol):
         hi_m: NDArray[np.float64],
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Which rays meet which boxes (see :func:`simulator.world.raycast.rays_into_boxes`)."""
+        ...
+
+    def refine_hits(
+        self,
+        rays: NDArray[np.float32],
+        t_hit: NDArray[np.float32],
+        geometry: NDArray[np.uint32],
+        primitive: NDArray[np.uint32],
+        normal: NDArray[np.float32],
+        triangles: Triangles,
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]]:
+        """Hits refined in float64, the faces hit (coplanar ties decided) and the possible
+        ties with a neighbour (see :func:`simulator.world.refine.refine_hits`)."""
         ...
 
     def medium_returns(

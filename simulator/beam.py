@@ -20,6 +20,7 @@ along the range and the receiver's near-field overlap.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,7 +226,9 @@ def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]
         raise ValueError(f"samples must be one of {RING_COUNTS}, got {samples}")
     rings = RING_COUNTS.index(samples)
     offsets = [np.zeros((1, 2))]
-    energy = [1.0 - np.exp(-2.0 * (0.5 / rings) ** 2) if rings else 1.0]
+    # math.exp, not np.exp: numpy's AVX-512 exp differs in the last bit on some scalars,
+    # and the weights must be the same on any CPU (issue 49).
+    energy = [1.0 - math.exp(-2.0 * (0.5 / rings) ** 2) if rings else 1.0]
     counts = [1]
     for j in range(1, rings + 1):
         n = 6 * j
@@ -234,8 +237,8 @@ def beam_pattern(samples: int) -> tuple[NDArray[np.float64], NDArray[np.float64]
         radius = j / rings
         offsets.append(radius * np.stack([np.cos(angle), np.sin(angle)], axis=1))
         r_in = (j - 0.5) / rings
-        outer = 0.0 if j == rings else np.exp(-2.0 * ((j + 0.5) / rings) ** 2)
-        energy.append(np.exp(-2.0 * r_in**2) - outer)
+        outer = 0.0 if j == rings else math.exp(-2.0 * ((j + 0.5) / rings) ** 2)
+        energy.append(math.exp(-2.0 * r_in**2) - outer)
         counts.append(n)
     weights = np.concatenate([np.full(c, e / c) for c, e in zip(counts, energy, strict=True)])
     return np.concatenate(offsets), weights / weights.sum()

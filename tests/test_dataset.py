@@ -63,6 +63,10 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("one") / "ds"
     manifest = run_dataset(DEMO, out, workers=1)
     assert manifest["errors"] == [] and manifest["frames"] == 6
+    # the machine, so that a user can tell two machines' datasets apart (issue 49)
+    machine = json.loads((out / "manifest.json").read_text())["machine"]
+    assert machine["cpu"]["machine"] and "numpy" in machine["libraries"]
+    assert {"open3d", "numba"} <= set(machine["libraries"])
     return out
 
 

@@ -276,8 +276,11 @@ def _manifest(
 ) -> dict[str, Any]:
     """What ``manifest.json`` records: the effective spec, the package version, each
     sequence's seed and counts, the errors, the labels written, the seconds since
-    ``started`` (``time.perf_counter``), who ran what and how local workers started."""
+    ``started`` (``time.perf_counter``), who ran what, how local workers started, and the
+    machine (:func:`simulator.machine.machine_summary`: the CPU and the libraries'
+    versions)."""
     from .. import __version__
+    from ..machine import machine_summary
 
     labels: dict[str, int] = {}
     for r in results:
@@ -306,4 +309,6 @@ def _manifest(
         # who ran what: frames written, sequences built (and the seconds of both)
         "workers": {w: by_worker[w] for w in sorted(by_worker)},
         "start_method": started_by,
+        # the CPU and libraries (issue 49): what to compare when two datasets differ
+        "machine": machine_summary(),
     }

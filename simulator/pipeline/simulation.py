@@ -100,7 +100,9 @@ class Simulation(Runs):
         # The vehicle under the sensor, if any, follows it (after the scene's objects).
         ego = (scanner.ego, s.ego)
         self.scene = with_ego(self.scene, ego, self.trajectory, self.base_dir, self.source)
-        self.engine = RayEngine(self.scene, cull=self.backend.rays_into_boxes)
+        self.engine = RayEngine(
+            self.scene, cull=self.backend.rays_into_boxes, refine=self.backend.refine_hits
+        )
         self.tables = SceneTables.from_scene(self.scene)
         optics = self.see_through = SeeThrough.of(self.tables, self.scene)
         self.model = ReturnModel.from_scanner(

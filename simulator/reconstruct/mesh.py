@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..world.raycast import import_open3d
+from ..world.refine import RefinedScene
 from .grid import BeamGrid
 
 __all__ = [
@@ -127,12 +128,9 @@ class MeshCaster:
     """
 
     def __init__(self, vertices_m: NDArray[np.float64], faces: NDArray[np.int64]) -> None:
-        self._o3d = o3d = import_open3d()
-        self._scene = o3d.t.geometry.RaycastingScene()
-        self._scene.add_triangles(
-            o3d.core.Tensor(vertices_m.astype(np.float32)),
-            o3d.core.Tensor(faces.astype(np.uint32)),
-        )
+        # Refined hits (range recomputed in float64, ties to the lowest face): the same
+        # on any x86-64 CPU.
+        self._scene = RefinedScene(import_open3d(), [vertices_m], [faces])
 
     def cast(
         self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]
@@ -149,13 +147,11 @@ class MeshCaster:
         t_m : (N,) float64
             Distance along the ray to the hit, inf for a miss (N = the rays, flattened).
         face : (N,) int64
-            The face hit (undefined for a miss).
+            The face hit (-1 for a miss).
         """
         rays = np.concatenate([origins_m.reshape(-1, 3), directions.reshape(-1, 3)], axis=1)
-        res = self._scene.cast_rays(self._o3d.core.Tensor(rays.astype(np.float32)))
-        return res["t_hit"].numpy().astype(np.float64), res["primitive_ids"].numpy().astype(
-            np.int64
-        )
+        cast = self._scene.cast(rays.astype(np.float32))
+        return cast.t.astype(np.float64), cast.primitive.astype(np.int64)
 
 
 def _grid_order(grid: BeamGrid) -> tuple[NDArray[np.int64], NDArray[np.float64]]:

@@ -221,22 +221,17 @@ def _first_surface(
     meshes: list[tuple[str, Any, Any]], origin: NDArray, direction: NDArray
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """(N,) index of the first twin surface each ray meets (-1: none) and its distance, m,
-    cast by Open3D's ``RaycastingScene``."""
-    import open3d as o3d
+    cast by Open3D's ``RaycastingScene``, refined
+    (:class:`~simulator.world.refine.RefinedScene`)."""
+    from ..world.raycast import import_open3d
+    from ..world.refine import RefinedScene
 
-    scene = o3d.t.geometry.RaycastingScene()
-    ids = []
-    for _, vertices, faces in meshes:
-        ids.append(scene.add_triangles(vertices.astype(np.float32), faces.astype(np.uint32)))
+    scene = RefinedScene(
+        import_open3d(), [vertices for _, vertices, _ in meshes], [faces for _, _, faces in meshes]
+    )
     rays = np.concatenate([origin, direction], axis=1).astype(np.float32)
-    hit = scene.cast_rays(o3d.core.Tensor(rays))
-    t = hit["t_hit"].numpy().astype(np.float64)
-    geometry = hit["geometry_ids"].numpy().astype(np.int64)
-    lookup = np.full(max(ids) + 2, -1, dtype=np.int64)
-    lookup[np.array(ids)] = np.arange(len(ids))
-    found = np.isfinite(t)
-    surface = np.where(found, lookup[np.where(found, geometry, len(lookup) - 1)], -1)
-    return surface, t
+    hit = scene.cast(rays)
+    return hit.geometry.astype(np.int64), hit.t.astype(np.float64)
 
 
 def write_twin(

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from ..chunk import Hits, world_rays
 from ..sensor.trajectory import Trajectory
+from .refine import RefinedScene, RefineHits, refine_hits
 from .scene import Scene
 
 __all__ = ["BoxCull", "Hits", "RayEngine", "import_open3d", "rays_into_boxes"]
@@ -82,9 +83,14 @@ class RayEngine:
     ray into the object's frame at the ray's own time, so motion is exact per pulse
     (no time slices), and the nearest hit of all scenes wins.
 
+    Embree only finds the triangle: each scene is a
+    :class:`~simulator.world.refine.RefinedScene`, which recomputes the hit's range and
+    normal in float64 and decides ties by the lowest ids, so that a hit is the same on any
+    x86-64 CPU (a moving group's hits are refined in its own frame, before they are
+    compared with the static ones).
+
     When some object has per-face materials, each hit also gets its material row
-    (:attr:`Hits.material_row`, from Open3D's ``primitive_ids``: the object's first face
-    row plus the triangle's index); otherwise the primitive ids are not read.
+    (:attr:`Hits.material_row`: the object's first face row plus the triangle's index).
 
     Parameters
     ----------
@@ -93,12 +99,18 @@ class RayEngine:
     cull : BoxCull, optional
         Says which rays can meet a moving group (default :func:`rays_into_boxes`; the
         numba backend's kernel computes the same).
+    refine : RefineHits, optional
+        Refines the hits (default :func:`~simulator.world.refine.refine_hits`; the numba
+        backend's kernel computes the same).
     """
 
-    def __init__(self, scene: Scene, cull: BoxCull | None = None) -> None:
+    def __init__(
+        self, scene: Scene, cull: BoxCull | None = None, refine: RefineHits | None = None
+    ) -> None:
         # Imported here: it is slow to import and needs libusb.
         self._o3d = o3d = import_open3d()
         self.cull: BoxCull = rays_into_boxes if cull is None else cull
+        self.refine: RefineHits = refine_hits if refine is None else refine
         #: The moving groups' swept boxes of the last cast's time slots (_slot_boxes).
         self._boxes: tuple[int, NDArray[np.float64], NDArray[np.float64]] | None = None
         #: Threads Open3D casts on (0: all cores); a worker process sharing the machine
@@ -106,9 +118,8 @@ class RayEngine:
         self.threads = 0
         self.origin_shift_m: NDArray[np.float64] = scene.bounds_m.mean(axis=0)
         static = [i for i, o in enumerate(scene.objects) if not o.moving]
-        self._scene, ids = self._build([scene.objects[i] for i in static], self.origin_shift_m)
-        if ids != list(range(len(ids))):  # what cast_rays relies on
-            raise RuntimeError(f"Open3D numbered the geometries unexpectedly: {ids[:5]}...")
+        # Geometry ids are 0..n-1 in insertion order (RefinedScene checks it).
+        self._scene = self._build([scene.objects[i] for i in static], self.origin_shift_m)
         if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
         self._static_index = np.asarray(static, dtype=np.int32)
@@ -126,7 +137,7 @@ class RayEngine:
             objs = [scene.objects[i] for i in members]
             vertices = np.concatenate([o.vertices_m for o in objs])
             local = vertices.mean(axis=0)
-            rc, _ = self._build(objs, local)
+            rc = self._build(objs, local)
             radius = float(np.sqrt(((vertices - local) ** 2).sum(axis=1).max()))
             self._moving.append(
                 _MovingGroup(np.asarray(members, np.int32), rc, local, radius, objs[0].trajectory)
@@ -137,22 +148,14 @@ class RayEngine:
         """Whether some objects move (casts then need each ray's time)."""
         return bool(self._moving)
 
-    def _build(self, objects: list, shift: NDArray[np.float64]) -> tuple[object, list[int]]:
-        o3d = self._o3d
-        rc = o3d.t.geometry.RaycastingScene()
-        ids = []
-        for obj in objects:
-            # One float32 and one uint32 copy each, shared with Open3D (from_numpy), which
-            # copies them into Embree's buffers; both are freed after.
-            vertices = (obj.vertices_m - shift).astype(np.float32)
-            faces = obj.faces.astype(np.uint32)
-            ids.append(
-                rc.add_triangles(
-                    o3d.core.Tensor.from_numpy(vertices), o3d.core.Tensor.from_numpy(faces)
-                )
-            )
-            del vertices, faces
-        return rc, ids
+    def _build(self, objects: list, shift: NDArray[np.float64]) -> RefinedScene:
+        """One scene of ``objects``, moved by ``-shift`` (m), its hits refined."""
+        return RefinedScene(
+            self._o3d,
+            [obj.vertices_m - shift for obj in objects],
+            [obj.faces for obj in objects],
+            self.refine,
+        )
 
     def rays(
         self, origins_m: NDArray[np.float64], directions: NDArray[np.float64]
@@ -197,25 +200,18 @@ class RayEngine:
         self, rays: NDArray[np.float32], time_s: NDArray[np.float64] | None = None
     ) -> Hits:
         """Cast rays already in Open3D's layout (see :meth:`rays`), at times ``time_s``."""
-        # from_numpy shares the array with Open3D (no copy; it only reads it).
-        tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))
-        result = self._scene.cast_rays(tensor, nthreads=self.threads)
-        # Geometry ids are 0..n-1 in insertion order; INVALID_ID (2^32 - 1) read as int32
-        # is exactly -1, the miss marker. Misses have t = inf and a zero normal already.
-        geometry = result["geometry_ids"].numpy().view(np.int32)
+        # Embree finds the triangle; its range and normal are recomputed in float64 and
+        # ties are decided by the lowest ids (RefinedScene): the same on any x86-64 CPU.
+        cast = self._scene.cast(rays, self.threads)
+        geometry = cast.geometry  # -1: a miss (t = inf, a zero normal)
         if self._identity:
             object_index = geometry
         else:
             object_index = np.where(geometry >= 0, self._static_index[np.maximum(geometry, 0)], -1)
             object_index = object_index.astype(np.int32)
-        hits = Hits(
-            range_m=result["t_hit"].numpy(),
-            object_index=object_index,
-            normal=result["primitive_normals"].numpy(),
-        )
+        hits = Hits(range_m=cast.t, object_index=object_index, normal=cast.normal)
         if self._face_rows is not None:
-            primitive = result["primitive_ids"].numpy()
-            hits.material_row = self._material_rows(object_index, primitive)
+            hits.material_row = self._material_rows(object_index, cast.primitive)
         if self._moving:
             if time_s is None:
                 raise ValueError("the scene has moving objects: cast_rays needs the rays' times")
@@ -223,12 +219,12 @@ class RayEngine:
         return hits
 
     def _material_rows(
-        self, object_index: NDArray[np.int32], primitive: NDArray[np.uint32]
+        self, object_index: NDArray[np.int32], primitive: NDArray[np.int32]
     ) -> NDArray[np.int32]:
         """(N,) int32: the material row of each hit (``object_index``, -1 a miss) on the
-        triangle ``primitive`` of its geometry (Open3D's uint32 ``primitive_ids``)."""
+        triangle ``primitive`` of its geometry (-1 for a miss, not used)."""
         assert self._face_rows is not None
-        face = primitive.view(np.int32)  # (a miss's INVALID_ID: -1, not used)
+        face = primitive
         first = self._face_rows[np.maximum(object_index, 0)]
         faced = (object_index >= 0) & (first >= 0)
         return np.where(faced, first + face, object_index).astype(np.int32)
@@ -237,7 +233,7 @@ class RayEngine:
         """Cast rays into the static objects and discard the result: Open3D's own cost
         alone, what the benchmark compares the pipeline with."""
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays))  # no copy
-        self._scene.cast_rays(tensor, nthreads=self.threads)
+        self._scene.scene.cast_rays(tensor, nthreads=self.threads)
 
     def _cast_moving(self, rays: NDArray[np.float32], time_s: NDArray, hits: Hits) -> None:
         """Intersect each moving group in its own frame at each ray's time; keep the nearest.
@@ -265,19 +261,19 @@ class RayEngine:
             o = np.einsum("nji,nj->ni", rot, origins - pos) - group.local_m
             d = np.einsum("nji,nj->ni", rot, directions)
             local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
-            res = group.scene.cast_rays(self._o3d.core.Tensor(local_rays), nthreads=self.threads)
-            t = res["t_hit"].numpy()
-            nearer = t < hits.range_m[rows]
+            # refined in the group's frame, before the comparison with the static hits
+            cast = group.scene.cast(local_rays, self.threads)
+            nearer = cast.t < hits.range_m[rows]
             if not nearer.any():
                 continue
             at = rows[nearer]
-            geometry = res["geometry_ids"].numpy().view(np.int32)[nearer]
-            hits.range_m[at] = t[nearer]
+            geometry = cast.geometry[nearer]
+            hits.range_m[at] = cast.t[nearer]
             hits.object_index[at] = group.members[geometry]
             if hits.material_row is not None:
-                primitive = res["primitive_ids"].numpy()[nearer]
+                primitive = cast.primitive[nearer]
                 hits.material_row[at] = self._material_rows(group.members[geometry], primitive)
-            n_local = res["primitive_normals"].numpy()[nearer].astype(np.float64)
+            n_local = cast.normal[nearer].astype(np.float64)
             hits.normal[at] = np.einsum("nij,nj->ni", rot[nearer], n_local)
 
     def _slot_boxes(
@@ -318,7 +314,7 @@ class _MovingGroup:
     """Moving objects that share one trajectory, in one scene of their own frame."""
 
     members: NDArray[np.int32]  # scene object index of each geometry id
-    scene: object  # their RaycastingScene, in the frame shifted by local_m
+    scene: RefinedScene  # their scene, in the frame shifted by local_m
     local_m: NDArray[np.float64]  # the shift: the mean of their vertices, own frame
     radius_m: float  # the bounding sphere about local_m
     trajectory: Trajectory

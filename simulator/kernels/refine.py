@@ -1,0 +1,142 @@
+"""Embree's hits refined in float64, in parallel over the rays (the specification:
+:func:`simulator.world.refine.refine_hits`).
+
+The same operations in the same order as the specification's
+:func:`~simulator.world.refine.moller_trumbore` and
+:func:`~simulator.world.refine.edge_band`, without ``fastmath`` (no contraction into
+fused multiply-adds, no reassociation), so both round the same way on any CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import NDArray
+
+from ..world.refine import EDGE_ULPS, TIE_REL, Triangles
+
+__all__ = ["refine_hits"]
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _moller_trumbore(o, d, vertices, faces, f):  # type: ignore[no-untyped-def]
+    """Ray (origin ``o``, direction ``d``, float64 3-tuples) against face ``f``: t, u, v,
+    the normal's components, det, and the edge band's numerator (see the specification)."""
+    a, b, c = faces[f, 0], faces[f, 1], faces[f, 2]
+    v0x, v0y, v0z = vertices[a, 0], vertices[a, 1], vertices[a, 2]
+    e1x, e1y, e1z = vertices[b, 0] - v0x, vertices[b, 1] - v0y, vertices[b, 2] - v0z
+    e2x, e2y, e2z = vertices[c, 0] - v0x, vertices[c, 1] - v0y, vertices[c, 2] - v0z
+    dx, dy, dz = d
+    px, py, pz = dy * e2z - dz * e2y, dz * e2x - dx * e2z, dx * e2y - dy * e2x
+    det = e1x * px + e1y * py + e1z * pz
+    sx, sy, sz = o[0] - v0x, o[1] - v0y, o[2] - v0z
+    qx, qy, qz = sy * e1z - sz * e1y, sz * e1x - sx * e1z, sx * e1y - sy * e1x
+    t = (e2x * qx + e2y * qy + e2z * qz) / det
+    u = (sx * px + sy * py + sz * pz) / det
+    v = (dx * qx + dy * qy + dz * qz) / det
+    nx, ny, nz = e1y * e2z - e1z * e2y, e1z * e2x - e1x * e2z, e1x * e2y - e1y * e2x
+    s1 = abs(sx) + abs(sy) + abs(sz)
+    l1 = abs(e1x) + abs(e1y) + abs(e1z)
+    l2 = abs(e2x) + abs(e2y) + abs(e2z)
+    ld = abs(dx) + abs(dy) + abs(dz)
+    spread = ld * ((s1 + l1 + l2) * (l1 + l2))
+    return t, u, v, nx, ny, nz, det, spread
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _holds(t, u, v):  # type: ignore[no-untyped-def]
+    """Whether a face holds the hit: in front, barycentrics >= 0 (closed triangle)."""
+    return t >= 0.0 and t < np.inf and u >= 0.0 and v >= 0.0 and (1.0 - u - v) >= 0.0
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_start,
+            partner_start, partner_faces, band_scale, tie_rel, t_out, n_out, face_out,
+            tie):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Refine hit ``i`` into ``t_out[i]``, ``n_out[i]``, ``face_out[i]``; ``tie[i]``:
+    whether it may be a tie with a neighbour. (The constants are arguments: numba's cache
+    would keep an imported one's old value.)"""
+    invalid = np.int64(4294967295)  # INVALID_ID
+    for i in prange(t_hit.shape[0]):
+        t_out[i] = t_hit[i]
+        n_out[i, 0] = normal[i, 0]
+        n_out[i, 1] = normal[i, 1]
+        n_out[i, 2] = normal[i, 2]
+        face_out[i] = -1
+        tie[i] = False
+        g = np.int64(geometry[i])
+        if g == invalid:
+            continue
+        f = face_start[g] + np.int64(primitive[i])
+        face_out[i] = f
+        o = (np.float64(rays[i, 0]), np.float64(rays[i, 1]), np.float64(rays[i, 2]))
+        d = (np.float64(rays[i, 3]), np.float64(rays[i, 4]), np.float64(rays[i, 5]))
+        t, u, v, nx, ny, nz, det, spread = _moller_trumbore(o, d, vertices, faces, f)
+        if not (det != 0.0 and t >= 0.0 and t < np.inf):  # Embree's answer, a tie
+            tie[i] = True
+            continue
+        t_out[i] = np.float32(t)
+        length = np.sqrt(nx * nx + ny * ny + nz * nz)
+        if length > 0.0:
+            n_out[i, 0] = np.float32(nx / length)
+            n_out[i, 1] = np.float32(ny / length)
+            n_out[i, 2] = np.float32(nz / length)
+        band = band_scale * spread / abs(det)
+        if not (u >= band and v >= band and (1.0 - u - v) >= band):
+            tie[i] = True
+            continue
+        first, last = partner_start[f], partner_start[f + 1]
+        if first == last:
+            continue
+        # the coplanar partners: the nearest that holds the hit, then the lowest face
+        nearest = t
+        holders = 0
+        for j in range(first, last):
+            tq, uq, vq, _, _, _, _, _ = _moller_trumbore(o, d, vertices, faces, partner_faces[j])
+            if _holds(tq, uq, vq):
+                nearest = min(nearest, tq)
+                holders += 1
+        if holders == 0:  # (most hits: the face alone holds the hit)
+            continue
+        limit = nearest * (1.0 + tie_rel)
+        best = f if t <= limit else np.int64(2**63 - 1)
+        for j in range(first, last):
+            q = np.int64(partner_faces[j])
+            tq, uq, vq, _, _, _, _, _ = _moller_trumbore(o, d, vertices, faces, q)
+            if _holds(tq, uq, vq) and tq <= limit and q < best:
+                best = q
+        if best == f:
+            continue
+        tq, _, _, qx, qy, qz, _, _ = _moller_trumbore(o, d, vertices, faces, best)
+        face_out[i] = best
+        t_out[i] = np.float32(tq)
+        length = np.sqrt(qx * qx + qy * qy + qz * qz)
+        n_out[i, 0] = np.float32(qx / length)
+        n_out[i, 1] = np.float32(qy / length)
+        n_out[i, 2] = np.float32(qz / length)
+
+
+def refine_hits(
+    rays: NDArray[np.float32],
+    t_hit: NDArray[np.float32],
+    geometry: NDArray[np.uint32],
+    primitive: NDArray[np.uint32],
+    normal: NDArray[np.float32],
+    triangles: Triangles,
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`simulator.world.refine.refine_hits`: the (N,) float32 ranges and (N, 3) float32
+    unit normals recomputed in float64, the (N,) int64 faces hit (coplanar ties decided)
+    and the (K,) int64 hits that may be ties with a neighbour."""
+    n = len(t_hit)
+    t_out = np.zeros(n, np.float32)
+    n_out = np.zeros((n, 3), np.float32)
+    face_out = np.zeros(n, np.int64)
+    tie = np.zeros(n, np.bool_)
+    if n:
+        _refine(
+            np.ascontiguousarray(rays, np.float32), np.ascontiguousarray(t_hit, np.float32),
+            np.ascontiguousarray(geometry, np.uint32), np.ascontiguousarray(primitive, np.uint32),
+            np.ascontiguousarray(normal, np.float32).reshape(-1, 3), *triangles.kernel_args(),
+            EDGE_ULPS * 2.0**-53, TIE_REL, t_out, n_out, face_out, tie,
+        )  # fmt: skip
+    return t_out, n_out, face_out, np.flatnonzero(tie).astype(np.int64)

@@ -1,0 +1,203 @@
+"""Hits refined in float64 (issue 49, point 1): the kernel against the specification value
+for value, the refined hit on its triangle, and ties decided the same way every time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trimesh
+
+from simulator.backend import Backend
+from simulator.world.raycast import import_open3d
+from simulator.world.refine import (
+    INVALID_ID,
+    RefinedScene,
+    Triangles,
+    moller_trumbore,
+    refine_hits,
+    resolve_ties,
+)
+
+
+def _quad(z: float, size: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """A square of side ``2 * size`` at height ``z``, two triangles sharing a diagonal."""
+    v = np.array([[-size, -size, z], [size, -size, z], [size, size, z], [-size, size, z]])
+    return v, np.array([[0, 1, 2], [0, 2, 3]])
+
+
+def _scene(refine=None) -> RefinedScene:  # type: ignore[no-untyped-def]
+    """A sphere, two coincident squares of different geometries, and a square above."""
+    sphere = trimesh.creation.icosphere(subdivisions=3, radius=1.5)
+    parts = [
+        (np.asarray(sphere.vertices) + np.array([0.0, 0.0, 5.0]), np.asarray(sphere.faces)),
+        _quad(0.0),
+        _quad(0.0),
+        _quad(2.0, 0.5),
+    ]
+    return RefinedScene(import_open3d(), [p[0] for p in parts], [p[1] for p in parts], refine)
+
+
+def _rays(n: int, seed: int = 1) -> np.ndarray:
+    """(n, 6) float32 rays from above, aimed at points of the plane z = 0 and the sphere,
+    a tenth of them straight down, exactly onto the squares' shared diagonal."""
+    rng = np.random.default_rng(seed)
+    origin = rng.uniform(-3.0, 3.0, (n, 3)) + np.array([0.0, 0.0, 12.0])
+    target = rng.uniform(-2.5, 2.5, (n, 3)) * [1.0, 1.0, 0.0]
+    target[: n // 3, 2] = 5.0  # the sphere's height
+    direction = target - origin
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    rays = np.concatenate([origin, direction], axis=1).astype(np.float32)
+    diagonal = rng.uniform(-1.0, 1.0, n // 10).astype(np.float32)  # outside the square above
+    diagonal += np.where(diagonal < 0, -0.6, 0.6).astype(np.float32)
+    rays[-len(diagonal) :] = 0.0
+    rays[-len(diagonal) :, 0] = rays[-len(diagonal) :, 1] = diagonal
+    rays[-len(diagonal) :, 2] = 12.0
+    rays[-len(diagonal) :, 5] = -1.0
+    return rays
+
+
+def test_refine_kernel_matches_the_specification(backend: Backend) -> None:
+    """Ranges, normals and ties, bit for bit, on Embree's raw hits."""
+    scene = _scene()
+    rays = _rays(20_000)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    args = (rays, *raw, scene.triangles)
+    want = refine_hits(*args)
+    got = backend.refine_hits(*args)
+    for w, g in zip(want, got, strict=True):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    assert 0 < len(want[3]) < len(rays)  # the diagonal and the sphere's edges
+    # nothing to refine: typed empty answers
+    empty = backend.refine_hits(rays[:0], *(a[:0] for a in args[1:5]), scene.triangles)
+    assert [a.shape for a in empty] == [(0,), (0, 3), (0,), (0,)]
+
+
+def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(
+    backend: Backend,
+) -> None:
+    """The refined point is on the plane of its triangle to float32 rounding; coincident
+    faces go to the lower geometry, the diagonal to the lower primitive; misses stay
+    misses."""
+    scene = _scene(backend.refine_hits)
+    rays = _rays(20_000, seed=2)
+    cast = scene.cast(rays)
+    hit = cast.geometry >= 0
+    assert hit.mean() > 0.5 and (~hit).any()
+    assert np.all(np.isinf(cast.t[~hit])) and np.all(cast.normal[~hit] == 0)
+    tri: Triangles = scene.triangles
+    face = tri.face_start[cast.geometry[hit]] + cast.primitive[hit]
+    v0 = tri.vertices_m[tri.faces[face, 0]]
+    point = rays[hit, :3].astype(np.float64) + cast.t[hit, None] * rays[hit, 3:]
+    off_plane = np.abs(((point - v0) * cast.normal[hit]).sum(axis=1))
+    assert off_plane.max() < 1e-5 * max(1.0, float(np.abs(point).max()))
+    np.testing.assert_allclose(np.linalg.norm(cast.normal[hit], axis=1), 1.0, atol=1e-6)
+    # the plane z = 0 belongs to geometries 1 and 2, coincident: 1 always wins
+    on_ground = hit & (np.abs(point_z := rays[:, 2] + cast.t * rays[:, 5]) < 1e-4)
+    assert on_ground.sum() > 1000 and np.all(cast.geometry[on_ground] == 1)
+    del point_z
+    # rays exactly at the diagonal x == y of the ground take the lower primitive
+    diagonal = on_ground & (rays[:, 0] == rays[:, 1]) & (rays[:, 5] == -1.0)
+    assert diagonal.sum() > 1000 and np.all(cast.primitive[diagonal] == 0)
+
+
+def test_refinement_does_not_depend_on_embrees_range_bits() -> None:
+    """Embree's range and normal are only a fallback: perturbed in their last bits, the
+    refinement gives the same answer."""
+    scene = _scene()
+    rays = _rays(5_000, seed=3)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    t, g, p, n = (res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids",
+                                           "primitive_normals"))  # fmt: skip
+    hit = g != INVALID_ID
+    t2 = t.copy()
+    t2[hit] = np.nextafter(t[hit], np.float32(np.inf))
+    n2 = (n * np.float32(1.0 + 2**-22)).astype(np.float32)
+    a = refine_hits(rays, t, g, p, n, scene.triangles)
+    b = refine_hits(rays, t2, g, p, n2, scene.triangles)
+    fine = np.setdiff1d(np.flatnonzero(hit), a[3])  # not ties: refined without fallback
+    for x, y in zip(a[:3], b[:3], strict=True):
+        np.testing.assert_array_equal(x[fine], y[fine])
+
+
+@pytest.mark.parametrize("geometries", [1, 3])
+def test_shared_faces_are_the_coincident_ones_of_other_geometries(geometries: int) -> None:
+    """One square alone shares nothing; three geometries (two coincident squares and one
+    above) share exactly the coincident squares' faces."""
+    quads = [_quad(0.0), _quad(0.0), _quad(1.0)][:geometries]
+    tri = Triangles.pack(
+        [q[0].astype(np.float32) for q in quads], [q[1].astype(np.uint32) for q in quads]
+    )
+    want = [False] * 2 if geometries == 1 else [True] * 4 + [False] * 2
+    assert tri.shared.tolist() == want
+
+
+def test_a_tie_is_decided_the_same_from_either_triangle_embree_found() -> None:
+    """At the squares' diagonal, whichever of the two triangles (or the coincident square's)
+    Embree reports, and whatever else ``list_intersections`` reports, the winner is the
+    same: the lowest face that holds the hit in float64."""
+    scene = _scene()
+    tri = scene.triangles
+    rays = _rays(2_000, seed=4)[-200:]  # straight down onto the diagonal
+    m = np.arange(len(rays))
+    first = tri.face_start[1]  # geometry 1's faces, then geometry 2's coincident ones
+    got = [resolve_ties(rays, m, np.full(len(rays), first + f, np.int64), tri) for f in range(4)]
+    for g in got:
+        np.testing.assert_array_equal(g, first)
+    both = resolve_ties(
+        rays, np.r_[m, m], np.r_[np.full(len(m), first + 3), np.full(len(m), 2)], tri
+    )
+    np.testing.assert_array_equal(both, first)
+
+
+def test_a_coplanar_tie_is_decided_in_the_refinement_whichever_face_embree_found(
+    backend: Backend,
+) -> None:
+    """On the coincident squares, away from their edges, the refinement itself (not the
+    tie path) gives the same range, normal and face whether Embree reported geometry 1's
+    triangle or geometry 2's: the lower one, geometry 1's."""
+    scene = _scene()
+    tri = scene.triangles
+    rays = _rays(8_000, seed=5)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    t, g, p, n = (res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids",
+                                           "primitive_normals"))  # fmt: skip
+    ground = (g == 1) | (g == 2)
+    answers = []
+    for reported in (1, 2):
+        g2 = g.copy()
+        g2[ground] = reported
+        answers.append(backend.refine_hits(rays, t, g2, p, n, tri))
+    (t1, n1, f1, ties1), (t2, n2, f2, ties2) = answers
+    np.testing.assert_array_equal(ties1, ties2)
+    away = np.setdiff1d(np.flatnonzero(ground), ties1)
+    assert len(away) > 1000
+    np.testing.assert_array_equal(f2[away], tri.face_start[1] + p[away].astype(np.int64))
+    for a, b in ((t1, t2), (n1, n2), (f1, f2)):
+        np.testing.assert_array_equal(a[away].view(np.uint8), b[away].view(np.uint8))
+
+
+def test_ties_are_the_hits_on_an_edge(backend: Backend) -> None:
+    """Every ray aimed exactly at the squares' shared diagonal is a tie (float64 cannot
+    tell its two triangles apart there, so neither Embree's choice nor the refinement may
+    decide it alone); every other tie is within float64's rounding of an edge."""
+    scene = _scene()
+    tri = scene.triangles
+    rays = _rays(20_000, seed=6)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    _, _, face, ties = backend.refine_hits(rays, *raw, tri)
+    ground = np.flatnonzero((raw[1] == 1) | (raw[1] == 2))
+    diagonal = ground[(rays[ground, 0] == rays[ground, 1]) & (rays[ground, 5] == -1.0)]
+    assert len(diagonal) > 1000 and np.isin(diagonal, ties).all()
+    r = rays[ties].astype(np.float64)
+    corners = tri.faces[face[ties]]
+    _, u, v, *_ = moller_trumbore(
+        r[:, :3], r[:, 3:], *(tri.vertices_m[corners[:, k]] for k in range(3))
+    )
+    assert np.abs(np.minimum(np.minimum(u, v), 1.0 - u - v)).max() < 1e-9
