@@ -353,6 +353,19 @@ def _ring_figures(
     }
 
 
+def _inside(surface_of_beam: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """(C, W) bool: beams whose four neighbours on the grid (the rings above and below, the
+    columns either side, round the turn) meet the same surface: a surface's inside, where
+    the twin's extent is not in doubt."""
+    s = surface_of_beam
+    same = np.ones(s.shape, dtype=bool)
+    same[1:] &= s[1:] == s[:-1]
+    same[:-1] &= s[:-1] == s[1:]
+    same[0] = same[-1] = False
+    same &= (s == np.roll(s, 1, axis=1)) & (s == np.roll(s, -1, axis=1))
+    return same
+
+
 def beam_evidence(
     sim: Simulation,
     beams: NDArray[np.bool_],
@@ -482,6 +495,7 @@ def run_twin(
     fitted = evidence = None
     if receiver:
         on_surface = (surface_of_beam >= 0) & ~(real_any & (real_on != surface_of_beam))
+        on_surface &= _inside(surface_of_beam)  # (at an edge the twin's extent is a guess)
         if estimate is not None:  # (the ego's beams meet the vehicle, not a surface)
             on_surface &= ~estimate.blocked
         evidence = beam_evidence(sim, on_surface, real_on == surface_of_beam, real_i)
