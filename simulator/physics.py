@@ -337,12 +337,17 @@ def hash_normal(h: ArrayLike) -> Any:
     (...) float64
         Standard normal numbers.
     """
+    u1, u2 = _box_muller_uniforms(h)
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+
+
+def _box_muller_uniforms(h: ArrayLike) -> tuple[Any, Any]:
+    """The two hashed uniforms of :func:`hash_normal` and :func:`hash_normal_pair`:
+    ``hash_uniform(h)`` and ``hash_uniform(mix64(h + GOLDEN_GAMMA))``."""
     h = _as_uint64(h)
     with np.errstate(over="ignore"):
         h2 = mix64(h + np.uint64(GOLDEN_GAMMA))
-    u1 = hash_uniform(h)
-    u2 = hash_uniform(h2)
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    return hash_uniform(h), hash_uniform(h2)
 
 
 def hash_normal_pair(h: ArrayLike) -> tuple[Any, Any]:
@@ -362,11 +367,8 @@ def hash_normal_pair(h: ArrayLike) -> tuple[Any, Any]:
     -------
     z1, z2 : (...) float64
     """
-    h = _as_uint64(h)
-    with np.errstate(over="ignore"):
-        h2 = mix64(h + np.uint64(GOLDEN_GAMMA))
-    u2 = hash_uniform(h2)
-    r = np.sqrt(-2.0 * np.log(hash_uniform(h)))
+    u1, u2 = _box_muller_uniforms(h)
+    r = np.sqrt(-2.0 * np.log(u1))
     c = np.cos(2.0 * np.pi * u2)
     s = np.sqrt(np.maximum(1.0 - c * c, 0.0))
     return r * c, np.where(u2 <= 0.5, r * s, -(r * s))

@@ -98,7 +98,8 @@ MEASURED = {
         # a surface left out has no say, and no kept surface fixed one
         "detection": None,
         "thresholds_left_out": {"plane_1": 19.3, "plane_3": 8.32},
-        "twin": {"ground": (10, 0.3), "plane_4": (10, 0.0), "plane_5": (6, 0.0),
+        # the ground: 3 / 10 before this stop's model change (the relief's new draws)
+        "twin": {"ground": (10, 0.2), "plane_4": (10, 0.0), "plane_5": (6, 0.0),
                  "wall_1": (7, 0.0), "plane_7": (8, 0.0), "wall_2": (6, 0.0)},
     },
     "helios": {

@@ -11,8 +11,9 @@ fitted, each only where the data constrain it, otherwise left out with the reaso
    :data:`MIN_NEAR_BEAMS` beams lie within 8 m and the nearest bins read below
    :data:`NEAR_DIM` of the far ones.
 2. **Speckle** ``M``, from the scatter of the readings about the law. For ``g ~ Gamma(M,
-   1/M)`` the variance of ``log g`` is the trigamma function ``psi1(M)`` (its robust
-   variance is tabulated from the model's draws: :func:`speckle_cells_of`); the readings'
+   1/M)`` the variance of ``log g`` is the trigamma function ``psi1(M)``, but ``log g`` is
+   skewed, so its robust variance is tabulated from the model's own draws
+   (:func:`speckle_cells_of`); the readings'
    robust variance of ``log(real / predicted)`` on beams far above the threshold (``x >=
    8``, where dropping the weak draws does not narrow the spread) and beyond the near
    overlap (when one is fitted), less the quantisation's share, is set equal to it. A
@@ -46,7 +47,6 @@ __all__ = [
     "fit_receiver",
     "normal_cdf",
     "speckle_cells_of",
-    "trigamma",
 ]
 
 #: Beams within 8 m a near-range fit needs.
@@ -76,20 +76,6 @@ def digamma(x: NDArray | float) -> NDArray:
         x[small] += 1.0
     inv2 = 1.0 / (x * x)
     return out + np.log(x) - 0.5 / x - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 / 252))
-
-
-def trigamma(x: NDArray | float) -> NDArray:
-    """The trigamma function psi1(x), x > 0 (recurrence to x >= 6, then the asymptotic
-    series; error below 1e-10)."""
-    x = np.asarray(x, dtype=np.float64).copy()
-    out = np.zeros_like(x)
-    for _ in range(6):
-        small = x < 6.0
-        out[small] += 1.0 / (x[small] * x[small])
-        x[small] += 1.0
-    inv = 1.0 / x
-    inv2 = inv * inv
-    return out + inv + 0.5 * inv2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 / 42))
 
 
 def normal_cdf(z: NDArray) -> NDArray:
