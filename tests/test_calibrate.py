@@ -368,10 +368,11 @@ def test_two_sigma_covers_the_truth_over_20_round_trips(tmp_path: Path) -> None:
     intervals of the ground's reflectance and Minnaert k each hold the true value in at
     least 18 (measured: 19 and 19; on a whole revolution 18 and 18), and the fitted k is
     unbiased within 0.01 (measured: mean 0.5935 for 0.6, the mean of 20 fits having a
-    standard error of about 0.006, sqrt 2 times that of a whole revolution; on a whole revolution 0.5967 and 0.004). The fit takes
-    the tilts' mean ``E[log cos(theta + delta)] = log cos theta - sigma^2 sec^2 theta / 2``
-    into account: without it k was biased high by 0.02 (on a whole revolution: mean 0.621,
-    16 of 20 above)."""
+    standard error of about 0.006, sqrt 2 times that of a whole revolution; on a whole
+    revolution 0.5967 and 0.004). The fit takes the tilts' mean
+    ``E[log cos(theta + delta)] = log cos theta - sigma^2 sec^2 theta / 2`` into account:
+    without it k was biased high by 0.02 (on a whole revolution: mean 0.621, 16 of 20
+    above)."""
     hits = np.zeros(2)
     k_values = []
     for seed in range(20):
