@@ -202,15 +202,16 @@ def format_preset_table(figures: dict[str, Any]) -> str:
         f"{'moving at 5 m/s' if figures['moving'] else 'standing'} in the ego lane; "
         f"output .{figures['output_format']}",
         "",
-        "| preset | pattern | pulses/s (sensor) | pulses/s (pipeline) | sensor s / wall s "
+        "| preset | pattern | beams | pulses/s (sensor) | pulses/s (pipeline) | sensor s / wall s "
         "| CPU s / frame | cores used | points / pulse | stages: schedule, cast, physics, "
         "output (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in figures["rows"]:
         s = r["stages_s"]
         lines.append(
-            f"| {r['preset']} | {r['pattern']} | {r['sensor_pulses_per_s'] / 1e6:.3f} M "
+            f"| {r['preset']} | {r['pattern']} | {r['channels']} "
+            f"| {r['sensor_pulses_per_s'] / 1e6:.3f} M "
             f"| {r['pipeline_pulses_per_s'] / 1e6:.2f} M | {r['real_time_factor']:.2f} x "
             f"| {r['cpu_s_per_frame']:.3f} ({r['frame_s']:.3f} s a frame) "
             f"| {r['cpu_cores_used']:.2f} | {r['points'] / max(r['pulses'], 1):.2f} "
