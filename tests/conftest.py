@@ -231,7 +231,9 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
     127.0.0.1, started once a test run (a worker process of xdist runs every test that asks
-    for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`."""
+    for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`.
+    The workers run without a nanny (no process a worker to restart it): a test run does
+    not need one, and each nanny cost a Python process and 7 s of closing at the end."""
     pytest.importorskip("distributed", reason="dask.distributed is not installed")
     from distributed import Client
 
@@ -246,7 +248,7 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for k in range(2):
             procs.append(subprocess.Popen(
                 [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
-                 "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1",
+                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
                  "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
         deadline = time.monotonic() + 120
         while not address_file.exists() and time.monotonic() < deadline:
