@@ -6,7 +6,7 @@
 the preset's default physics, and prints a row a preset:
 
 - the preset's pulses per second (its datasheet rate) and the pipeline's in steady state
-  (the first chunk, which warms the caches, left out);
+  (the first chunk, which warms the caches, left out when there are more);
 - sensor seconds per wall second (the real-time factor) in steady state;
 - CPU seconds per frame (user + system of every thread of the process, in steady state):
   less sensitive than the wall clock to other work on a shared machine; with the cores the
