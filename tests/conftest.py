@@ -6,8 +6,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
 import traceback
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +227,61 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return NumbaBackend()
 
 
+@pytest.fixture(scope="session")
+def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
+    127.0.0.1, started once a test run (a worker process of xdist runs every test that asks
+    for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`.
+    The workers run without a nanny (no process a worker to restart it): a test run does
+    not need one, and each nanny cost a Python process and 7 s of closing at the end."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("dask")
+    address_file = tmp / "scheduler.json"
+    dask = Path(sys.executable).with_name("dask")
+    log = (tmp / "cluster.log").open("wb")
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", address_file],
+                              stdout=log, stderr=log)]  # fmt: skip
+    try:
+        for k in range(2):
+            procs.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
+                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
+                 "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(address_file.read_text())["address"]
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+
+
+@pytest.fixture
+def dask_cluster(dask_scheduler: str) -> str:
+    """The run's Dask cluster (:func:`dask_scheduler`) with its workers holding no built
+    sequence, as a new cluster's would (a dataset run's workers keep theirs for later
+    runs: a test counting builds must not see another test's): the scheduler's address."""
+    from distributed import Client
+
+    from simulator.datasets.worker import clear_cache
+
+    with Client(dask_scheduler, timeout=60) as client:
+        client.run(clear_cache)
+    return dask_scheduler
+
+
 # ---------------------------------------------------------------- parallel runs (xdist)
 #
 # The suite runs on pytest-xdist's workers (``-n auto --dist loadgroup`` in pyproject.toml;
@@ -235,7 +294,9 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 #   worker, in one process (:func:`pytest_collection_modifyitems`), so the fixture is
 #   built once, as in a serial run;
 # - a test that must share a process with others, or must not run beside them, says so
-#   with ``@pytest.mark.xdist_group("name")`` (``test_docs.py``: one page's blocks).
+#   with ``@pytest.mark.xdist_group("name")`` (``test_docs.py``: one page's blocks);
+# - the tests on the run's Dask cluster (:func:`dask_cluster`) run on one worker, so that
+#   the cluster starts once (:data:`DASK_GROUP`).
 #
 # The groups are scheduled here (:func:`group_scheduling`), not by xdist's ``loadgroup``:
 # that one marks a group by appending it to the test's node id, which pytest 9 no longer
@@ -331,15 +392,23 @@ def _shares_a_fixture_of_its_module(item: pytest.Item) -> bool:
     )
 
 
+#: The xdist group of the tests on the run's Dask cluster: ``test_dataset``'s module group,
+#: since its cluster tests also share that module's fixtures (built once so).
+DASK_GROUP = "tests.test_dataset"
+
+
 def group_of(item: pytest.Item) -> str | None:
-    """The test's xdist group: its ``xdist_group`` marks' names, else its module's name
-    when it shares a fixture of its module (:func:`_shares_a_fixture_of_its_module`)."""
+    """The test's xdist group: its ``xdist_group`` marks' names, else :data:`DASK_GROUP`
+    when it runs on the Dask cluster, else its module's name when it shares a fixture of
+    its module (:func:`_shares_a_fixture_of_its_module`)."""
     names = {
         str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
         for mark in item.iter_markers("xdist_group")
     }
     if names:
         return "_".join(sorted(names))
+    if "dask_scheduler" in getattr(item, "fixturenames", ()):
+        return DASK_GROUP
     if _shares_a_fixture_of_its_module(item):
         return item.module.__name__  # type: ignore[attr-defined]
     return None

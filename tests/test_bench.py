@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,50 @@ def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_
     assert 0.01 < share < 0.5, share
     full = _helios(bench_scene, 0.2, chunk_pulses=7000, overrides={"beam_samples": 7})
     assert count_cast_in_full(full)[1] == 0  # full sampling casts every sub-ray with the beam
+
+
+def test_preset_table_rows_are_scans_of_the_street() -> None:
+    """``lidar-sim bench --presets A,B --scene street``: a row a preset, in the order asked;
+    each row's pulses are its survey's (seconds times the preset's rate), its points those
+    of an independent scan of the same survey, its real-time factor the pipeline's rate over
+    the sensor's, and its CPU time a positive share of the frames scanned."""
+    from simulator.config import GeneratorRef, SceneSpec, load_materials
+    from simulator.world.scene import build_scene
+
+    res = lidar_sim("bench", "--json", "--presets", "vlp-16,livox-mid70", "--scene", "street",
+                    "--duration", "0.05", "--chunk-pulses", "4000", "--format", "none")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    figures = json.loads(res.stdout)
+    assert figures["scene"] == "street (seed 0)" and figures["weather"] == "clear air"
+    rows = figures["rows"]
+    assert [r["preset"] for r in rows] == ["vlp-16", "livox-mid70"]
+    assert [r["pattern"] for r in rows] == ["spinning", "risley"]
+    scene = build_scene(SceneSpec(generator=GeneratorRef(name="street", seed=0)), Path("."),
+                        load_materials(), source="street")  # fmt: skip
+    for r in rows:
+        assert r["pulses"] == round(0.05 * r["sensor_pulses_per_s"])
+        survey = Survey(scanner=r["preset"], scene="(in memory)", duration_s=0.05,
+                        pose=Pose(position_m=[0.0, -1.6, 1.8]), chunk_pulses=4000)  # fmt: skip
+        sim = Simulation(survey=survey, scanner=load_scanner(r["preset"]), scene=scene,
+                         base_dir=Path("."))  # fmt: skip
+        assert r["points"] == len(sim.run()) > 1000
+        assert r["real_time_factor"] == r["pipeline_pulses_per_s"] / r["sensor_pulses_per_s"]
+        assert r["cpu_s_per_frame"] > 0.0
+        assert 0.0 < r["cpu_cores_used"] <= 1.05 * os.cpu_count()
+        assert sum(r["stages_s"].values()) <= r["wall_s"]
+
+
+def test_all_presets_are_the_ground_sensors_and_a_bad_name_is_refused() -> None:
+    """``--presets all`` is every bundled preset but the airborne oscillating mirror,
+    spinning heads first; an unknown name is one line naming it, exit code 2."""
+    from simulator.bench.presets import ground_presets
+    from simulator.config import scanner_presets
+
+    names = ground_presets()
+    assert set(names) == set(scanner_presets()) - {"als-oscillating"}
+    spinning = [n for n in names if load_scanner(n).pattern == "spinning"]
+    assert names[: len(spinning)] == sorted(spinning) and len(spinning) == 15
+    res = lidar_sim("bench", "--presets", "vlp-16,vlp-17", "--scene", "street")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "vlp-17" in lines[0] and "--presets" in lines[0], res.stderr

@@ -335,6 +335,31 @@ def test_commands_that_do_not_scan_do_not_import_the_heavy_parts() -> None:
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
 
 
+def test_a_scan_to_npz_does_not_import_what_it_does_not_use(tmp_path: Path) -> None:
+    """A scan that writes no LAS file loads neither laspy nor the ``requests`` it imports,
+    and a scene of files not the scene generators, in a whole process as a user runs it; the
+    cloud is written."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['lidar-sim', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('simulator.cli', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    print('EXIT', exc.code, file=sys.stderr)\n"
+        "unused = ('laspy', 'requests', 'simulator.generators')\n"
+        "print('LOADED', [m for m in unused if m in sys.modules], file=sys.stderr)\n"
+    )
+    out = tmp_path / "farm.npz"
+    res = subprocess.run(
+        [sys.executable, "-c", probe, "scan", str(REPO / "scenes/farm/survey.yaml"), "-o", str(out),
+         "--set", "revolutions=0.05", "-q"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "LOADED []" in res.stderr, res.stderr[-500:]
+    assert "EXIT" not in res.stderr or "EXIT 0" in res.stderr, res.stderr[-500:]
+    assert out.stat().st_size > 1000
+
+
 def test_weather_from_the_command_line(tmp_path: Path) -> None:
     """``--set weather.fog.visibility_m=50`` scans in fog; a bad value or an unknown
     condition is one message naming the key, exit code 2, no traceback."""

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -86,53 +85,15 @@ def reference(tmp_path_factory: pytest.TempPathFactory, one_process: Path):  # t
     return get
 
 
-@pytest.fixture(scope="module")
-def loopback_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
-    127.0.0.1: the scheduler's address."""
-    pytest.importorskip("distributed", reason="dask.distributed is not installed")
-    from distributed import Client
-
-    tmp = tmp_path_factory.mktemp("dask")
-    address_file = tmp / "scheduler.json"
-    dask = Path(sys.executable).with_name("dask")
-    log = (tmp / "cluster.log").open("wb")
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", address_file],
-                              stdout=log, stderr=log)]  # fmt: skip
-    try:
-        for k in range(2):
-            procs.append(subprocess.Popen(
-                [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
-                 "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1",
-                 "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
-        deadline = time.monotonic() + 120
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(address_file.read_text())["address"]
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
-        yield address
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
-
-
 def test_a_dask_cluster_on_loopback_writes_the_files_of_one_process(
-    one_process: Path, loopback_cluster: str, tmp_path: Path
+    one_process: Path, dask_cluster: str, tmp_path: Path
 ) -> None:
     """Two ``dask worker`` processes write the one process's files byte for byte; the
     frames are spread over both, and each worker builds a sequence once for its frames
     (6 frames of 2 sequences: at most one sequence built twice, when one worker takes
     frames of the other's, never once a frame)."""
     out = tmp_path / "cluster"
-    manifest = run_dataset(DEMO, out, scheduler=loopback_cluster)
+    manifest = run_dataset(DEMO, out, scheduler=dask_cluster)
     assert manifest["errors"] == []
     assert dataset_files(out) == dataset_files(one_process)
     assert len(dataset_files(out)) == DEMO_FILES
@@ -365,21 +326,21 @@ def _wait_until_idle(address: str) -> None:
 
 
 def test_resume_under_a_scheduler_after_the_client_is_killed(
-    one_process: Path, loopback_cluster: str, tmp_path: Path
+    one_process: Path, dask_cluster: str, tmp_path: Path
 ) -> None:
     """``--scheduler`` on the loopback cluster, the command SIGKILLed once two samples are
     done: the samples on disk are kept (not redone) and a resumed run on the same cluster
     writes the files of one uninterrupted process."""
     out = tmp_path / "killed"
-    args = ["dataset", str(DEMO), "-o", str(out), "--scheduler", loopback_cluster, "-q"]
+    args = ["dataset", str(DEMO), "-o", str(out), "--scheduler", dask_cluster, "-q"]
     proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_SAMPLES, "2", *args],
                           capture_output=True, timeout=300)  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-    _wait_until_idle(loopback_cluster)
+    _wait_until_idle(dask_cluster)
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin") if ".tmp" not in p.name}
     assert 2 <= len(before) < 6  # some frames done, some not
     assert not (out / "poses").exists()  # the sequences' files come at the end
-    manifest = run_dataset(DEMO, out, scheduler=loopback_cluster, resume=True)
+    manifest = run_dataset(DEMO, out, scheduler=dask_cluster, resume=True)
     assert manifest["errors"] == []
     done = [p for p in before if (p.parent.parent / "labels").exists()
             and (p.parent.parent / "labels" / f"{p.stem}.label").exists()]  # fmt: skip

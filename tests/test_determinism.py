@@ -139,8 +139,11 @@ def test_las_bytes_do_not_depend_on_the_chunk_size(ext: str, tmp_path: Path) -> 
         assert (struct.min[0], struct.max[0]) == (values.min(), values.max()), name
 
 
-def test_dask_with_more_sequences_than_workers_writes_the_same_files(tmp_path: Path) -> None:
-    """Three sequences on a Dask cluster of two workers (one worker runs two): the files,
+def test_dask_with_more_sequences_than_workers_writes_the_same_files(
+    tmp_path: Path, dask_cluster: str
+) -> None:
+    """Three sequences on a Dask cluster of two workers (one worker runs two; the run's
+    cluster, :func:`conftest.dask_cluster`): the files,
     byte for byte, of the same dataset run in this process; the range images
     (``range_images: true``) are the frames' own."""
     from simulator.io.npz import read_npz
@@ -158,7 +161,7 @@ def test_dask_with_more_sequences_than_workers_writes_the_same_files(tmp_path: P
     path.write_text(yaml.safe_dump(spec))
     one = lidar_sim("dataset", path, "-o", tmp_path / "one", "--workers", "1", "-q")
     assert one.returncode == 0, one.stderr
-    dask = lidar_sim("dataset", path, "-o", tmp_path / "dask", "--scheduler", "local:2", "-q")
+    dask = lidar_sim("dataset", path, "-o", tmp_path / "dask", "--scheduler", dask_cluster, "-q")
     assert dask.returncode == 0, dask.stderr
 
     def files(root: Path) -> dict[str, Path]:

@@ -1032,13 +1032,13 @@ def test_bad_weather_is_a_config_error(ws: Workspace, tmp_path: Path) -> None:
         Simulation.from_file(path)
 
 
-def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_path: Path) -> None:
+def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(
+    tmp_path: Path, dask_cluster: str
+) -> None:
     """The demo dataset with snow and fog on its street group: the farm group stays clear,
     the street group has points of each condition (flakes are falling-snow, fog outlier),
-    and two Dask workers write the same bytes as one process."""
-    import subprocess
-    import sys
-
+    and two Dask workers (the run's cluster, :func:`conftest.dask_cluster`) write the same
+    bytes as one process."""
     import yaml
 
     from simulator.datasets import run_dataset
@@ -1050,10 +1050,7 @@ def test_a_dataset_mixes_conditions_per_group_bit_for_bit_across_workers(tmp_pat
     path.write_text(yaml.safe_dump(spec))
     one = tmp_path / "one"
     assert run_dataset(path, one, workers=1)["errors"] == []
-    res = subprocess.run([sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o",
-                          str(tmp_path / "dask"), "--scheduler", "local:2", "-q"],
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    assert run_dataset(path, tmp_path / "dask", scheduler=dask_cluster)["errors"] == []
 
     def files(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))

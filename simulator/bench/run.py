@@ -47,6 +47,7 @@ from ..pipeline.simulation import Simulation, Window
 from ..world.scene import Scene, build_scene
 from .load import format_load, run_load_bench_apart
 from .machine import cpu_name, peak_rss_mib, rss_mib
+from .presets import preset_table_text
 from .scaling import (
     format_dataset_scaling,
     format_sequence,
@@ -372,12 +373,15 @@ def bench_text(
     sequence: bool = False,
     load_triangles: int = 0,
     dataset_spec: str | Path | None = None,
+    presets: str | None = None,
     as_json: bool = False,
 ) -> str:
     """What ``lidar-sim bench`` prints, as text or JSON: the figures of :func:`run_bench`
     with ``options``, or instead of a moving sequence (:func:`run_sequence_bench` over
     the options' revolutions, 20 unless given), of loading a mesh of ``load_triangles``
-    (:func:`run_load_bench_apart`), or of a dataset spec (:func:`run_dataset_scaling`)."""
+    (:func:`run_load_bench_apart`), of a dataset spec (:func:`run_dataset_scaling`), or
+    a table of ``presets`` (``all`` or NAME,NAME,...) on the options' scene
+    (:func:`simulator.bench.presets.run_preset_table`)."""
     if sequence:
         revolutions = options.revolutions  # run_bench's default (50): not given
         revolutions = 20.0 if revolutions == 50.0 else revolutions
@@ -386,6 +390,8 @@ def bench_text(
     if dataset_spec is not None:
         figures = run_dataset_scaling(dataset_spec, cluster_workers=2)
         return json.dumps(figures) if as_json else format_dataset_scaling(figures)
+    if presets is not None:
+        return preset_table_text(options, presets, as_json=as_json)
     if load_triangles:
         figures = run_load_bench_apart(load_triangles)
         return json.dumps(figures, indent=2) if as_json else format_load(figures)

@@ -62,6 +62,14 @@ SceneOption = Annotated[
     str, typer.Option(help="Scene: {bench_scene} (bench: ~1 M triangles; else generated).")
 ]
 SeedOption = Annotated[int, typer.Option(help="Scene seed.")]
+PresetsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Instead: a table of these presets (all: every spinning and solid-state one, "
+        "or NAME,NAME,...) each scanning --scene, e.g. --presets all --scene street "
+        "--revolutions 10."
+    ),
+]
 
 
 def _weather(items: list[str]) -> dict[str, dict[str, float]]:
@@ -101,11 +109,12 @@ def bench(
     weather: WeatherOption = None,
     scene: SceneOption = "bench",
     seed: SeedOption = 0,
+    presets: PresetsOption = None,
 ) -> None:
     """Benchmark the pipeline against the bare ray cast.
 
-    On a ~1 M-triangle scene by default; --sequence, --load and --dataset-workers time
-    something else instead."""
+    On a ~1 M-triangle scene by default; --sequence, --load, --dataset-workers and
+    --presets time something else instead."""
     import subprocess
 
     from ..bench.run import BenchOptions, bench_text
@@ -131,7 +140,8 @@ def bench(
     )
     try:
         text = bench_text(options, sequence=sequence, load_triangles=load,
-                          dataset_spec=dataset_workers, as_json=as_json)  # fmt: skip
+                          dataset_spec=dataset_workers, presets=presets,
+                          as_json=as_json)  # fmt: skip
     except subprocess.CalledProcessError as exc:  # --load's process failed
         typer.echo(exc.stderr, err=True)
         raise typer.Exit(exc.returncode) from None

@@ -19,15 +19,17 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import laspy
 import numpy as np
 
 from ..backend import Backend, select_backend
 from ..pointcloud import FieldSpec, PointCloud
 from .atomic import atomic_path
 from .stamp import source_date_epoch
+
+if TYPE_CHECKING:  # (laspy, and the requests it imports, load when a LAS file is written)
+    import laspy
 
 __all__ = ["LasWriter"]
 
@@ -50,6 +52,8 @@ _GENERATOR = _generator()
 def las_header(offset_m: np.ndarray) -> laspy.LasHeader:
     """The header of a scan's LAS file: point format 6 with the extra dimensions, the
     coordinates' ``offset_m`` ((3,) float64, m) and scale."""
+    import laspy
+
     header = laspy.LasHeader(point_format=6, version="1.4")
     header.add_extra_dims([laspy.ExtraBytesParams(name=k, type=t) for k, t in _EXTRA.items()])
     header.offsets = offset_m
@@ -66,6 +70,8 @@ def packed_records(
 ) -> laspy.PackedPointRecord:
     """The chunk packed straight into the point format's record layout (no per-field copies
     through laspy's accessors), by the backend's ``pack_las``."""
+    import laspy
+
     fmt = header.point_format
     data = np.zeros(len(chunk), dtype=fmt.dtype())
     backend.pack_las(chunk.fields, header.offsets, header.scales, data)
@@ -102,6 +108,8 @@ class LasWriter:
         self._extra_range: dict[str, tuple[Any, Any]] = {}
 
     def _open(self, offset_m: np.ndarray) -> laspy.LasWriter:
+        import laspy
+
         return laspy.open(
             str(self._tmp), mode="w", header=las_header(offset_m), do_compress=self.compress
         )

@@ -27,7 +27,6 @@ from numpy.typing import NDArray
 
 from ..config import Material, ObjectSpec, SceneSpec, load_materials, load_scene_spec
 from ..errors import ConfigError, SceneError
-from ..generators import GENERATORS
 from ..labels import THING_LABELS, label_id
 from ..sensor.trajectory import Trajectory, trajectory_from_spec
 from ..transforms import compose
@@ -217,6 +216,8 @@ def load_scene(
 
 def _with_generated(spec: SceneSpec, source: str | Path) -> SceneSpec:
     """The spec with its generator's scene put in front of its own objects."""
+    from ..generators import GENERATORS  # (a scene of files does not need them)
+
     assert spec.generator is not None
     name = spec.generator.name
     if name not in GENERATORS:
