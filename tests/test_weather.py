@@ -983,6 +983,37 @@ def test_the_soft_target_kernel_equals_its_specification() -> None:
             np.testing.assert_array_equal(b, a)
 
 
+def test_the_layered_soft_target_kernel_equals_its_specification() -> None:
+    """With layers behind (the light going on through see-through surfaces):
+    ``soft_echoes`` gives :meth:`SoftTarget.echoes`'s peaks value for value, for one, seven
+    and nineteen sub-rays (numpy's row sum both ways: one after the other, and its eight
+    partial sums), two layers behind, factors from 0 (opaque) to 1, and layers that meet
+    nothing."""
+    from simulator.kernels import soft_targets as k_soft
+
+    sim = Simulation.from_file(FARM, ["revolutions=0.01", "weather.fog.visibility_m=50"])
+    assert sim.medium is not None
+    soft = sim.medium.soft[0]
+    for samples in (1, 7, 19):
+        n = 8_000
+        cells = np.arange(n * samples)
+        first = (1.2 * soft.reach_m * ((cells * 0.7548776662466927) % 1.0)).reshape(n, samples)
+        first[cells.reshape(n, samples) % 11 == 0] = np.inf
+        behind = np.stack([first + 3.0 + (cells.reshape(n, samples) % 5),
+                           first + 9.0 + (cells.reshape(n, samples) % 7)])  # fmt: skip
+        behind[0][cells.reshape(n, samples) % 3 == 0] = np.inf
+        behind[1][cells.reshape(n, samples) % 2 == 0] = np.inf
+        two_way = np.stack([((cells * 0.5698402909980532 + k * 0.3) % 1.0).reshape(n, samples)
+                            for k in range(3)])  # fmt: skip
+        two_way[0][cells.reshape(n, samples) % 4 == 0] = 0.0
+        weights = 1.0 + (np.arange(samples) % 3)
+        want = soft.echoes(first, weights, behind, two_way)
+        got = k_soft.soft_echoes(soft, first, weights, behind, two_way)
+        assert np.mean(want[0] != soft.peak_range_m) > 0.3
+        for a, b in zip(want, got, strict=True):
+            np.testing.assert_array_equal(b, a)
+
+
 def test_weather_scans_of_one_surface_a_ray_are_identical_for_any_chunk_and_backend(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,20 +24,131 @@ def soft_echoes(
     two_way: NDArray[np.float64] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """:meth:`simulator.steps.soft_targets.SoftTarget.echoes` (``soft.echoes`` with the same
-    arguments), value for value: without layers behind in one parallel kernel
-    (:func:`_soft_peaks`), with them by the specification."""
-    if behind_m is not None:
-        return soft.echoes(sub_range_m, weights, behind_m, two_way)
+    arguments), value for value, in one parallel kernel: :func:`_soft_peaks` without
+    layers behind, :func:`_soft_peaks_layered` with them."""
     n = len(sub_range_m)
     range_m, received = np.full(n, soft.peak_range_m), np.full(n, soft.peak_received)
     g, receiving = soft.waveform.shape[0] - 1, soft.waveform.shape[1]
     step = soft.range_m[1] - soft.range_m[0]
-    _soft_peaks(
-        np.ascontiguousarray(sub_range_m, dtype=np.float64), weights / weights.sum(),
-        float(soft.range_m[0]), float(step), g, float(soft.reach_m), soft.waveform,
-        np.ascontiguousarray(soft.range_m[:receiving]), range_m, received,
-    )  # fmt: skip
+    sub = np.ascontiguousarray(sub_range_m, dtype=np.float64)
+    grid = (float(soft.range_m[0]), float(step), g, float(soft.reach_m), soft.waveform,
+            np.ascontiguousarray(soft.range_m[:receiving]))  # fmt: skip
+    if behind_m is None or two_way is None:
+        _soft_peaks(sub, weights / weights.sum(), *grid, range_m, received)
+        return range_m, received
+    behind = np.ascontiguousarray(behind_m, dtype=np.float64).reshape(-1, *sub.shape)
+    factors = np.ascontiguousarray(two_way, dtype=np.float64)
+    _soft_peaks_layered(sub, behind, factors, weights / weights.sum(), *grid, range_m, received)
     return range_m, received
+
+
+@njit(inline="always", cache=True)
+def _peak(wave, range_m):  # type: ignore[no-untyped-def]
+    """:func:`simulator.steps.soft_targets._peak` of one waveform: (range, value)."""
+    receiving = wave.shape[0]
+    top = 0
+    for j in range(1, receiving):
+        if wave[j] > wave[top]:
+            top = j
+    i = min(max(top, 1), receiving - 2)
+    a, b, c = wave[i - 1], wave[i], wave[i + 1]
+    denom = a - 2.0 * b + c
+    shift = 0.5 * (a - c) / denom if denom < 0.0 else 0.0
+    shift = min(max(shift, -0.5), 0.5)
+    return range_m[i] + shift * (range_m[1] - range_m[0]), b - 0.25 * (a - c) * shift
+
+
+@njit(inline="always", cache=True)
+def _add_cut(out, weight, at_m, first_m, step, g, waveform):  # type: ignore[no-untyped-def]
+    """``out += weight x`` the waveform of a beam cut at ``at_m`` (the specification's
+    ``cut``: interpolated between two rows of ``waveform``)."""
+    x = min(max((at_m - first_m) / step + 0.5, 0.0), float(g))
+    full = min(np.int64(math.floor(x)), g - 1)
+    frac = x - full
+    for j in range(out.shape[0]):
+        below = waveform[full, j]
+        out[j] += weight * (below + frac * (waveform[full + 1, j] - below))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _soft_peaks_layered(  # type: ignore[no-untyped-def]
+    sub_range, behind, two_way, share, first_m, step, g, reach, waveform, range_m, out_range,
+    out_received,
+):  # fmt: skip
+    """:meth:`simulator.steps.soft_targets.SoftTarget.echoes` with layers behind, per pulse, in
+    the specification's arithmetic: a layer's share of each sub-ray's sources
+    (``share x passing x (1 - f)``, 0 where the layer meets nothing) times its cut
+    waveform, summed in sub-ray order into the layer's waveform, added to the pulse's;
+    then what passes every surface, ``sum(passing x share)`` (numpy's sum of a row: one
+    after the other below 8 terms, else its eight partial sums), times the uncut waveform."""
+    pulses, samples = sub_range.shape
+    layers = behind.shape[0]
+    receiving = waveform.shape[1]
+    blocks = min(pulses, 256)
+    for block in prange(blocks):
+        wave = np.empty(receiving)
+        layer = np.empty(receiving)
+        passing = np.empty(samples)
+        terms = np.empty(samples)
+        for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
+            cut = False
+            for s in range(samples):
+                if sub_range[p, s] < reach:
+                    cut = True
+            if not cut:
+                continue
+            for j in range(receiving):
+                wave[j] = 0.0
+            for s in range(samples):
+                passing[s] = 1.0
+            for k in range(layers + 1):
+                for j in range(receiving):
+                    layer[j] = 0.0
+                for s in range(samples):
+                    at = sub_range[p, s] if k == 0 else behind[k - 1, p, s]
+                    f = two_way[k, p, s]
+                    if math.isfinite(at):  # (a layer that meets nothing adds exactly 0)
+                        _add_cut(layer, share[s] * passing[s] * (1.0 - f), at, first_m, step, g,
+                                 waveform)  # fmt: skip
+                        passing[s] = passing[s] * f
+                for j in range(receiving):
+                    wave[j] += layer[j]
+            for s in range(samples):
+                terms[s] = passing[s] * share[s]
+            uncut = _row_sum(terms)
+            for j in range(receiving):
+                wave[j] += uncut * waveform[g, j]
+            out_range[p], out_received[p] = _peak(wave, range_m)
+
+
+@njit(inline="always", cache=True)
+def _row_sum(a):  # type: ignore[no-untyped-def]
+    """numpy's sum of a short contiguous row (its pairwise sum below 128 terms): one after
+    the other below 8 terms, else eight partial sums combined in pairs, then the rest."""
+    n = a.shape[0]
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
+    r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -33,7 +33,7 @@ from .grouping import (
 from .overlap import partial_overlap
 from .particles import draw_particles, lit_particles, particle_light
 from .receiver import receiver_gains, soft_detected
-from .soft_targets import peak_echo_energies
+from .soft_targets import peak_echo_energies, soft_echoes
 
 __all__ = ["medium_returns"]
 
@@ -66,7 +66,7 @@ def medium_returns(
     if particles is None:
         particles = medium.draw(pulse_id, draw_particles)
     shadow, extra, broad = medium_entries(
-        hits, pulse_id, beam, model, medium, particles, behind, results
+        hits, pulse_id, beam, model, medium, particles, behind, results, soft_echoes
     )
     return surface_returns(
         results, hits, pulse_id, beam, model, streams,

@@ -24,6 +24,7 @@ value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ from ..beam import BeamOptics, BeamPattern
 from .echoes import Echoes
 from .hits import ReturnModel
 
-__all__ = ["SoftTarget", "peak_echoes"]
+__all__ = ["SoftTarget", "WaveformPeaks", "peak_echoes"]
 
 
 #: Source samples per pulse length in the soft-target waveform.
@@ -216,6 +217,15 @@ def _peak(r: NDArray[np.float64], wave: NDArray[np.float64]) -> tuple[NDArray, N
     return r[i] + shift * step, b - 0.25 * (a - c) * shift
 
 
+#: :meth:`SoftTarget.echoes` as a function of the target: ``(soft, sub_range_m, weights,
+#: behind_m, two_way) -> (range_m, received)``.
+WaveformPeaks = Callable[
+    ["SoftTarget", NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None,
+     NDArray[np.float64] | None],
+    tuple[NDArray[np.float64], NDArray[np.float64]],
+]  # fmt: skip
+
+
 def peak_echoes(
     soft: SoftTarget,
     sub_range: NDArray[np.float64],
@@ -224,13 +234,18 @@ def peak_echoes(
     model: ReturnModel,
     behind_m: NDArray[np.float64] | None = None,
     two_way: NDArray[np.float64] | None = None,
+    waveform_peaks: WaveformPeaks | None = None,
 ) -> tuple[Echoes, NDArray[np.uint64]]:
     """One echo a pulse: the soft target's waveform peak (:meth:`SoftTarget.echoes`, its
     beam going on through see-through surfaces when ``behind_m`` and ``two_way`` are
-    given), as an echo of peak factor 1 whose energy gives that received peak; and its
-    jitter keys."""
+    given; or ``waveform_peaks(soft, ...)`` with the same arguments, a kernel that gives
+    its values), as an echo of peak factor 1 whose energy gives that received peak; and
+    its jitter keys."""
     weights = beam.weights.astype(np.float64)
-    range_m, received = soft.echoes(sub_range, weights, behind_m, two_way)
+    if waveform_peaks is None:
+        range_m, received = soft.echoes(sub_range, weights, behind_m, two_way)
+    else:
+        range_m, received = waveform_peaks(soft, sub_range, weights, behind_m, two_way)
     if model.extinction_relief is None:
         back = np.exp(2.0 * model.extinction_per_m * range_m)
     else:

@@ -75,7 +75,7 @@ from .echoes import Echoes, of_pulses, surface_returns
 from .hits import HitResults, ReturnModel, Streams
 from .particles import Distribution, Particles, Population, count_particles, draw_particles
 from .returns import Returns
-from .soft_targets import SoftTarget, peak_echoes
+from .soft_targets import SoftTarget, WaveformPeaks, peak_echoes
 from .transmittance import Behind, transmittance_at
 
 __all__ = [
@@ -427,6 +427,7 @@ def medium_entries(
     particles: list[Particles] | None = None,
     behind: Sequence[Behind] = (),
     results: HitResults | None = None,
+    waveform_peaks: WaveformPeaks | None = None,
 ) -> tuple[list[NDArray[np.float64]], list[tuple[NDArray, ...]], list[tuple[Echoes, NDArray]]]:
     """What the weather adds to :func:`simulator.steps.echoes.surface_returns` for
     :func:`medium_returns`: the share of each sub-ray's light the particles in front of a
@@ -441,7 +442,8 @@ def medium_entries(
     ``transmittance_law`` at each ray's incidence, from ``results``, the first surfaces'
     per-hit model, and the layers'). A soft target's light goes on through
     see-through surfaces likewise: its waveform takes the medium behind each surface up to
-    the first opaque one, weighted by the same factors (:meth:`SoftTarget.echoes`)."""
+    the first opaque one, weighted by the same factors (:meth:`SoftTarget.echoes`, or
+    ``waveform_peaks`` with its arguments: a backend's kernel of the same values)."""
     if particles is None:
         particles = medium.draw(pulse_id)
     n_pulses, samples = len(pulse_id), beam.samples
@@ -515,7 +517,9 @@ def medium_entries(
         soft_behind = np.reshape(ranges[1:], (len(ranges) - 1, n_pulses, samples))
         soft_two_way = np.reshape(factors, (len(factors), n_pulses, samples))
     broad = [
-        peak_echoes(soft, sub_range, beam, pulse_id, model, soft_behind, soft_two_way)
+        peak_echoes(
+            soft, sub_range, beam, pulse_id, model, soft_behind, soft_two_way, waveform_peaks
+        )
         for soft in medium.soft
     ]
     return shadow, extra, broad
