@@ -152,3 +152,38 @@ def _trajectory_of(waypoints: list[dict]):  # type: ignore[no-untyped-def]
 
     spec = TrajectorySpec.model_validate({"waypoints": waypoints})
     return trajectory_from_survey(Pose(), spec, None, Path("."))
+
+
+def test_mesh_headers_count_triangles_and_stop_a_scene_before_its_load(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PLY and binary STL headers give the triangles without a load; a header that counts
+    too many stops the scan before trimesh reads the file (here a file with no faces after
+    its header, which trimesh could not load)."""
+    import trimesh
+
+    from simulator.bench.load import write_load_mesh
+    from simulator.world.memory import mesh_file_triangles
+
+    write_load_mesh(ws.root / "ground.ply", 5000)
+    ground = trimesh.load(ws.root / "ground.ply")
+    assert mesh_file_triangles(ws.root / "ground.ply") == len(ground.faces) == 5000
+    ground.export(ws.root / "ground.stl")
+    assert mesh_file_triangles(ws.root / "ground.stl") == 5000
+    (ws.root / "ground.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    assert mesh_file_triangles(ws.root / "ground.obj") is None  # (counted after the load)
+    header = "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
+    header += "property float y\nproperty float z\nelement face 50000000\n"
+    header += "property list uchar int vertex_indices\nend_header\n"
+    (ws.root / "huge.ply").write_text(header)
+    survey = ws.survey([{"name": "huge", "mesh": "huge.ply", "material": PLAIN}])
+    whole = scan_memory_bytes(50_000_000, 2**18)
+    monkeypatch.setenv(MEMORY_ENV, "1G")
+    out = ws.root / "out" / "huge.npz"
+    res = lidar_sim("scan", survey, "-o", out)
+    refused_in_one_line(res, f"{ws.root / 'scene.yaml'}: 50,000,000 triangles", out)
+    line = " ".join(res.stderr.split())
+    assert f"its scan needs about {whole / 2**30:.2f} GiB (counted from the mesh" in line
+    monkeypatch.setenv(MEMORY_ENV, str(whole))  # enough: now the load itself fails
+    res = lidar_sim("scan", survey, "-o", out)
+    assert res.returncode == 2 and "GiB" not in res.stderr, res.stderr

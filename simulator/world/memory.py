@@ -20,11 +20,14 @@ from ..errors import SceneMemoryError
 
 __all__ = [
     "BYTES_PER_CHUNK_RAY",
+    "DEFAULT_CHUNK_RAYS",
     "ENGINE_BYTES_PER_TRIANGLE",
     "LOADED_BYTES_PER_TRIANGLE",
     "MEMORY_ENV",
     "available_memory_bytes",
+    "check_mesh_files_memory",
     "check_scan_memory",
+    "mesh_file_triangles",
     "scan_memory_bytes",
 ]
 
@@ -34,6 +37,8 @@ LOADED_BYTES_PER_TRIANGLE = 72
 ENGINE_BYTES_PER_TRIANGLE = 80
 #: Working-set bytes a ray of a chunk takes (rays, hits, the per-hit model's fields).
 BYTES_PER_CHUNK_RAY = 400
+#: Rays a chunk, when the survey's ``chunk_pulses`` is not known yet (its default).
+DEFAULT_CHUNK_RAYS = 2**18
 #: An environment variable that sets the memory taken as available, in bytes or with a
 #: unit (``512M``, ``2G``), in place of the system's ``MemAvailable``.
 MEMORY_ENV = "LIDAR_SIM_MEMORY_AVAILABLE"
@@ -97,6 +102,46 @@ def available_memory_bytes() -> tuple[int | None, str]:
     return int(psutil.virtual_memory().available), "psutil"
 
 
+def mesh_file_triangles(path: str | Path) -> int | None:
+    """The triangles a mesh file holds, read from its header alone (nothing is loaded):
+    a PLY's ``element face N``, a binary STL's count; None for other formats, an ASCII
+    STL or a file that cannot be read (a PLY's faces are taken as triangles)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(65536)
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if suffix == ".ply" and b"end_header" in head:
+        for line in head.split(b"end_header", 1)[0].splitlines():
+            words = line.split()
+            if words[:2] == [b"element", b"face"] and len(words) == 3 and words[2].isdigit():
+                return int(words[2])
+        return None
+    if suffix == ".stl" and len(head) >= 84:
+        count = int.from_bytes(head[80:84], "little")
+        return count if size == 84 + 50 * count else None
+    return None
+
+
+def check_mesh_files_memory(source: str | Path, paths: list[Path], chunk_rays: int) -> None:
+    """Stop before loading a scene whose mesh files' headers already say its scan will not
+    fit in memory (the files whose headers give no count are left to
+    :func:`check_scan_memory`, after the load).
+
+    Raises
+    ------
+    SceneMemoryError
+        One line: the scene file, the triangles the headers count, the memory the scan
+        needs and the memory available.
+    """
+    triangles = sum(n for n in map(mesh_file_triangles, paths) if n is not None)
+    if triangles:
+        _check(source, triangles, chunk_rays, loaded=False)
+
+
 def check_scan_memory(source: str | Path, triangles: int, chunk_rays: int) -> None:
     """Stop before the ray engine is built if a loaded scene's scan will not fit in memory.
 
@@ -115,15 +160,25 @@ def check_scan_memory(source: str | Path, triangles: int, chunk_rays: int) -> No
         One line: the scene file, its triangles, the memory the rest of the scan needs
         (and the whole scan's estimate) and the memory available.
     """
+    _check(source, triangles, chunk_rays, loaded=True)
+
+
+def _check(source: str | Path, triangles: int, chunk_rays: int, *, loaded: bool) -> None:
     available, where = available_memory_bytes()
-    needed = scan_memory_bytes(triangles, chunk_rays, loaded=True)
+    needed = scan_memory_bytes(triangles, chunk_rays, loaded=loaded)
     if available is None or needed <= available:
         return
     whole = scan_memory_bytes(triangles, chunk_rays)
+    what = (
+        f"the ray engine and a chunk need about {needed / 2**30:.2f} GiB more "
+        f"({whole / 2**30:.2f} GiB for the whole scan"
+        if loaded
+        else f"its scan needs about {whole / 2**30:.2f} GiB (counted from the mesh files' "
+        "headers, before loading"
+    )
     raise SceneMemoryError(
-        f"{source}: {triangles:,} triangles: the ray engine and a chunk need about "
-        f"{needed / 2**30:.2f} GiB more ({whole / 2**30:.2f} GiB for the whole scan, "
-        f"about {ENGINE_BYTES_PER_TRIANGLE + LOADED_BYTES_PER_TRIANGLE} B a triangle), "
+        f"{source}: {triangles:,} triangles: {what}, about "
+        f"{ENGINE_BYTES_PER_TRIANGLE + LOADED_BYTES_PER_TRIANGLE} B a triangle), "
         f"but {available / 2**30:.2f} GiB is available ({where}); scan a smaller or "
         "decimated mesh, lower chunk_pulses, or free memory"
     )
