@@ -187,3 +187,29 @@ def test_mesh_headers_count_triangles_and_stop_a_scene_before_its_load(
     monkeypatch.setenv(MEMORY_ENV, str(whole))  # enough: now the load itself fails
     res = lidar_sim("scan", survey, "-o", out)
     assert res.returncode == 2 and "GiB" not in res.stderr, res.stderr
+
+
+def test_a_frames_folder_is_swept_once_not_listed_for_every_frame(tmp_path: Path) -> None:
+    """A killed writer's frame temporaries go when the sequence starts; then each frame's
+    write leaves the folder unlisted (an hour of frames would list 72,000 files a frame)."""
+    from simulator.io.atomic import atomic_path, without_stale_sweep
+
+    frames = tmp_path / "seq" / "frames"
+    frames.mkdir(parents=True)
+    stale = [frames / ".000001.tmp-0123abcd.bin", frames / ".000001.tmp-0123abcd.label"]
+    kept = [frames / ".notes.tmp-0123abcd.txt", frames / "000009.tmp-0123abcd.bin"]
+    for p in stale + kept:
+        p.write_bytes(b"x")
+    sim = simulator.Simulation.from_file(REPO / "scenes" / "farm" / "drive.yaml",
+                                         ["duration_s=0.15"])  # fmt: skip
+    simulator.sequence.write_sequence(sim, tmp_path / "seq", "bin")
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+    target = tmp_path / "one.npz"
+    left = tmp_path / ".one.tmp-89abcdef.npz"
+    left.write_bytes(b"x")
+    with without_stale_sweep(), atomic_path(target) as tmp:
+        tmp.write_bytes(b"y")
+    assert left.exists() and target.read_bytes() == b"y"
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(b"z")
+    assert not left.exists() and target.read_bytes() == b"z"
