@@ -125,7 +125,8 @@ class Runs:
     def frames(self) -> list[Frame]:
         """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
         last one shorter if the survey ends mid-turn; no pulse lost or repeated."""
-        return list(self.iter_frames())
+        # (called unbound on a duck-typed clock too, `datasets.tasks.sequence_frames`)
+        return list(Runs.iter_frames(self))  # type: ignore[arg-type]
 
     @property
     def frame_count(self) -> int:
