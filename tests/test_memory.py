@@ -80,6 +80,9 @@ def test_pose_streams_write_the_bytes_of_the_whole_list_writers(tmp_path: Path) 
     rotations = np.stack([rotation_from_rpy_deg(rng.uniform(-180, 180, 3)) for _ in times])
     positions = rng.normal(0, 50, (7, 3))
     quaternions = np.stack([quaternion_from_matrix(r) for r in rotations])
+    left = tmp_path / "streamed" / ".poses_tum.tmp-0123abcd.txt"  # a killed run's
+    left.parent.mkdir()
+    left.write_text("1 2 3\n")
     streams = PoseStreams(tmp_path / "streamed")
     for t, r, p, q in zip(times, rotations, positions, quaternions, strict=True):
         streams.add(float(t), r, p, q)

@@ -7,6 +7,7 @@ line per frame, ends with a newline, and is written atomically.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
@@ -14,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import OutputError
-from .atomic import temp_name, write_atomic
+from .atomic import atomic_path, write_atomic
 
 __all__ = [
     "CALIB_KEYS",
@@ -161,8 +162,14 @@ class PoseStreams:
         except OSError as exc:
             raise OutputError(f"{folder}: cannot create the folder ({exc.strerror})") from None
         self.paths = [folder / name for name in self.NAMES]
-        self.temps = [temp_name(p) for p in self.paths]
-        self.handles: list[TextIO] = [t.open("w", encoding="utf-8") for t in self.temps]
+        # Each file under atomic_path, as the frame writers' (a killed run's leftovers of
+        # the same names go first; renamed in on close, dropped on abort).
+        self.stack = ExitStack()
+        self.handles: list[TextIO] = [
+            self.stack.enter_context(open(self.stack.enter_context(atomic_path(p)), "w",  # noqa: SIM115
+                                          encoding="utf-8"))
+            for p in self.paths
+        ]  # fmt: skip
         self.lines = 0
 
     def add(
@@ -182,19 +189,16 @@ class PoseStreams:
 
     def close(self) -> list[Path]:
         """Finish the three files and rename them into place; returns their paths."""
-        for handle in self.handles:
-            if self.lines == 0:  # (as the whole-list writers write an empty list)
+        if self.lines == 0:  # (as the whole-list writers write an empty list)
+            for handle in self.handles:
                 handle.write("\n")
-            handle.close()
-        for temp, path in zip(self.temps, self.paths, strict=True):
-            temp.replace(path)
+        self.stack.close()
         return list(self.paths)
 
     def abort(self) -> None:
         """Drop the unfinished files."""
-        for handle, temp in zip(self.handles, self.temps, strict=True):
-            handle.close()
-            temp.unlink(missing_ok=True)
+        err = RuntimeError("aborted")
+        self.stack.__exit__(RuntimeError, err, None)
 
 
 def read_kitti_poses(path: str | Path) -> NDArray[np.float64]:
