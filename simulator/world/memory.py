@@ -137,7 +137,8 @@ def check_mesh_files_memory(source: str | Path, paths: list[Path], chunk_rays: i
         One line: the scene file, the triangles the headers count, the memory the scan
         needs and the memory available.
     """
-    triangles = sum(n for n in map(mesh_file_triangles, paths) if n is not None)
+    counts = {p: mesh_file_triangles(p) for p in set(paths)}  # (a file placed many times
+    triangles = sum(counts[p] or 0 for p in paths)  # is read once, counted each time)
     if triangles:
         _check(source, triangles, chunk_rays, loaded=False)
 
