@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "InputError", "OutputError", "SceneError", "SimulatorError"]
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "OutputError",
+    "SceneError",
+    "SceneMemoryError",
+    "SimulatorError",
+]
 
 
 class SimulatorError(Exception):
@@ -35,6 +42,11 @@ class ConfigError(SimulatorError):
 
 class SceneError(SimulatorError):
     """A scene cannot be built: a mesh file is missing, unreadable or empty."""
+
+
+class SceneMemoryError(SceneError):
+    """A scene is too large to scan in the memory available (checked before the ray
+    engine is built, :mod:`simulator.world.memory`)."""
 
 
 class OutputError(SimulatorError):

@@ -10,7 +10,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .io.frames import open_frame_sink
 from .io.pointcloud2 import BagOptions
-from .io.poses import write_kitti_poses, write_times, write_tum_poses
+from .io.poses import PoseStreams
 from .pipeline.simulation import OutputFrame, ProgressCallback, Simulation
 
 __all__ = ["SequenceSummary", "sequence_frame", "write_sequence"]
@@ -44,33 +44,32 @@ def write_sequence(
 
     out = Path(out_dir)
     frame_kind = sequence_frame(sim, fmt, compensate=compensate)
-    sink = open_frame_sink(out, fmt, bag, sim.scanner.return_mode)
-    total = sim.total_pulses
-    frames = sim.frames()
-    summary = SequenceSummary(frames=len(frames), pulses=total)
-    times, rotations, positions, quaternions = [], [], [], []
-    started = time.perf_counter()
+    poses = PoseStreams(out)
     try:
-        for f in frames:
+        sink = open_frame_sink(out, fmt, bag, sim.scanner.return_mode)
+    except BaseException:
+        poses.abort()
+        raise
+    total = sim.total_pulses
+    summary = SequenceSummary(frames=sim.frame_count, pulses=total)
+    started = time.perf_counter()
+    # Nothing is kept per frame: frames are made one at a time, their poses go straight
+    # to the pose files, and their files are counted (memory stays flat over an hour).
+    try:
+        for f in sim.iter_frames():
             q = quaternion_from_matrix(f.rotation)
             points, files = sink.write_frame(sim, f, q, frame_kind)
             summary.points += points
-            summary.files.extend(files)
-            times.append(f.time_s)
-            rotations.append(f.rotation)
-            positions.append(f.position_m)
-            quaternions.append(q)
+            summary.frame_files += len(files)
+            poses.add(f.time_s, f.rotation, f.position_m, q)
             if progress is not None:
                 progress(f.stop, total)
+        summary.files += sink.close()
     except BaseException:
         sink.abort()
+        poses.abort()
         raise
-    summary.files += sink.close()
-    summary.files += [
-        write_tum_poses(out / "poses_tum.txt", times, positions, quaternions),
-        write_kitti_poses(out / "poses_kitti.txt", rotations, positions),
-        write_times(out / "times.txt", times),
-    ]
+    summary.files += poses.close()
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -108,10 +107,24 @@ def sequence_frame(sim: Simulation, fmt: str, *, compensate: bool = False) -> Ou
 
 @dataclass
 class SequenceSummary:
-    """What :func:`write_sequence` wrote."""
+    """What :func:`write_sequence` wrote.
+
+    Attributes
+    ----------
+    frames, pulses, points : int
+        Frames, pulses fired and points written.
+    seconds : float
+        Wall time of the scan and the writing.
+    frame_files : int
+        Files written under ``frames/`` (one a frame; two for ``bin``: ``.bin`` and
+        ``.label``), counted, not listed: a long sequence keeps no list of them.
+    files : list of Path
+        The other files: the pose files and ``times.txt`` (and the bag, for ``rosbag2``).
+    """
 
     frames: int
     pulses: int
     points: int = 0
     seconds: float = 0.0
+    frame_files: int = 0
     files: list[Path] = field(default_factory=list)

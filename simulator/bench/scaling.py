@@ -51,7 +51,8 @@ def run_sequence_bench(revolutions: float = 20.0, scene_scale: float = 1.0) -> d
         t0 = time.perf_counter()
         summary = write_sequence(sim, Path(tmp) / "seq", "bin")
         seconds = time.perf_counter() - t0
-        mib = sum(p.stat().st_size for p in summary.files if p.is_file()) / 2**20
+        mib = sum(p.stat().st_size for p in (Path(tmp) / "seq").rglob("*") if p.is_file())
+        mib /= 2**20
     frame_s = sim.pattern.frame_pulses / sim.pattern.pulses_per_second
     return {
         "frames": summary.frames,

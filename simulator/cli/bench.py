@@ -70,6 +70,14 @@ PresetsOption = Annotated[
         "--revolutions 10."
     ),
 ]
+LongDriveOption = Annotated[
+    str,
+    typer.Option(
+        metavar="N,N,...",
+        help="Instead: a VLP-16 sequence (bin) driven up and down a street to the largest "
+        "count, with the peak memory at each (e.g. 100,1000,10000).",
+    ),
+]
 
 
 def _weather(items: list[str]) -> dict[str, dict[str, float]]:
@@ -110,14 +118,22 @@ def bench(
     scene: SceneOption = "bench",
     seed: SeedOption = 0,
     presets: PresetsOption = None,
+    long_drive: LongDriveOption = "",
 ) -> None:
     """Benchmark the pipeline against the bare ray cast.
 
-    On a ~1 M-triangle scene by default; --sequence, --load, --dataset-workers and
-    --presets time something else instead."""
+    On a ~1 M-triangle scene by default; --sequence, --load, --dataset-workers, --presets
+    and --long-drive time or measure something else instead."""
     import subprocess
 
     from ..bench.run import BenchOptions, bench_text
+
+    if long_drive:
+        from ..bench.long_drive import long_drive_text
+
+        say = None if as_json else lambda line: typer.echo(line, err=True)
+        typer.echo(long_drive_text(long_drive, as_json=as_json, say=say))
+        return
 
     output_format = choose("--format", output_format.lstrip("."), "bench_format")
     choose("--beam-sampling", beam_sampling, "beam_sampling")

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from ..errors import OutputError
 from ..pointcloud import PointCloud
 from . import FORMATS
+from .atomic import remove_stale_frame_temps, without_stale_sweep
 from .pointcloud2 import BagOptions
 from .rosbag import RosbagWriter
 
@@ -99,6 +100,7 @@ class FileFrameSink:
             )
         self.folder, self.ext = Path(folder), ext
         self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_frame_temps(self.folder)  # once, not once a file (:meth:`write_frame`)
 
     def write_frame(
         self,
@@ -110,7 +112,8 @@ class FileFrameSink:
         """Write the frame's pulses, ``time_s`` relative to its reference time."""
         del quaternion
         path = self.folder / f"{frame.index:06d}.{self.ext}"
-        written = source.write([path], window=frame.window(output_frame))
+        with without_stale_sweep():  # (swept when the sink was opened)
+            written = source.write([path], window=frame.window(output_frame))
         return written.points, list(written.files)
 
     def close(self) -> list[Path]:

@@ -7,16 +7,19 @@ line per frame, ends with a newline, and is written atomically.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import OutputError
-from .atomic import write_atomic
+from .atomic import atomic_path, write_atomic
 
 __all__ = [
     "CALIB_KEYS",
+    "PoseStreams",
     "kitti_line",
     "read_kitti_poses",
     "tum_line",
@@ -134,6 +137,68 @@ def write_identity_calib(path: str | Path) -> Path:
     """Write a KITTI ``calib.txt`` whose projections and ``Tr`` are all the identity 3x4
     (the points are already in the frame the poses are of)."""
     return write_atomic(path, "".join(f"{k}: {_IDENTITY_3X4}\n" for k in CALIB_KEYS))
+
+
+class PoseStreams:
+    """The pose files of a sequence, written a frame at a time: ``poses_tum.txt``,
+    ``poses_kitti.txt`` and ``times.txt`` in ``folder``, the same bytes as
+    :func:`write_tum_poses`, :func:`write_kitti_poses` and :func:`write_times` give for
+    the whole list, with nothing held per frame (an hour's drive of 36,000 frames keeps
+    no list of poses). Each file grows under a temporary name and is renamed in by
+    :meth:`close`; :meth:`abort` drops them.
+
+    Parameters
+    ----------
+    folder : Path
+        Where the three files go (created if needed).
+    """
+
+    NAMES = ("poses_tum.txt", "poses_kitti.txt", "times.txt")
+
+    def __init__(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{folder}: cannot create the folder ({exc.strerror})") from None
+        self.paths = [folder / name for name in self.NAMES]
+        # Each file under atomic_path, as the frame writers' (a killed run's leftovers of
+        # the same names go first; renamed in on close, dropped on abort).
+        self.stack = ExitStack()
+        self.handles: list[TextIO] = [
+            self.stack.enter_context(open(self.stack.enter_context(atomic_path(p)), "w",  # noqa: SIM115
+                                          encoding="utf-8"))
+            for p in self.paths
+        ]  # fmt: skip
+        self.lines = 0
+
+    def add(
+        self,
+        time_s: float,
+        rotation: NDArray[np.float64],
+        position_m: NDArray[np.float64],
+        quaternion: NDArray[np.float64],
+    ) -> None:
+        """Append one frame's pose: time (s), world-from-sensor rotation (3, 3), position
+        (3,) in m and the rotation as ``qx qy qz qw`` (4,)."""
+        tum, kitti, times = self.handles
+        tum.write(tum_line(time_s, position_m, quaternion) + "\n")
+        kitti.write(kitti_line(rotation, position_m) + "\n")
+        times.write(format(time_s, ".9f") + "\n")
+        self.lines += 1
+
+    def close(self) -> list[Path]:
+        """Finish the three files and rename them into place; returns their paths."""
+        if self.lines == 0:  # (as the whole-list writers write an empty list)
+            for handle in self.handles:
+                handle.write("\n")
+        self.stack.close()
+        return list(self.paths)
+
+    def abort(self) -> None:
+        """Drop the unfinished files."""
+        err = RuntimeError("aborted")
+        self.stack.__exit__(RuntimeError, err, None)
 
 
 def read_kitti_poses(path: str | Path) -> NDArray[np.float64]:

@@ -125,13 +125,22 @@ class Runs:
     def frames(self) -> list[Frame]:
         """The survey cut into frames: one per turn of the pattern (``frame_pulses``), the
         last one shorter if the survey ends mid-turn; no pulse lost or repeated."""
-        out = []
+        # (called unbound on a duck-typed clock too, `datasets.tasks.sequence_frames`)
+        return list(Runs.iter_frames(self))  # type: ignore[arg-type]
+
+    @property
+    def frame_count(self) -> int:
+        """How many frames :meth:`frames` gives."""
+        return -(-self.total_pulses // self.pattern.frame_pulses)
+
+    def iter_frames(self) -> Iterator[Frame]:
+        """:meth:`frames` one at a time, each made when asked for (a long sequence holds
+        no list of them)."""
         total, per_frame = self.total_pulses, self.pattern.frame_pulses
         for k, first in enumerate(range(0, total, per_frame)):
             ref = float(self.pattern.time_and_channel(np.array([first], np.uint64))[0][0])
             rot, pos = self.trajectory.pose_at(ref)
-            out.append(Frame(k, first, min(first + per_frame, total), ref, rot, pos))
-        return out
+            yield Frame(k, first, min(first + per_frame, total), ref, rot, pos)
 
     def frame_cloud(self, frame: Frame, output_frame: OutputFrame | None = None) -> PointCloud:
         """One frame's cloud (held in memory), ``time_s`` from the frame's first firing."""

@@ -37,6 +37,7 @@ from ..steps.tables import SceneTables, Streams
 from ..steps.transmittance import with_front_laws
 from ..steps.weather import Medium, weather_extinction_per_m
 from ..world.ego import with_ego
+from ..world.memory import check_scan_memory
 from ..world.raycast import RayEngine
 from ..world.scene import Scene, load_scene
 from .layers import SeeThrough, surfaces_behind
@@ -100,6 +101,7 @@ class Simulation(Runs):
         # The vehicle under the sensor, if any, follows it (after the scene's objects).
         ego = (scanner.ego, s.ego)
         self.scene = with_ego(self.scene, ego, self.trajectory, self.base_dir, self.source)
+        check_scan_memory(self.scene.source, self.scene.triangle_count, s.chunk_pulses)
         self.engine = RayEngine(
             self.scene, cull=self.backend.rays_into_boxes, refine=self.backend.refine_hits
         )

@@ -31,6 +31,7 @@ from ..labels import THING_LABELS, label_id
 from ..sensor.trajectory import Trajectory, trajectory_from_spec
 from ..transforms import compose
 from .materials import FACE_MATERIAL_KEYS, MaterialTable, check_face_values, check_faces_fit
+from .memory import DEFAULT_CHUNK_RAYS, check_mesh_files_memory
 from .meshcache import load_parts, mesh_file_key, scene_key, store_parts
 from .parts import MeshPart, mesh_parts, part_rules, rule_for
 from .primitives import primitive_arrays, primitive_key, primitive_mesh
@@ -256,6 +257,9 @@ def build_scene(
     # The parts trimesh made for this scene before, if it is not generated (a dataset
     # builds thousands of generated scenes, each once) and every mesh file can be cached.
     cache_key = None if generated else _cache_key(spec, base_dir)
+    # A mesh file whose header counts too many triangles stops the scene before its load.
+    files = [base_dir / o.mesh for o in spec.objects if o.mesh and "://" not in o.mesh]
+    check_mesh_files_memory(source, files, DEFAULT_CHUNK_RAYS)
     cached = None if cache_key is None else load_parts(cache_key)
     made: list[list[MeshPart]] = []
     library = {**library, **spec.materials}
