@@ -60,7 +60,7 @@ from .hits import (
 
 # ``x as x``: re-exported for one release, for the imports of
 # simulator.pipeline.simulation (their homes: simulator.steps.returns, .transmittance).
-from .receiver import receiver_gains
+from .receiver import received_energies
 from .returns import DIAGNOSTIC_FIELDS as DIAGNOSTIC_FIELDS
 from .returns import Returns, group_starts, select_returns
 from .returns import single_returns as single_returns
@@ -379,10 +379,8 @@ def report_echoes(
         With every diagnostic field.
     """
     r_true = echoes.range_true_m
-    energy, energy_read = echoes.energy, echoes.energy
-    if model.receiver is not None:  # the receiver's overlap and speckle
-        gain, gain_read = receiver_gains(model.receiver, key, r_true)
-        energy, energy_read = echoes.energy * gain, echoes.energy * gain_read
+    # the receiver's overlap and speckle
+    energy, energy_read = received_energies(model.receiver, key, r_true, echoes.energy)
     received = received_peak(energy, echoes.peak_factor, r_true, model)
     range_meas = measured_range(r_true, echoes.relief_m, sensor_jitter_m(key, model), model)
     sel = np.flatnonzero(in_window(received, range_meas, model, key))

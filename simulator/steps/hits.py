@@ -40,7 +40,7 @@ from ..config import ScannerConfig
 from ..constants import RETURN_MODES
 from ..errors import ConfigError
 from ..sensor.scanner import RasterPattern, ScanPattern, TablePattern, pattern_for
-from .receiver import NO_RECEIVER, ReceiverLaws, receiver_gains, soft_detected
+from .receiver import NO_RECEIVER, ReceiverLaws, received_energies, soft_detected
 from .tables import SceneTables, Streams
 
 __all__ = [
@@ -614,10 +614,7 @@ def evaluate_hits(
     pulse_of_ray = np.uint64(chunk.start) + idx.astype(np.uint64)
     with np.errstate(over="ignore"):
         key = physics.mix64(streams.sensor_noise + pulse_of_ray)  # the pulse's jitter key
-    energy, energy_read = backscatter, backscatter
-    if model.receiver is not None:
-        gain, gain_read = receiver_gains(model.receiver, key, range_true)
-        energy, energy_read = backscatter * gain, backscatter * gain_read
+    energy, energy_read = received_energies(model.receiver, key, range_true, backscatter)
     received = received_peak(energy, peak, range_true, model)
 
     # 7. measured range: place-fixed relief, per-pulse jitter, quantisation, window

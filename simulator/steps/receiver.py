@@ -46,6 +46,7 @@ __all__ = [
     "ReceiverLaws",
     "gamma_unit_mean",
     "near_overlap",
+    "received_energies",
     "receiver_gains",
     "soft_detected",
 ]
@@ -201,6 +202,20 @@ def receiver_gains(
     overlap = near_overlap(range_true_m, laws.near_start_m, laws.near_full_m)
     detection = overlap * speckle
     return detection, detection if laws.near_mode == 2 else speckle
+
+
+def received_energies(
+    laws: ReceiverLaws | None,
+    jitter_key: NDArray[np.uint64],
+    range_true_m: NDArray[np.float64],
+    energy: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Echoes' energies as the receiver detects and reads them: ``energy`` times
+    :func:`receiver_gains`' two factors; ``energy`` itself for both without laws."""
+    if laws is None:
+        return energy, energy
+    gain, gain_read = receiver_gains(laws, jitter_key, range_true_m)
+    return energy * gain, energy * gain_read
 
 
 def soft_detected(

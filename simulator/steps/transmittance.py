@@ -19,7 +19,7 @@ from ..chunk import CastChunk, Hits, Layer
 from ..config.scene import GLASS_REFRACTIVE_INDEX, TRANSMITTANCE_LAWS
 from ..physics import mix64
 from .hits import HitResults, ReturnModel, in_window, received_peak, reported_intensity
-from .receiver import receiver_gains
+from .receiver import received_energies
 from .tables import Streams
 
 __all__ = [
@@ -259,10 +259,8 @@ def with_front_laws(
     pulse = np.uint64(chunk.start) + results.idx[m].astype(np.uint64)
     with np.errstate(over="ignore"):
         key = mix64(streams.sensor_noise + pulse)  # the pulses' jitter keys
-    energy, energy_read = backscatter[m], backscatter[m]
-    if model.receiver is not None:  # the receiver's overlap and speckle
-        gain, gain_read = receiver_gains(model.receiver, key, r_true)
-        energy, energy_read = energy * gain, energy * gain_read
+    # the receiver's overlap and speckle
+    energy, energy_read = received_energies(model.receiver, key, r_true, backscatter[m])
     received = received_peak(energy, results.peak_factor[m], r_true, model)
     keep[m] = in_window(received, range_m, model, key)
     intensity[m] = reported_intensity(energy_read, model, range_m, pulse)
