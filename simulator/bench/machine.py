@@ -8,7 +8,7 @@ import platform
 import resource
 from pathlib import Path
 
-__all__ = ["cpu_name", "cpu_seconds", "peak_rss_mib", "rss_mib"]
+__all__ = ["cpu_name", "cpu_seconds", "peak_rss_mib", "reset_peak_rss", "rss_mib"]
 
 
 def cpu_name() -> str:
@@ -23,8 +23,27 @@ def cpu_name() -> str:
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident memory so far, MiB."""
+    """This process's peak resident memory so far (since :func:`reset_peak_rss`, where
+    Linux allows it), MiB: ``VmHWM`` of ``/proc/self/status``, else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak_rss() -> bool:
+    """Start :func:`peak_rss_mib` again from the memory resident now (Linux's
+    ``clear_refs`` 5); False where that cannot be done."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def rss_mib() -> float:
