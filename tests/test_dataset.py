@@ -595,3 +595,46 @@ def test_a_datasets_generated_scenes_are_not_kept_in_the_mesh_cache(
 
     load_scene(REPO / "scenes" / "farm" / "scene.yaml")
     assert len(list(cache.rglob("*.npz"))) == 1
+
+
+def test_two_workers_sharing_a_sequence_write_its_files_as_one_process(tmp_path: Path) -> None:
+    """One sequence of four frames on two local workers: both scan frames of it (each
+    builds it once), and the sequence's own files (poses, times), written from the frames
+    each worker scanned, hold one process's bytes."""
+    spec = yaml.safe_load(DEMO.read_text())
+    street = {**spec["groups"][1], "frames": 4}
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump({**spec, "groups": [street]}))
+    one = run_dataset(path, tmp_path / "one", workers=1)
+    two = run_dataset(path, tmp_path / "two", workers=2)
+    assert one["errors"] == two["errors"] == []
+    workers = two["workers"].values()
+    assert len(workers) == 2 and all(w["frames"] >= 1 and w["builds"] == 1 for w in workers)
+    assert dataset_files(tmp_path / "two") == dataset_files(tmp_path / "one")
+    assert len(dataset_files(tmp_path / "one")) == 3 * 4 + 4
+
+
+def test_each_frames_reference_time_is_computed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run computes each frame's reference time (a pass over its firings) once: the
+    worker for the frame it scans, and it hands the frame to the sequence's files; only
+    a frame kept on disk (resume) is computed by the run itself."""
+    from simulator.datasets import generate, tasks
+
+    calls: list[int] = []
+
+    def counted(sim, frame, layout):  # type: ignore[no-untyped-def]
+        calls.append(frame.index)
+        return reference_frame(sim, frame, layout)
+
+    reference_frame = worker.reference_frame
+    for module in (worker, generate, tasks):
+        monkeypatch.setattr(module, "reference_frame", counted)
+    out = tmp_path / "ds"
+    assert run_dataset(DEMO, out, workers=1)["errors"] == []
+    assert sorted(calls) == [0, 0, 1, 1, 2, 2]
+    calls.clear()
+    (out / "sequences" / "01" / "velodyne" / "000001.bin").unlink()
+    assert run_dataset(DEMO, out, workers=1, resume=True)["frames"] == 6
+    assert sorted(calls) == [0, 0, 1, 1, 2, 2]  # the kept five by the run, frame 1 by a worker
