@@ -638,3 +638,18 @@ def test_each_frames_reference_time_is_computed_once(
     (out / "sequences" / "01" / "velodyne" / "000001.bin").unlink()
     assert run_dataset(DEMO, out, workers=1, resume=True)["frames"] == 6
     assert sorted(calls) == [0, 0, 1, 1, 2, 2]  # the kept five by the run, frame 1 by a worker
+
+
+def test_a_frame_sent_ahead_is_the_next_of_the_same_sequence() -> None:
+    """A worker process holds its frame and the next one of the same sequence (so it
+    never waits for the hand-out); the frames sent ahead are never another sequence's,
+    and every frame is still handed out once."""
+    dispatcher = Dispatcher({0: [0, 1, 2], 1: [0, 1, 2]})
+    assert dispatcher.next("a") == (0, 0) and dispatcher.ahead("a", 0) == (0, 1)
+    assert dispatcher.next("b") == (1, 0) and dispatcher.ahead("b", 1) == (1, 1)
+    dispatcher.done(SequenceResult(0, 0, frames_written=1, worker="a", build_s=1.0), "a")
+    assert dispatcher.ahead("a", 0) == (0, 2)
+    assert dispatcher.ahead("a", 0) is None  # sequence 0 has no frame left
+    dispatcher.done(SequenceResult(1, 0, frames_written=1, worker="b", build_s=1.0), "b")
+    assert dispatcher.ahead("b", 1) == (1, 2) and dispatcher.ahead("b", 1) is None
+    assert not dispatcher
