@@ -187,6 +187,20 @@ def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
     assert [r["workers"] for r in f["runs"]] == [1, 2]
     assert [r["frames"] for r in f["runs"]] == [6, 6]
     assert f["runs"][1]["identical_to_first"] is True  # two workers wrote the one's files
+    # each sequence built once however many workers; its presets' CPU a frame, whose
+    # frames' sum is the CPU of the frames, within the whole process's
+    assert [r["builds"] for r in f["runs"]] == [2, 2]
+    for r in f["runs"]:
+        per_frame = r["cpu_s_per_frame"]
+        assert sorted(per_frame) == ["rs-helios-5515", "vlp-16"]
+        assert sum(c["per_frame"] for c in per_frame.values()) * 3 == pytest.approx(
+            r["frames_cpu_s"]
+        )
+        for c in per_frame.values():  # two frames of three built nothing
+            assert c["frame"] > 0 and c["build"] > 0
+            assert (c["per_frame"] * 3 - c["frame"] * 2 - c["build"]) == pytest.approx(c["frame"])
+        assert 0 < r["frames_cpu_s"] < r["cpu_s"]
+    assert f["cpu_ratio"] == pytest.approx(f["runs"][1]["cpu_s"] / f["runs"][0]["cpu_s"])
 
 
 def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_cast(

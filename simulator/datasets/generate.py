@@ -187,6 +187,9 @@ class _Tally:
         into.errors += r.errors
         into.samples += r.samples
         into.cpu_s += r.cpu_s
+        if r.build_s > 0:
+            into.builds += 1
+            into.build_cpu_s += r.cpu_s
         into.build_s += r.build_s
         into.scan_s += r.scan_s
         for f in r.reference_frames:
@@ -310,7 +313,11 @@ def _manifest(
                 "frames_written": r.frames_written,
                 "frames_skipped": r.frames_skipped,
                 "points": r.points,
-                "cpu_s": r.cpu_s,  # building and scanning it, on whichever workers
+                # CPU seconds building and scanning it, on whichever workers; the builds,
+                # and the CPU seconds of the tasks that built (each with its frame)
+                "cpu_s": r.cpu_s,
+                "builds": r.builds,
+                "build_cpu_s": r.build_cpu_s,
             }
             for r in results
         ],

@@ -95,6 +95,10 @@ class SequenceResult:
     scan_s: float = 0.0
     #: The worker process's CPU seconds (all its threads) while it built and scanned.
     cpu_s: float = 0.0
+    #: Of a run's sequence: the tasks that built it, and their CPU seconds (the build,
+    #: the frame they scanned, and a worker process's start-up if it was its first).
+    builds: int = 0
+    build_cpu_s: float = 0.0
     #: The scanned frames at the layout's reference time (times and poses): the
     #: sequence's own files are written from them, not computed again.
     reference_frames: list[Frame] = field(default_factory=list)
