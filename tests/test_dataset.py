@@ -597,16 +597,21 @@ def test_a_datasets_generated_scenes_are_not_kept_in_the_mesh_cache(
     assert len(list(cache.rglob("*.npz"))) == 1
 
 
-def test_two_workers_sharing_a_sequence_write_its_files_as_one_process(tmp_path: Path) -> None:
-    """One sequence of four frames on two local workers: both scan frames of it (each
-    builds it once), and the sequence's own files (poses, times), written from the frames
-    each worker scanned, hold one process's bytes."""
+@pytest.mark.parametrize("scheduler", [None, "local:2"])
+def test_two_workers_sharing_a_sequence_write_its_files_as_one_process(
+    tmp_path: Path, scheduler: str | None
+) -> None:
+    """One sequence of four frames on two local workers (or a two-worker Dask cluster):
+    both scan frames of it (each builds it once), and the sequence's own files (poses,
+    times), written from the frames each worker scanned, hold one process's bytes."""
+    if scheduler is not None:
+        pytest.importorskip("distributed", reason="dask.distributed is not installed")
     spec = yaml.safe_load(DEMO.read_text())
     street = {**spec["groups"][1], "frames": 4}
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump({**spec, "groups": [street]}))
     one = run_dataset(path, tmp_path / "one", workers=1)
-    two = run_dataset(path, tmp_path / "two", workers=2)
+    two = run_dataset(path, tmp_path / "two", workers=2, scheduler=scheduler)
     assert one["errors"] == two["errors"] == []
     workers = two["workers"].values()
     assert len(workers) == 2 and all(w["frames"] >= 1 and w["builds"] == 1 for w in workers)
