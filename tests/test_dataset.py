@@ -658,3 +658,23 @@ def test_a_frame_sent_ahead_is_the_next_of_the_same_sequence() -> None:
     dispatcher.done(SequenceResult(1, 0, frames_written=1, worker="b", build_s=1.0), "b")
     assert dispatcher.ahead("b", 1) == (1, 2) and dispatcher.ahead("b", 1) is None
     assert not dispatcher
+
+
+def test_nuscenes_with_range_images_writes_both(reference, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The nuScenes layout with range images: every sample's JSON record where the tables
+    read it and its (6, rings, 1024) range image beside it; the other files are those of
+    the layout without range images, byte for byte."""
+    spec = yaml.safe_load(_demo_as(tmp_path, "nuscenes").read_text())
+    path = tmp_path / "nuri.yaml"
+    path.write_text(yaml.safe_dump({**spec, "range_images": True}))
+    out = tmp_path / "nuri"
+    assert run_dataset(path, out, workers=1)["errors"] == []
+    files = dataset_files(out)
+    images = sorted(k for k in files if "/range_images/" in k)
+    assert len(images) == 6
+    for name in images:
+        stack = np.load(out / name)
+        assert stack.shape[0] == 6 and stack.shape[2] == 1024 and stack.shape[1] in (16, 32)
+    assert {k: v for k, v in files.items() if k not in images} == dataset_files(
+        reference("nuscenes")
+    )
