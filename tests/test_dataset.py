@@ -678,3 +678,26 @@ def test_nuscenes_with_range_images_writes_both(reference, tmp_path: Path) -> No
     assert {k: v for k, v in files.items() if k not in images} == dataset_files(
         reference("nuscenes")
     )
+
+
+def test_dask_workers_sharing_a_machine_share_its_cores() -> None:
+    """A Dask worker's task casts and computes on its machine's cores over the tasks the
+    workers on that machine run at once: two single-threaded workers on a 2-core machine
+    one thread each, a lone worker on an 8-core machine all eight, two workers of two
+    threads on 8 cores two each; an unknown core count gives one."""
+    from simulator.datasets.dispatch import machine_shares
+
+    workers = {
+        "tcp://a:1": {"host": "a", "nthreads": 1},
+        "tcp://a:2": {"host": "a", "nthreads": 1},
+        "tcp://b:1": {"host": "b", "nthreads": 1},
+        "tcp://c:1": {"host": "c", "nthreads": 2},
+        "tcp://c:2": {"host": "c", "nthreads": 2},
+        "tcp://d:1": {"host": "d", "nthreads": 1},
+    }
+    cores = {"tcp://a:1": 2, "tcp://a:2": 2, "tcp://b:1": 8, "tcp://c:1": 8, "tcp://c:2": 8,
+             "tcp://d:1": None}  # fmt: skip
+    assert machine_shares(workers, cores) == {
+        "tcp://a:1": 1, "tcp://a:2": 1, "tcp://b:1": 8, "tcp://c:1": 2, "tcp://c:2": 2,
+        "tcp://d:1": 1,
+    }  # fmt: skip

@@ -7,6 +7,8 @@ bytes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import sys
 import threading
 from collections import deque
@@ -24,6 +26,7 @@ __all__ = [
     "all_threads",
     "died",
     "import_for_workers",
+    "machine_shares",
     "run_dask",
     "run_local",
     "serve",
@@ -262,8 +265,6 @@ def serve(conn: Any) -> None:
     """A local worker process: run each task received on ``conn`` and send its result
     back (or the exception that stops the run), until ``None``, or until the pipe closes
     or the run's process is gone (killed: a forked sibling may hold the pipe open)."""
-    import os
-
     parent = os.getppid()
     while True:
         try:
@@ -311,16 +312,22 @@ def run_dask(
     collect: Callable[[SequenceResult], None],
 ) -> None:
     """Run the dispatcher's frames on a Dask cluster: as many in flight a worker as it
-    has threads, each asked of the worker the dispatcher chose (others may take it)."""
+    has threads, each asked of the worker the dispatcher chose (others may take it), and
+    each on its share of that worker's machine (:func:`machine_shares`) unless the task
+    has a share already."""
     from dask.distributed import as_completed as dask_completed
 
     info = client.scheduler_info(n_workers=-1)["workers"]
     slots = [addr for addr, w in sorted(info.items()) for _ in range(max(1, w.get("nthreads", 1)))]
     if not slots:
         slots = [None]
+    shares = machine_shares(info, client.run(os.cpu_count)) if info else {}
 
     def submit(job: tuple[int, int], worker: str | None) -> Any:
-        return client.submit(run_sequence, frame_task(tasks[job[0]], job[1]), pure=False,
+        task = frame_task(tasks[job[0]], job[1])
+        if not task.threads and worker in shares:
+            task = dataclasses.replace(task, threads=shares[worker])
+        return client.submit(run_sequence, task, pure=False,
                              workers=None if worker is None else [worker],
                              allow_other_workers=True)  # fmt: skip
 
@@ -337,3 +344,23 @@ def run_dask(
         job = dispatcher.next(result.worker)
         if job is not None:
             running.add(submit(job, result.worker))
+
+
+def machine_shares(workers: dict[str, Any], cores: dict[str, int | None]) -> dict[str, int]:
+    """The threads a task of each Dask worker may use: its machine's cores over the
+    tasks that machine's workers run at once (at least one), so that workers sharing a
+    machine do not oversubscribe it.
+
+    Parameters
+    ----------
+    workers : mapping of str to dict
+        The scheduler's workers by address, each with its ``host`` and ``nthreads``.
+    cores : mapping of str to int
+        Each worker's ``os.cpu_count()`` (None: unknown, taken as 1).
+    """
+    at_once: dict[str, int] = {}
+    for w in workers.values():
+        host = w.get("host", "")
+        at_once[host] = at_once.get(host, 0) + max(1, w.get("nthreads", 1))
+    return {addr: max(1, (cores.get(addr) or 1) // at_once[w.get("host", "")])
+            for addr, w in workers.items()}  # fmt: skip

@@ -21,8 +21,11 @@ written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective 
 seeds, the package version and the counts. Every file is written to a temporary name and
 renamed, so ``--resume`` skips finished samples (they are not even dispatched) and never
 sees a partial one; the files of a whole sequence (poses, times) and of the whole dataset
-(nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process from
-the frames on disk, so a resumed run completes them in every layout and executor.
+(nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process at
+the end, from the frames on disk and the reference times the workers handed back with
+them (a kept frame's computed then), so a resumed run completes them in every layout
+and executor. Each frame's reference time is computed once, by the worker scanning it,
+so nothing a frame needs is computed before the workers start.
 
 The parts: the specs and samples (:mod:`~simulator.datasets.tasks`), a worker's builds and
 scans (:mod:`~simulator.datasets.worker`), the dispatch of frames to local processes or a
