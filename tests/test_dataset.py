@@ -701,3 +701,37 @@ def test_dask_workers_sharing_a_machine_share_its_cores() -> None:
         "tcp://a:1": 1, "tcp://a:2": 1, "tcp://b:1": 8, "tcp://c:1": 2, "tcp://c:2": 2,
         "tcp://d:1": 1,
     }  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads a process's children from /proc")
+def test_a_killed_worker_process_stops_the_run_in_one_line_and_resume_finishes(
+    tmp_path: Path,
+) -> None:
+    """A local worker process killed mid-run (as the system's out-of-memory killer
+    would): the run does not hang, it exits 2 with one line naming the worker and
+    ``--resume``, and a resumed run writes one process's bytes."""
+    spec = yaml.safe_load(DEMO.read_text())
+    street = {**spec["groups"][1], "frames": 40}
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump({**spec, "groups": [street]}))
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o", str(out),
+               "--workers", "2", "-q"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline, pids = time.monotonic() + 120, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        pids = children.read_text().split() if children.exists() else []
+        if pids and any((out / "sequences" / "00" / "velodyne").glob("*.bin")):
+            os.kill(int(pids[0]), signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"dataset worker pid:{pids[0]} stopped" in lines[0], err
+    assert "--resume" in lines[0]
+    code, err = _cli("dataset", path, "-o", out, "--workers", "1", "--resume", "-q")
+    assert code == 0, err
+    assert run_dataset(path, tmp_path / "one", workers=1)["errors"] == []
+    assert dataset_files(out) == dataset_files(tmp_path / "one")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 import threading
 from collections import deque
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OutputError
 from .tasks import SequenceResult, SequenceTask, frame_task
 from .worker import CACHE_ENTRIES, clear_cache, run_sequence, worker_name
 
@@ -174,8 +176,8 @@ def run_local(
     Raises
     ------
     Exception
-        What a worker raised (a full disk), or :class:`RuntimeError` if a worker process
-        died.
+        What a worker raised (a full disk), or :class:`~simulator.errors.OutputError` if
+        a worker process stopped (:func:`died`).
     """
     import multiprocessing
 
@@ -212,7 +214,7 @@ def run_local(
                     w = by_pipe[conn]
                     try:
                         result = conn.recv()
-                    except EOFError:
+                    except (EOFError, OSError):  # (the process is gone: reset, or closed)
                         raise died(w, children[w][1]) from None
                     if isinstance(result, BaseException):
                         raise result
@@ -255,16 +257,21 @@ def run_local(
     return method
 
 
-def died(worker: str, proc: Any) -> RuntimeError:
-    """The error of a worker process that ended while it had frames to run."""
+def died(worker: str, proc: Any) -> OutputError:
+    """The error of a worker process that ended while it had frames to run (killed, or
+    by the system out of memory): the samples written are complete, ``--resume`` goes on."""
     proc.join(5.0)
-    return RuntimeError(f"dataset worker {worker} died (exit code {proc.exitcode})")
+    return OutputError(
+        f"dataset worker {worker} stopped (exit code {proc.exitcode}: killed, or out of "
+        "memory?); every sample written is complete: run again with --resume"
+    )
 
 
 def serve(conn: Any) -> None:
     """A local worker process: run each task received on ``conn`` and send its result
     back (or the exception that stops the run), until ``None``, or until the pipe closes
     or the run's process is gone (killed: a forked sibling may hold the pipe open)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops us
     parent = os.getppid()
     while True:
         try:
