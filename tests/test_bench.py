@@ -226,3 +226,20 @@ def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_
     assert 0.01 < share < 0.5, share
     full = _helios(bench_scene, 0.2, chunk_pulses=7000, overrides={"beam_samples": 7})
     assert count_cast_in_full(full)[1] == 0  # full sampling casts every sub-ray with the beam
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads Linux's /proc/stat")
+def test_the_machines_busy_seconds_hold_this_process_own() -> None:
+    """The machine's busy CPU seconds (all processes) grow at least by this process's own
+    while it computes (to the clock tick), so the benchmark's 'others used' is never less
+    than what the rest of the machine took."""
+    import time
+
+    from simulator.bench.machine import busy_seconds
+
+    busy0, own0 = busy_seconds(), time.process_time()
+    while time.process_time() - own0 < 0.5:
+        sum(range(10_000))
+    busy1, own1 = busy_seconds(), time.process_time()
+    assert busy0 is not None and busy1 is not None
+    assert busy1 - busy0 >= (own1 - own0) - 0.03
