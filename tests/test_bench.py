@@ -188,6 +188,20 @@ def test_dataset_scaling_gives_the_same_files_with_one_or_two_workers() -> None:
     assert [r["workers"] for r in f["runs"]] == [1, 2]
     assert [r["frames"] for r in f["runs"]] == [6, 6]
     assert f["runs"][1]["identical_to_first"] is True  # two workers wrote the one's files
+    # each sequence built once however many workers; its presets' CPU a frame, whose
+    # frames' sum is the CPU of the frames, within the whole process's
+    assert [r["builds"] for r in f["runs"]] == [2, 2]
+    for r in f["runs"]:
+        per_frame = r["cpu_s_per_frame"]
+        assert sorted(per_frame) == ["rs-helios-5515", "vlp-16"]
+        assert sum(c["per_frame"] for c in per_frame.values()) * 3 == pytest.approx(
+            r["frames_cpu_s"]
+        )
+        for c in per_frame.values():  # two frames of three built nothing
+            assert c["frame"] > 0 and c["build"] > 0
+            assert (c["per_frame"] * 3 - c["frame"] * 2 - c["build"]) == pytest.approx(c["frame"])
+        assert 0 < r["frames_cpu_s"] < r["cpu_s"]
+    assert f["cpu_ratio"] == pytest.approx(f["runs"][1]["cpu_s"] / f["runs"][0]["cpu_s"])
 
 
 def test_adaptive_bench_counts_the_points_of_an_adaptive_scan_and_every_sub_ray_cast(
@@ -260,3 +274,20 @@ def test_all_presets_are_the_ground_sensors_and_a_bad_name_is_refused() -> None:
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "vlp-17" in lines[0] and "--presets" in lines[0], res.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads Linux's /proc/stat")
+def test_the_machines_busy_seconds_hold_this_process_own() -> None:
+    """The machine's busy CPU seconds (all processes) grow at least by this process's own
+    while it computes (to the clock tick), so the benchmark's 'others used' is never less
+    than what the rest of the machine took."""
+    import time
+
+    from simulator.bench.machine import busy_seconds
+
+    busy0, own0 = busy_seconds(), time.process_time()
+    while time.process_time() - own0 < 0.5:
+        sum(range(10_000))
+    busy1, own1 = busy_seconds(), time.process_time()
+    assert busy0 is not None and busy1 is not None
+    assert busy1 - busy0 >= (own1 - own0) - 0.03

@@ -560,3 +560,143 @@ def test_a_datasets_generated_scenes_are_not_kept_in_the_mesh_cache(
 
     load_scene(REPO / "scenes" / "farm" / "scene.yaml")
     assert len(list(cache.rglob("*.npz"))) == 1
+
+
+@pytest.mark.parametrize("scheduler", [None, "local:2"])
+def test_two_workers_sharing_a_sequence_write_its_files_as_one_process(
+    tmp_path: Path, scheduler: str | None
+) -> None:
+    """One sequence of four frames on two local workers (or a two-worker Dask cluster):
+    both scan frames of it (each builds it once), and the sequence's own files (poses,
+    times), written from the frames each worker scanned, hold one process's bytes."""
+    if scheduler is not None:
+        pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    spec = yaml.safe_load(DEMO.read_text())
+    street = {**spec["groups"][1], "frames": 4}
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump({**spec, "groups": [street]}))
+    one = run_dataset(path, tmp_path / "one", workers=1)
+    two = run_dataset(path, tmp_path / "two", workers=2, scheduler=scheduler)
+    assert one["errors"] == two["errors"] == []
+    workers = two["workers"].values()
+    assert len(workers) == 2 and all(w["frames"] >= 1 and w["builds"] == 1 for w in workers)
+    assert dataset_files(tmp_path / "two") == dataset_files(tmp_path / "one")
+    assert len(dataset_files(tmp_path / "one")) == 3 * 4 + 4
+
+
+def test_each_frames_reference_time_is_computed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run computes each frame's reference time (a pass over its firings) once: the
+    worker for the frame it scans, and it hands the frame to the sequence's files; only
+    a frame kept on disk (resume) is computed by the run itself."""
+    from simulator.datasets import generate, tasks
+
+    calls: list[int] = []
+
+    def counted(sim, frame, layout):  # type: ignore[no-untyped-def]
+        calls.append(frame.index)
+        return reference_frame(sim, frame, layout)
+
+    reference_frame = worker.reference_frame
+    for module in (worker, generate, tasks):
+        monkeypatch.setattr(module, "reference_frame", counted)
+    out = tmp_path / "ds"
+    assert run_dataset(DEMO, out, workers=1)["errors"] == []
+    assert sorted(calls) == [0, 0, 1, 1, 2, 2]
+    calls.clear()
+    (out / "sequences" / "01" / "velodyne" / "000001.bin").unlink()
+    assert run_dataset(DEMO, out, workers=1, resume=True)["frames"] == 6
+    assert sorted(calls) == [0, 0, 1, 1, 2, 2]  # the kept five by the run, frame 1 by a worker
+
+
+def test_a_frame_sent_ahead_is_the_next_of_the_same_sequence() -> None:
+    """A worker process holds its frame and the next one of the same sequence (so it
+    never waits for the hand-out); the frames sent ahead are never another sequence's,
+    and every frame is still handed out once."""
+    dispatcher = Dispatcher({0: [0, 1, 2], 1: [0, 1, 2]})
+    assert dispatcher.next("a") == (0, 0) and dispatcher.ahead("a", 0) == (0, 1)
+    assert dispatcher.next("b") == (1, 0) and dispatcher.ahead("b", 1) == (1, 1)
+    dispatcher.done(SequenceResult(0, 0, frames_written=1, worker="a", build_s=1.0), "a")
+    assert dispatcher.ahead("a", 0) == (0, 2)
+    assert dispatcher.ahead("a", 0) is None  # sequence 0 has no frame left
+    dispatcher.done(SequenceResult(1, 0, frames_written=1, worker="b", build_s=1.0), "b")
+    assert dispatcher.ahead("b", 1) == (1, 2) and dispatcher.ahead("b", 1) is None
+    assert not dispatcher
+
+
+def test_nuscenes_with_range_images_writes_both(reference, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The nuScenes layout with range images: every sample's JSON record where the tables
+    read it and its (6, rings, 1024) range image beside it; the other files are those of
+    the layout without range images, byte for byte."""
+    spec = yaml.safe_load(_demo_as(tmp_path, "nuscenes").read_text())
+    path = tmp_path / "nuri.yaml"
+    path.write_text(yaml.safe_dump({**spec, "range_images": True}))
+    out = tmp_path / "nuri"
+    assert run_dataset(path, out, workers=1)["errors"] == []
+    files = dataset_files(out)
+    images = sorted(k for k in files if "/range_images/" in k)
+    assert len(images) == 6
+    for name in images:
+        stack = np.load(out / name)
+        assert stack.shape[0] == 6 and stack.shape[2] == 1024 and stack.shape[1] in (16, 32)
+    assert {k: v for k, v in files.items() if k not in images} == dataset_files(
+        reference("nuscenes")
+    )
+
+
+def test_dask_workers_sharing_a_machine_share_its_cores() -> None:
+    """A Dask worker's task casts and computes on its machine's cores over the tasks the
+    workers on that machine run at once: two single-threaded workers on a 2-core machine
+    one thread each, a lone worker on an 8-core machine all eight, two workers of two
+    threads on 8 cores two each; an unknown core count gives one."""
+    from simulator.datasets.dispatch import machine_shares
+
+    workers = {
+        "tcp://a:1": {"host": "a", "nthreads": 1},
+        "tcp://a:2": {"host": "a", "nthreads": 1},
+        "tcp://b:1": {"host": "b", "nthreads": 1},
+        "tcp://c:1": {"host": "c", "nthreads": 2},
+        "tcp://c:2": {"host": "c", "nthreads": 2},
+        "tcp://d:1": {"host": "d", "nthreads": 1},
+    }
+    cores = {"tcp://a:1": 2, "tcp://a:2": 2, "tcp://b:1": 8, "tcp://c:1": 8, "tcp://c:2": 8,
+             "tcp://d:1": None}  # fmt: skip
+    assert machine_shares(workers, cores) == {
+        "tcp://a:1": 1, "tcp://a:2": 1, "tcp://b:1": 8, "tcp://c:1": 2, "tcp://c:2": 2,
+        "tcp://d:1": 1,
+    }  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads a process's children from /proc")
+def test_a_killed_worker_process_stops_the_run_in_one_line_and_resume_finishes(
+    tmp_path: Path,
+) -> None:
+    """A local worker process killed mid-run (as the system's out-of-memory killer
+    would): the run does not hang, it exits 2 with one line naming the worker and
+    ``--resume``, and a resumed run writes one process's bytes."""
+    spec = yaml.safe_load(DEMO.read_text())
+    street = {**spec["groups"][1], "frames": 40}
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump({**spec, "groups": [street]}))
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "simulator.cli", "dataset", str(path), "-o", str(out),
+               "--workers", "2", "-q"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline, pids = time.monotonic() + 120, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        pids = children.read_text().split() if children.exists() else []
+        if pids and any((out / "sequences" / "00" / "velodyne").glob("*.bin")):
+            os.kill(int(pids[0]), signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"dataset worker pid:{pids[0]} stopped" in lines[0], err
+    assert "--resume" in lines[0]
+    code, err = _cli("dataset", path, "-o", out, "--workers", "1", "--resume", "-q")
+    assert code == 0, err
+    assert run_dataset(path, tmp_path / "one", workers=1)["errors"] == []
+    assert dataset_files(out) == dataset_files(tmp_path / "one")

@@ -1,5 +1,6 @@
 """What the machine reports to the benchmarks: the processor's name, this process's
-resident memory (now and at its peak) and the CPU seconds of it and its ended children."""
+resident memory (now and at its peak), the CPU seconds of it and its ended children, and
+the CPU seconds every process of the machine has used."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import platform
 import resource
 from pathlib import Path
 
-__all__ = ["cpu_name", "cpu_seconds", "peak_rss_mib", "reset_peak_rss", "rss_mib"]
+__all__ = ["busy_seconds", "cpu_name", "cpu_seconds", "peak_rss_mib", "reset_peak_rss", "rss_mib"]
 
 
 def cpu_name() -> str:
@@ -59,3 +60,15 @@ def cpu_seconds() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def busy_seconds() -> float | None:
+    """CPU seconds every process of the machine has used since it started, all cores
+    (Linux's ``/proc/stat``: its time not idle nor waiting for I/O); None elsewhere. Less
+    this process's own over a run, it is what the rest of the machine took meanwhile."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")

@@ -6,26 +6,34 @@ bytes.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
+import signal
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import wait as wait_futures
+from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 import numpy as np
 
+from ..errors import OutputError
 from .tasks import SequenceResult, SequenceTask, frame_task
 from .worker import CACHE_ENTRIES, clear_cache, run_sequence, worker_name
 
 __all__ = [
     "Dispatcher",
     "all_threads",
+    "died",
     "import_for_workers",
+    "machine_shares",
     "run_dask",
     "run_local",
+    "serve",
     "start_method",
+    "stop_children",
     "threads_started",
 ]
 
@@ -94,6 +102,14 @@ class Dispatcher:
             return self._take(worker, s, self.pending[s].pop())
         return None
 
+    def ahead(self, worker: str, sequence: int) -> tuple[int, int] | None:
+        """The next frame of ``sequence`` for ``worker``, which has one of it to run (its
+        build is there): sent ahead, so a worker process never waits between frames for
+        the hand-out; None when the sequence has no frame left."""
+        if not self.pending.get(sequence):
+            return None
+        return self._take(worker, sequence, self.pending[sequence].popleft())
+
     def _take(self, worker: str | None, s: int, frame: int) -> tuple[int, int]:
         if worker is not None:
             self.busy[worker] = s
@@ -150,64 +166,143 @@ def run_local(
 ) -> str:
     """Run the dispatcher's frames on ``workers`` local workers: this process (which has
     its imports and compiled kernels already, and starts at once) and ``workers - 1``
-    processes started by :func:`start_method` (forked, they inherit the imports), one
-    frame in flight each (so a frame submitted when a process
-    finishes goes to that process). A thread of this process hands the spawned ones their
-    frames while this one scans its own. Returns the start method used."""
+    processes started by :func:`start_method` (forked, they inherit the imports), each
+    with a pipe of its own (:func:`serve`), so the frame the dispatcher chose for a process
+    is the one it runs. A process holds the frame it runs and the next frame of the same
+    sequence, sent ahead (:meth:`Dispatcher.ahead`): it never waits for this process's
+    hand-out thread, which gets the interpreter only between this process's own steps.
+    Returns the start method used.
+
+    Raises
+    ------
+    Exception
+        What a worker raised (a full disk), or :class:`~simulator.errors.OutputError` if
+        a worker process stopped (:func:`died`).
+    """
     import multiprocessing
 
-    lock = threading.Lock()
-    failure: list[BaseException] = []
     method = start_method()
     if method == "fork":
         import_for_workers()
     ctx = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
-        running: dict[Any, tuple[int, int]] = {}
-        with lock:
-            for _ in range(workers - 1):
-                job = dispatcher.next(None)
-                if job is None:
-                    break
-                running[pool.submit(run_sequence, frame_task(tasks[job[0]], job[1]))] = job
+    lock = threading.Lock()
+    failure: list[BaseException] = []
+    children: dict[str, tuple[Any, Any]] = {}  # worker -> (its pipe, its process)
+    for _ in range(workers - 1):
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=serve, args=(theirs,), name="lidar-sim-dataset-worker")
+        proc.start()
+        theirs.close()
+        children[f"pid:{proc.pid}"] = (mine, proc)
+    queued: dict[str, deque[tuple[int, int]]] = {w: deque() for w in children}
 
-        def hand_out() -> None:  # the spawned processes' frames
-            try:
-                while running:
-                    finished, _ = wait_futures(list(running), return_when="FIRST_COMPLETED")
-                    for fut in finished:
-                        del running[fut]
-                        result = fut.result()
-                        with lock:
-                            dispatcher.done(result, result.worker)
-                            collect(result)
-                            job = dispatcher.next(result.worker)
-                        if job is not None:
-                            task = frame_task(tasks[job[0]], job[1])
-                            running[pool.submit(run_sequence, task)] = job
-            except BaseException as exc:  # raised again in this thread
-                failure.append(exc)
+    def feed(w: str) -> None:  # (holding the lock) the worker's frame, and one ahead
+        if not queued[w] and (job := dispatcher.next(w)) is not None:
+            queued[w].append(job)
+            children[w][0].send(frame_task(tasks[job[0]], job[1]))
+        if len(queued[w]) == 1 and (job := dispatcher.ahead(w, queued[w][0][0])) is not None:
+            queued[w].append(job)
+            children[w][0].send(frame_task(tasks[job[0]], job[1]))
 
-        helper = threading.Thread(target=hand_out, name="dataset-dispatch", daemon=True)
-        helper.start()
-        me = worker_name()
+    def hand_out() -> None:  # the worker processes' frames, as their results come
         try:
-            while True:
-                with lock:
-                    job = dispatcher.next(me)
-                if job is None:
-                    break
-                result = run_sequence(frame_task(tasks[job[0]], job[1]))
-                with lock:
-                    dispatcher.done(result, me)
-                    collect(result)
-        finally:
-            clear_cache()
-            all_threads()
-            helper.join()
+            by_pipe = {children[w][0]: w for w in children}
+            by_sentinel = {children[w][1].sentinel: w for w in children}
+            while any(queued.values()) and not failure:
+                ready = wait_for([*by_pipe, *by_sentinel], timeout=1.0)
+                for conn in [c for c in ready if c in by_pipe]:
+                    w = by_pipe[conn]
+                    try:
+                        result = conn.recv()
+                    except (EOFError, OSError):  # (the process is gone: reset, or closed)
+                        raise died(w, children[w][1]) from None
+                    if isinstance(result, BaseException):
+                        raise result
+                    with lock:
+                        queued[w].popleft()
+                        dispatcher.done(result, w)
+                        collect(result)
+                        feed(w)
+                for w in [by_sentinel[c] for c in ready if c in by_sentinel]:
+                    if queued[w] and not children[w][0].poll():
+                        raise died(w, children[w][1])
+        except BaseException as exc:  # raised again in this thread
+            failure.append(exc)
+
+    with lock:
+        for w in children:
+            feed(w)
+    helper = threading.Thread(target=hand_out, name="dataset-dispatch", daemon=True)
+    helper.start()
+    me = worker_name()
+    try:
+        while not failure:
+            with lock:
+                job = dispatcher.next(me)
+            if job is None:
+                break
+            result = run_sequence(frame_task(tasks[job[0]], job[1]))
+            with lock:
+                dispatcher.done(result, me)
+                collect(result)
+    except BaseException as exc:
+        failure.append(exc)
+    finally:
+        clear_cache()
+        all_threads()
+        helper.join()
+        stop_children(list(children.values()))
     if failure:
         raise failure[0]
     return method
+
+
+def died(worker: str, proc: Any) -> OutputError:
+    """The error of a worker process that ended while it had frames to run (killed, or
+    by the system out of memory): the samples written are complete, ``--resume`` goes on."""
+    proc.join(5.0)
+    return OutputError(
+        f"dataset worker {worker} stopped (exit code {proc.exitcode}: killed, or out of "
+        "memory?); every sample written is complete: run again with --resume"
+    )
+
+
+def serve(conn: Any) -> None:
+    """A local worker process: run each task received on ``conn`` and send its result
+    back (or the exception that stops the run), until ``None``, or until the pipe closes
+    or the run's process is gone (killed: a forked sibling may hold the pipe open)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops us
+    parent = os.getppid()
+    while True:
+        try:
+            if not conn.poll(1.0):
+                if os.getppid() != parent:
+                    return
+                continue
+            task = conn.recv()
+        except (EOFError, OSError):  # the run is gone
+            return
+        if task is None:
+            return
+        try:
+            result: Any = run_sequence(task)
+        except BaseException as exc:  # (a full disk: the run stops)
+            result = exc
+        conn.send(result)
+
+
+def stop_children(children: list[tuple[Any, Any]], grace_s: float = 30.0) -> None:
+    """Tell each worker process (its pipe, its process) to stop after its frame, and
+    wait for it (a process still running after ``grace_s`` is terminated)."""
+    for conn, _ in children:
+        with contextlib.suppress(OSError):  # (it is gone)
+            conn.send(None)
+    for conn, proc in children:
+        proc.join(grace_s)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join()
+        conn.close()
 
 
 def all_threads() -> None:
@@ -224,16 +319,22 @@ def run_dask(
     collect: Callable[[SequenceResult], None],
 ) -> None:
     """Run the dispatcher's frames on a Dask cluster: as many in flight a worker as it
-    has threads, each asked of the worker the dispatcher chose (others may take it)."""
+    has threads, each asked of the worker the dispatcher chose (others may take it), and
+    each on its share of that worker's machine (:func:`machine_shares`) unless the task
+    has a share already."""
     from dask.distributed import as_completed as dask_completed
 
     info = client.scheduler_info(n_workers=-1)["workers"]
     slots = [addr for addr, w in sorted(info.items()) for _ in range(max(1, w.get("nthreads", 1)))]
     if not slots:
         slots = [None]
+    shares = machine_shares(info, client.run(os.cpu_count)) if info else {}
 
     def submit(job: tuple[int, int], worker: str | None) -> Any:
-        return client.submit(run_sequence, frame_task(tasks[job[0]], job[1]), pure=False,
+        task = frame_task(tasks[job[0]], job[1])
+        if not task.threads and worker in shares:
+            task = dataclasses.replace(task, threads=shares[worker])
+        return client.submit(run_sequence, task, pure=False,
                              workers=None if worker is None else [worker],
                              allow_other_workers=True)  # fmt: skip
 
@@ -250,3 +351,23 @@ def run_dask(
         job = dispatcher.next(result.worker)
         if job is not None:
             running.add(submit(job, result.worker))
+
+
+def machine_shares(workers: dict[str, Any], cores: dict[str, int | None]) -> dict[str, int]:
+    """The threads a task of each Dask worker may use: its machine's cores over the
+    tasks that machine's workers run at once (at least one), so that workers sharing a
+    machine do not oversubscribe it.
+
+    Parameters
+    ----------
+    workers : mapping of str to dict
+        The scheduler's workers by address, each with its ``host`` and ``nthreads``.
+    cores : mapping of str to int
+        Each worker's ``os.cpu_count()`` (None: unknown, taken as 1).
+    """
+    at_once: dict[str, int] = {}
+    for w in workers.values():
+        host = w.get("host", "")
+        at_once[host] = at_once.get(host, 0) + max(1, w.get("nthreads", 1))
+    return {addr: max(1, (cores.get(addr) or 1) // at_once[w.get("host", "")])
+            for addr, w in workers.items()}  # fmt: skip

@@ -21,8 +21,11 @@ written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective 
 seeds, the package version and the counts. Every file is written to a temporary name and
 renamed, so ``--resume`` skips finished samples (they are not even dispatched) and never
 sees a partial one; the files of a whole sequence (poses, times) and of the whole dataset
-(nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process from
-the frames on disk, so a resumed run completes them in every layout and executor.
+(nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process at
+the end, from the frames on disk and the reference times the workers handed back with
+them (a kept frame's computed then), so a resumed run completes them in every layout
+and executor. Each frame's reference time is computed once, by the worker scanning it,
+so nothing a frame needs is computed before the workers start.
 
 The parts: the specs and samples (:mod:`~simulator.datasets.tasks`), a worker's builds and
 scans (:mod:`~simulator.datasets.worker`), the dispatch of frames to local processes or a
@@ -46,11 +49,13 @@ from ..labels import label_name
 from .dispatch import Dispatcher, import_for_workers, run_dask, run_local, start_method
 from .tasks import (
     SampleError,
+    SequenceClock,
     SequenceResult,
     SequenceTask,
     check_dataset,
     frame_task,
     reference_frame,
+    sequence_clock,
     sequence_frames,
     sequence_tasks,
     share_cores,
@@ -80,6 +85,7 @@ __all__ = [
     "reference_frame",
     "run_dataset",
     "run_sequence",
+    "sequence_clock",
     "sequence_frames",
 ]
 
@@ -138,10 +144,13 @@ def _run(
     layout = spec_layout(spec, out)
     started = time.perf_counter()
     tally = _Tally(tasks, progress)
-    timelines, pending = _timelines(tasks, layout, resume, tally)
+    clocks, pending = _clocks(tasks, layout, resume, tally)
     started_by = _execute(tasks, pending, tally, scheduler, workers)
-    for index, frames in sorted(timelines.items()):
-        write_sequence_files(layout, index, frames)
+    for index, (clock, frames) in sorted(clocks.items()):
+        scanned = tally.reference_frames.get(index, {})  # the others: kept or failed
+        write_sequence_files(layout, index, [scanned[f.index] if f.index in scanned
+                                             else reference_frame(clock, f, spec.layout)
+                                             for f in frames])  # fmt: skip
     results = tally.results()
     manifest = _manifest(spec, results, tally.by_worker, started, started_by)
     layout.write_dataset_files([p for r in results for p in r.samples])
@@ -157,6 +166,8 @@ class _Tally:
     ) -> None:
         self.by_index = {t.index: SequenceResult(t.index, t.seed) for t in tasks}
         self.by_worker: dict[str, dict[str, Any]] = {}
+        #: Each sequence's scanned frames at the reference time, by frame index.
+        self.reference_frames: dict[int, dict[int, Frame]] = {}
         self.done_frames = 0
         self.progress = progress
 
@@ -178,6 +189,14 @@ class _Tally:
             into.label_counts[k] = into.label_counts.get(k, 0) + v
         into.errors += r.errors
         into.samples += r.samples
+        into.cpu_s += r.cpu_s
+        if r.build_s > 0:
+            into.builds += 1
+            into.build_cpu_s += r.cpu_s
+        into.build_s += r.build_s
+        into.scan_s += r.scan_s
+        for f in r.reference_frames:
+            self.reference_frames.setdefault(r.index, {})[f.index] = f
         self.done_frames += r.frames_written + r.frames_skipped
         if self.progress is not None:
             self.progress(r, self.done_frames)
@@ -191,18 +210,20 @@ class _Tally:
         return results
 
 
-def _timelines(
+def _clocks(
     tasks: list[SequenceTask], layout: DatasetLayout, resume: bool, tally: _Tally
-) -> tuple[dict[int, list[Frame]], dict[int, list[int]]]:
-    """Each sequence's frames (times and poses) without its scene, and the frames still to
-    do of each: the frames on disk are kept (resume), a sequence whose frames fail is
-    reported whole."""
-    timelines: dict[int, list[Frame]] = {}
+) -> tuple[dict[int, tuple[SequenceClock, list[Frame]]], dict[int, list[int]]]:
+    """Each sequence's clock and frames (no scene, no reference times yet: the workers
+    give those of the frames they scan, and the run computes the others' at its end), and
+    the frames still to do of each: the frames on disk are kept (resume), a sequence
+    whose clock fails is reported whole."""
+    clocks: dict[int, tuple[SequenceClock, list[Frame]]] = {}
     pending: dict[int, list[int]] = {}
     for t in tasks:
         frames = SequenceGroup.model_validate(t.group).frames
         try:
-            timelines[t.index] = sequence_frames(t)
+            clock = sequence_clock(t)
+            clocks[t.index] = (clock, clock.frames())
         except Exception as exc:  # the whole sequence fails: reported
             message = f"{type(exc).__name__}: {exc}"
             failed = SequenceResult(t.index, t.seed)
@@ -214,7 +235,7 @@ def _timelines(
             tally.collect(SequenceResult(t.index, t.seed, frames_skipped=len(kept),
                                          samples=[(t.index, k) for k in kept]))  # fmt: skip
         pending[t.index] = [k for k in range(frames) if k not in set(kept)]
-    return timelines, pending
+    return clocks, pending
 
 
 def _execute(
@@ -298,6 +319,11 @@ def _manifest(
                 "frames_written": r.frames_written,
                 "frames_skipped": r.frames_skipped,
                 "points": r.points,
+                # CPU seconds building and scanning it, on whichever workers; the builds,
+                # and the CPU seconds of the tasks that built (each with its frame)
+                "cpu_s": r.cpu_s,
+                "builds": r.builds,
+                "build_cpu_s": r.build_cpu_s,
             }
             for r in results
         ],

@@ -34,6 +34,7 @@ __all__ = [
     "check_dataset",
     "frame_task",
     "reference_frame",
+    "sequence_clock",
     "sequence_frames",
     "sequence_tasks",
     "share_cores",
@@ -94,6 +95,13 @@ class SequenceResult:
     scan_s: float = 0.0
     #: The worker process's CPU seconds (all its threads) while it built and scanned.
     cpu_s: float = 0.0
+    #: Of a run's sequence: the tasks that built it, and their CPU seconds (the build,
+    #: the frame they scanned, and a worker process's start-up if it was its first).
+    builds: int = 0
+    build_cpu_s: float = 0.0
+    #: The scanned frames at the layout's reference time (times and poses): the
+    #: sequence's own files are written from them, not computed again.
+    reference_frames: list[Frame] = field(default_factory=list)
 
 
 def task_layout(task: SequenceTask) -> DatasetLayout:
@@ -138,18 +146,23 @@ class SequenceClock:
     def total_pulses(self) -> int:
         return self.pattern.pulses_for(self.survey.revolutions, self.survey.duration_s)
 
+    def frames(self) -> list[Frame]:
+        """The sequence's frames (reference: each one's first firing), as the worker's
+        :meth:`Simulation.frames` gives them."""
+        from ..pipeline.simulation import Simulation
 
-def sequence_frames(task: SequenceTask) -> list[Frame]:
-    """The sequence's frames at the layout's reference times, without building its scene
-    (the same values as the worker's, from the same functions): what the sequence's own
-    files hold.
+        return Simulation.frames(self)  # type: ignore[arg-type]  # reads only the clock's
+
+
+def sequence_clock(task: SequenceTask) -> SequenceClock:
+    """The sequence's clock: its survey, scan pattern and trajectory, without building its
+    scene (the same values as the worker's, from the same functions).
 
     Raises
     ------
     Exception
         Whatever the group's scanner or trajectory raise (a missing poses file).
     """
-    from ..pipeline.simulation import Simulation
     from ..sensor.scanner import pattern_for
     from ..sensor.trajectory import trajectory_from_survey
 
@@ -159,12 +172,24 @@ def sequence_frames(task: SequenceTask) -> list[Frame]:
     survey = survey_of(task, group, scanner)
     trajectory = trajectory_from_survey(survey.pose, survey.trajectory, survey.mount, base,
                                         "survey")  # fmt: skip
-    clock = SequenceClock(survey, pattern_for(scanner), trajectory)
-    frames = Simulation.frames(clock)  # type: ignore[arg-type]  # reads only the clock's
-    return [reference_frame(clock, f, task.layout) for f in frames]  # type: ignore[arg-type]
+    return SequenceClock(survey, pattern_for(scanner), trajectory)
 
 
-def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
+def sequence_frames(task: SequenceTask) -> list[Frame]:
+    """The sequence's frames at the layout's reference times, without building its scene:
+    what the sequence's own files hold (a worker gives the frames it scanned with its
+    result, :attr:`SequenceResult.reference_frames`, so a run computes only the others).
+
+    Raises
+    ------
+    Exception
+        Whatever :func:`sequence_clock` raises.
+    """
+    clock = sequence_clock(task)
+    return [reference_frame(clock, f, task.layout) for f in clock.frames()]
+
+
+def reference_frame(sim: Simulation | SequenceClock, frame: Frame, layout: str) -> Frame:
     """The frame with its reference time (and the sensor's pose then) as the layout's
     convention has it; the boxes, the poses and motion-compensated points are given then.
 
@@ -182,7 +207,7 @@ def reference_frame(sim: Simulation, frame: Frame, layout: str) -> Frame:
 
     Parameters
     ----------
-    sim : Simulation
+    sim : Simulation or SequenceClock
         (Only its ``pattern`` and ``trajectory`` are read.)
     frame : Frame
         One of ``sim.frames()`` (reference: its first firing).

@@ -73,8 +73,20 @@ class Prepared:
     group: SequenceGroup
     headings: dict[int, float]
     window: tuple[float, float] | None
+    #: The sequence's frames (reference: each one's first firing).
     frames: list[Frame]
+    #: The dataset's layout (its frames' reference times).
+    layout: str
+    #: The frames asked for so far at the layout's reference time, by index.
+    at_reference: dict[int, Frame] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reference(self, k: int) -> Frame:
+        """Frame ``k`` at the layout's reference time (:func:`reference_frame`), computed
+        when first asked: a worker computes only the frames it scans."""
+        if k not in self.at_reference:
+            self.at_reference[k] = reference_frame(self.sim, self.frames[k], self.layout)
+        return self.at_reference[k]
 
 
 #: The worker's built sequences by content key, the most recently used last.
@@ -124,7 +136,8 @@ def content_key(task: SequenceTask) -> str:
 def build_sequence(task: SequenceTask) -> Prepared:
     """The task's sequence made ready to scan: its scene (generated from its seed, or its
     scene file), scanner, simulation, the parked objects' headings, the scanner's
-    vertical window and the frames at the layout's reference times."""
+    vertical window and the frames (each put at the layout's reference time when it is
+    scanned: :meth:`Prepared.reference`)."""
     from ..pipeline.simulation import Simulation
     from ..world.scene import build_scene, load_scene
 
@@ -150,8 +163,7 @@ def build_sequence(task: SequenceTask) -> Prepared:
         el = np.radians(np.asarray(scanner.channels.elevation_deg, dtype=np.float64))
         half_beam = BeamOptics.of(scanner).half_angle_v_rad
         window = (float(el.min()) - half_beam, float(el.max()) + half_beam)
-    frames = [reference_frame(sim, f, task.layout) for f in sim.frames()]
-    return Prepared(sim, scene, scanner, group, headings, window, frames)
+    return Prepared(sim, scene, scanner, group, headings, window, sim.frames(), task.layout)
 
 
 def prepared(task: SequenceTask) -> tuple[Prepared, float]:
@@ -242,7 +254,9 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             prep.sim.limit_threads(task.threads)
         for k in wanted:
             try:
-                cloud = write_frame(task, layout, prep, prep.frames[k])
+                frame = prep.reference(k)
+                result.reference_frames.append(frame)
+                cloud = write_frame(task, layout, prep, frame)
             except Exception as exc:
                 if no_space(exc):  # every later sample would fail alike: stop the run
                     raise
@@ -253,10 +267,11 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
             result.samples.append((task.index, k))
             result.points += len(cloud)
             count_labels(cloud["label"], into=result.label_counts)
+        whole = [prep.reference(k) for k in range(len(prep.frames))] if task.frames is None else []
     result.scan_s = time.perf_counter() - started
     result.cpu_s = time.process_time() - cpu0
     if task.frames is None:
-        write_sequence_files(layout, task.index, prep.frames)
+        write_sequence_files(layout, task.index, whole)
     return result
 
 

@@ -229,7 +229,7 @@ class DatasetLayout:
                 write_atomic(paths[1], nuscenes.lidarseg_indices(cloud["label"]).tobytes())
             shown = (boxes or Boxes()) if key else Boxes()
             record = nuscenes.sample_record(sequence, frame, sample.pose, shown, key=key)
-            write_atomic(paths[-1], json.dumps(record))
+            write_atomic(paths[-2 if self.range_images else -1], json.dumps(record))
         elif self.name == "openpcdet":
             data = np.zeros((len(cloud), 4), dtype="<f4")
             data[:, :3], data[:, 3] = xyz, cloud["intensity"]
