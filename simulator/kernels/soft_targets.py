@@ -91,11 +91,7 @@ def _soft_peaks_layered(  # type: ignore[no-untyped-def]
         passing = np.empty(samples)
         terms = np.empty(samples)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            cut = False
-            for s in range(samples):
-                if sub_range[p, s] < reach:
-                    cut = True
-            if not cut:
+            if not _cut_within(sub_range, p, reach):
                 continue
             for j in range(receiving):
                 wave[j] = 0.0
@@ -166,33 +162,22 @@ def _soft_peaks(  # type: ignore[no-untyped-def]
     for block in prange(blocks):
         wave = np.empty(receiving)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            cut = False
-            for s in range(samples):
-                if sub_range[p, s] < reach:
-                    cut = True
-            if not cut:
+            if not _cut_within(sub_range, p, reach):
                 continue
             for j in range(receiving):
                 wave[j] = 0.0
             for s in range(samples):
-                x = min(max((sub_range[p, s] - first_m) / step + 0.5, 0.0), float(g))
-                full = min(np.int64(math.floor(x)), g - 1)
-                frac = x - full
-                w = share[s]
-                for j in range(receiving):
-                    below = waveform[full, j]
-                    wave[j] += w * (below + frac * (waveform[full + 1, j] - below))
-            top = 0
-            for j in range(1, receiving):
-                if wave[j] > wave[top]:
-                    top = j
-            i = min(max(top, 1), receiving - 2)
-            a, b, c = wave[i - 1], wave[i], wave[i + 1]
-            denom = a - 2.0 * b + c
-            shift = 0.5 * (a - c) / denom if denom < 0.0 else 0.0
-            shift = min(max(shift, -0.5), 0.5)
-            out_range[p] = range_m[i] + shift * (range_m[1] - range_m[0])
-            out_received[p] = b - 0.25 * (a - c) * shift
+                _add_cut(wave, share[s], sub_range[p, s], first_m, step, g, waveform)
+            out_range[p], out_received[p] = _peak(wave, range_m)
+
+
+@njit(inline="always", cache=True)
+def _cut_within(sub_range, p, reach):  # type: ignore[no-untyped-def]
+    """Whether a sub-ray of pulse ``p`` meets a surface closer than ``reach``."""
+    for s in range(sub_range.shape[1]):  # noqa: SIM110 (a loop: numba compiles no generator)
+        if sub_range[p, s] < reach:
+            return True
+    return False
 
 
 def peak_echo_energies(
