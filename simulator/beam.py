@@ -30,7 +30,24 @@ from . import physics
 from .config import ScannerConfig
 from .constants import RING_COUNTS
 
-__all__ = ["RING_COUNTS", "BeamOptics", "BeamPattern", "beam_pattern", "sub_ray_directions"]
+__all__ = [
+    "RING_COUNTS",
+    "BeamOptics",
+    "BeamPattern",
+    "beam_pattern",
+    "linear_overlap",
+    "sub_ray_directions",
+]
+
+
+def linear_overlap(range_m: NDArray[np.float64], start_m: float, full_m: float) -> NDArray:
+    """An overlap that rises linearly: (N,) float64 in [0, 1], 0 up to ``start_m``, 1 from
+    ``full_m`` on (a step at ``start_m`` when ``full_m <= start_m``). The kernels' form is
+    :func:`simulator.kernels.overlap.overlap_of` with the table ``[0, start, full]``."""
+    r = np.asarray(range_m, dtype=np.float64)
+    if full_m <= start_m:
+        return (r >= start_m).astype(np.float64)
+    return np.clip((r - start_m) / (full_m - start_m), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -137,10 +154,7 @@ class BeamOptics:
         """
         r = np.asarray(range_m, dtype=np.float64)
         if self.overlap_given:
-            start, full = self.overlap_range_m
-            if full <= start:
-                return (r >= start).astype(np.float64)
-            return np.clip((r - start) / (full - start), 0.0, 1.0)
+            return linear_overlap(r, *self.overlap_range_m)
         rho_t, grow_t = self.transmit_radius_mm
         a = rho_t + r * grow_t
         b = 0.5 * self.receiver_aperture_mm + r * 0.5 * self.receiver_fov_mrad

@@ -29,6 +29,7 @@ fitted, each only where the data constrain it, otherwise left out with the reaso
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,6 +182,15 @@ def _robust_var(r: NDArray[np.float64]) -> float:
     return float(mad * mad)
 
 
+@functools.cache
+def _speckle_table() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``M`` on a log grid from 1 to 1e4, and the robust variance of ``log g`` for each
+    (20,000 of the model's draws a value), made once a process."""
+    cells = np.exp(np.linspace(0.0, math.log(1e4), 49))
+    keys = mix64(np.arange(20_000, dtype=np.uint64) + np.uint64(0xC0FFEE))
+    return cells, np.array([_robust_var(np.log(gamma_unit_mean(keys, m))) for m in cells])
+
+
 def speckle_cells_of(log_ratio: NDArray[np.float64], quantisation_var: float = 0.0) -> float:
     """``M`` whose ``log g``, ``g ~ Gamma(M, 1/M)``, has the robust variance of
     ``log_ratio`` (less ``quantisation_var``); in [1, 1e4].
@@ -189,9 +199,7 @@ def speckle_cells_of(log_ratio: NDArray[np.float64], quantisation_var: float = 0
     the law is tabulated from the model's own draws (:func:`gamma_unit_mean`, 20,000 a
     value of ``M``) and inverted by interpolation in ``log M``."""
     var = _robust_var(np.asarray(log_ratio, dtype=np.float64)) - quantisation_var
-    cells = np.exp(np.linspace(0.0, math.log(1e4), 49))
-    keys = mix64(np.arange(20_000, dtype=np.uint64) + np.uint64(0xC0FFEE))
-    table = np.array([_robust_var(np.log(gamma_unit_mean(keys, m))) for m in cells])
+    cells, table = _speckle_table()
     if var >= table[0]:
         return 1.0
     if var <= table[-1]:
@@ -226,11 +234,13 @@ def _near_overlap_of(ev: BeamEvidence, fit: ReceiverFit) -> None:
         return
     best = (np.inf, 0.0, 0.0)
     w = np.sqrt(counts[have])
-    for start in np.arange(0.0, 10.01, 0.1):
-        for full in np.arange(start + 0.5, 40.01, 0.25):
-            err = float(np.sum(w * (rel - near_overlap(centre[have], start, full)) ** 2))
-            if err < best[0]:
-                best = (err, start, full)
+    for start in np.arange(0.0, 10.01, 0.1):  # (every full of a start at once)
+        fulls = np.arange(start + 0.5, 40.01, 0.25)
+        ramps = np.clip((centre[have][None, :] - start) / (fulls[:, None] - start), 0.0, 1.0)
+        err = np.sum(w * (rel - ramps) ** 2, axis=1)
+        j = int(np.argmin(err))  # (the first of equals, as one at a time)
+        if err[j] < best[0]:
+            best = (float(err[j]), start, fulls[j])
     fit.overlap_m = (float(best[1]), float(best[2]))
 
 

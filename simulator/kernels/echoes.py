@@ -16,7 +16,7 @@ from ..physics import pulse_peak_factor
 from ..steps import echoes as spec
 from ..steps.echoes import Echoes, rank_keys
 from ..steps.hits import HitResults, ReturnModel, Streams, reported_intensity
-from ..steps.receiver import receiver_gains
+from ..steps.receiver import received_energies
 from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from .common import mix64
@@ -328,7 +328,7 @@ def _selected_returns(
     read = energy
     if model.receiver is not None:  # the reading's share of the receiver's gains
         key = rank_keys(ids, slot - first_slot[flat // width], streams)
-        read = energy * receiver_gains(model.receiver, key, slots["range"][slot])[1]
+        read = received_energies(model.receiver, key, slots["range"][slot], energy)[1]
     fraction = np.where(energy > 0.0, slots["dominant"][slot] / np.maximum(energy, 1e-300), 1.0)
     return Returns(
         pulse=flat // width,

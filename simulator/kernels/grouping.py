@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from ..steps.returns import DIAGNOSTIC_FIELDS
 from .common import U, hash_normal, measured_range, mix64, peak_factor, received_peak
-from .receiver import receiver_gains, soft_detected
+from .receiver import received_energies, soft_detected
 
 __all__ = [
     "ECHO_SLOTS",
@@ -279,10 +279,8 @@ def select_of_pulse(  # type: ignore[no-untyped-def]
         spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
         peak[k] = peak_factor(pulse_m, spread[k])
         key = key0 if k == 0 else mix64(key0 + U(k))
-        e = energy[s]
-        if rec[0] != 0.0:  # the receiver's overlap and speckle (intensity: its reader's)
-            gain, _ = receiver_gains(rec, key, range_true[s])
-            e = e * gain
+        # the receiver's overlap and speckle (the reading's: where it is reported)
+        e = received_energies(rec, key, range_true[s], energy[s])[0]
         received[k] = received_peak(e, peak[k], range_true[s], ext)
         r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
         rm[k] = r

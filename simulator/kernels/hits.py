@@ -24,7 +24,7 @@ from .common import (
     reported_intensity,
     tilted_cos,
 )
-from .receiver import receiver_gains, soft_detected
+from .receiver import received_energies, soft_detected
 
 __all__ = ["evaluate_hits"]
 
@@ -135,11 +135,10 @@ def _evaluate_hits(  # type: ignore[no-untyped-def]
         if detect:
             peak = peak_factor(pulse_m, spread)
             # 6. detection, through the receiver's overlap and speckle where it has them
-            key = mix64(seed_noise + U(pulse_start + i))  # the pulse's jitter key
-            energy = energy_read = b
-            if rec[0] != 0.0:
-                gain, gain_read = receiver_gains(rec, key, r)
-                energy, energy_read = b * gain, b * gain_read
+            key = U(0)  # the pulse's jitter key, made where it is used
+            if rec[0] != 0.0 or (noise != 0.0 and jitter):
+                key = mix64(seed_noise + U(pulse_start + i))
+            energy, energy_read = received_energies(rec, key, r, b)
             received = received_peak(energy, peak, r, ext)
             # 7b. range: relief + per-pulse jitter, quantised, windowed
             noise_m = 0.0

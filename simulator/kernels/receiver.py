@@ -12,8 +12,9 @@ from numba import njit
 from ..constants import GOLDEN_GAMMA, SALT_DETECTION, SALT_SPECKLE
 from ..steps.receiver import SPECKLE_ROUNDS
 from .common import U, hash_normal, mix64, uniform
+from .overlap import overlap_of
 
-__all__ = ["gamma_unit_mean", "receiver_gains", "soft_detected"]
+__all__ = ["gamma_unit_mean", "received_energies", "receiver_gains", "soft_detected"]
 
 _SALT_S = U(SALT_SPECKLE)
 _SALT_D = U(SALT_DETECTION)
@@ -47,13 +48,19 @@ def receiver_gains(rec, key, r):  # type: ignore[no-untyped-def]
         speckle = gamma_unit_mean(mix64(key ^ _SALT_S), rec[4])
     if rec[1] == 0.0:
         return speckle, speckle
-    start, full = rec[2], rec[3]
-    if full <= start:
-        overlap = 1.0 if r >= start else 0.0
-    else:
-        overlap = min(max((r - start) / (full - start), 0.0), 1.0)
-    detection = overlap * speckle
+    ramp = (0.0, rec[2], rec[3], 0.0, 0.0, 0.0, 0.0)  # overlap_args' form of a given [start, full]
+    detection = overlap_of(r, ramp) * speckle
     return detection, detection if rec[1] == 2.0 else speckle
+
+
+@njit(inline="always", cache=True)
+def received_energies(rec, key, r, energy):  # type: ignore[no-untyped-def]
+    """:func:`simulator.steps.receiver.received_energies` of one echo: ``(detected,
+    read)``, ``energy`` itself for both without laws (``rec[0]`` 0)."""
+    if rec[0] == 0.0:
+        return energy, energy
+    gain, gain_read = receiver_gains(rec, key, r)
+    return energy * gain, energy * gain_read
 
 
 @njit(inline="always", cache=True)

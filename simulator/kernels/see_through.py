@@ -18,7 +18,7 @@ from ..steps.transmittance import Behind
 from .common import U, mix64
 from .common import reported_intensity as intensity_of
 from .grouping import RETURN_FIELDS, echoes_of_pulse, joined, returns_out, select_of_pulse
-from .receiver import receiver_gains
+from .receiver import received_energies
 
 __all__ = ["see_through_returns"]
 
@@ -255,9 +255,9 @@ def _see_through_block(  # type: ignore[no-untyped-def]
             k = out_slot[0, t]
             energy = e_energy[k]
             read = energy
-            if rec[0] != 0.0:  # the reading's share of the receiver's gains
+            if rec[0] != 0.0:  # the reading's share of the receiver's gains (its jitter key)
                 key = key0 if k == 0 else mix64(key0 + U(k))
-                read = energy * receiver_gains(rec, key, e_range[k])[1]
+                read = received_energies(rec, key, e_range[k], energy)[1]
             o_pulse[at + t] = p
             o_number[at + t] = out_number[0, t]
             o_total[at + t] = out_total[0, t]

@@ -32,7 +32,7 @@ from .grouping import (
 )
 from .overlap import partial_overlap
 from .particles import draw_particles, lit_particles, particle_light
-from .receiver import receiver_gains, soft_detected
+from .receiver import received_energies, soft_detected
 from .soft_targets import peak_echo_energies, soft_echoes
 
 __all__ = ["medium_returns"]
@@ -237,10 +237,8 @@ def _choose(  # type: ignore[no-untyped-def]
         spread[k] = math.sqrt(spread_plane[k] * spread_plane[k] + 4.0 * between[k])
         # (a spread of 0 has a peak factor of exactly 1: 1 / hypot(1, 0))
         peak[k] = 1.0 if spread[k] == 0.0 else peak_factor(pulse_m, spread[k])
-        e = energy[k]
-        if rec[0] != 0.0:  # the receiver's speckle (intensity: its reader's)
-            gain, _ = receiver_gains(rec, key[k], range_true[k])
-            e = e * gain
+        # the receiver's speckle (the reading's: where it is reported)
+        e = received_energies(rec, key[k], range_true[k], energy[k])[0]
         received[k] = received_peak(e, peak[k], range_true[k], ext)
         if not soft_detected(rec, received[k], threshold, key[k]):
             continue  # (its measured range is never read)
@@ -476,9 +474,7 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
             for t in range(n_out):
                 k = out_slot[0, t]
                 energy = e_energy[k]
-                read = energy
-                if rec[0] != 0.0:  # the reading's share of the receiver's gains
-                    read = energy * receiver_gains(rec, e_key[k], e_range[k])[1]
+                read = received_energies(rec, e_key[k], e_range[k], energy)[1]
                 o_pulse[at + t] = p
                 o_number[at + t] = out_number[0, t]
                 o_total[at + t] = out_total[0, t]

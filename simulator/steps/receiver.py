@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import physics
+from ..beam import linear_overlap
 from ..config import ScannerConfig
 from ..constants import GOLDEN_GAMMA, SALT_DETECTION, SALT_SPECKLE
 
@@ -125,13 +126,9 @@ NOISE_CUT, NOISE_FLOOR = 5.0, 0.05
 NO_RECEIVER = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def near_overlap(range_true_m: NDArray[np.float64], start_m: float, full_m: float) -> NDArray:
-    """The near-range overlap: (N,) float64 in [0, 1], 0 up to ``start_m``, 1 from
-    ``full_m`` on, linear between (a step at ``start_m`` when ``full_m <= start_m``)."""
-    r = np.asarray(range_true_m, dtype=np.float64)
-    if full_m <= start_m:
-        return (r >= start_m).astype(np.float64)
-    return np.minimum(np.maximum((r - start_m) / (full_m - start_m), 0.0), 1.0)
+#: The near-range overlap: the weather's linear ramp, ``[start, full]`` (one function for
+#: both: :func:`simulator.beam.linear_overlap`).
+near_overlap = linear_overlap
 
 
 def gamma_unit_mean(key: NDArray[np.uint64], cells: float) -> NDArray[np.float64]:
