@@ -16,9 +16,10 @@ left. A worker process also keeps its compiled kernels: local workers live as lo
 the run, Dask workers as long as the cluster (their cache serves later runs too).
 
 Layouts (``semantickitti``, ``nuscenes``, ``npz``, ``openpcdet``, ``kitti``, optional
-range images) are defined and
-written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective spec, the
-seeds, the package version and the counts. Every file is written to a temporary name and
+range images; ``rosbag2``, one bag a sequence, whose sequences are dispatched whole: a bag
+is written by one worker) are defined and written by :mod:`simulator.io.layouts`.
+``manifest.json`` records the effective spec, the seeds, the package version and the
+counts. Every file is written to a temporary name and
 renamed, so ``--resume`` skips finished samples (they are not even dispatched) and never
 sees a partial one; the files of a whole sequence (poses, times) and of the whole dataset
 (nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process at
@@ -54,6 +55,7 @@ from .tasks import (
     SequenceTask,
     check_dataset,
     frame_task,
+    pending_frames,
     reference_frame,
     sequence_clock,
     sequence_frames,
@@ -142,6 +144,7 @@ def _run(
     remove_stale_temps(out)  # a killed run's half-written files
     tasks = sequence_tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     layout = spec_layout(spec, out)
+    layout.remove_partial()  # (and its unfinished bags)
     started = time.perf_counter()
     tally = _Tally(tasks, progress)
     clocks, pending = _clocks(tasks, layout, resume, tally)
@@ -234,7 +237,7 @@ def _clocks(
         if kept:
             tally.collect(SequenceResult(t.index, t.seed, frames_skipped=len(kept),
                                          samples=[(t.index, k) for k in kept]))  # fmt: skip
-        pending[t.index] = [k for k in range(frames) if k not in set(kept)]
+        pending[t.index] = pending_frames(layout, [k for k in range(frames) if k not in set(kept)])
     return clocks, pending
 
 
@@ -310,7 +313,8 @@ def _manifest(
     return {
         "package": "lidar-sim",
         "version": __version__,
-        "spec": spec.model_dump(),
+        # (a rosbag2 section only where it is used: the other layouts' manifests as before)
+        "spec": spec.model_dump(exclude=None if spec.layout == "rosbag2" else {"rosbag2"}),
         "layout": spec.layout,
         "sequences": [
             {
