@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,44 +252,58 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     with prep.lock:
         if task.threads:
             prep.sim.limit_threads(task.threads)
-        sink = layout.open_samples(task.index, prep.scanner.return_mode)
-        try:
-            for k in wanted:
-                try:
-                    frame = prep.reference(k)
-                    result.reference_frames.append(frame)
-                    cloud = write_frame(task, sink, layout, prep, frame)
-                except Exception as exc:
-                    if no_space(exc):  # every later sample would fail alike: stop the run
-                        raise
-                    result.errors.append(SampleError(task.index, k, task.seed, _told(exc)))
-                    if layout.whole_sequences:  # the sequence's one file is lost with it
-                        break
-                    continue
-                result.frames_written += 1
-                result.samples.append((task.index, k))
-                result.points += len(cloud)
-                count_labels(cloud["label"], into=result.label_counts)
-        except BaseException:
-            sink.abort()
-            raise
-        failed = result.errors[0] if result.errors and layout.whole_sequences else None
-        if failed is None:
-            try:
-                sink.close()
-            except Exception as exc:  # (a bag that cannot be finished)
-                if no_space(exc):
-                    raise
-                failed = SampleError(task.index, wanted[-1], task.seed, _told(exc))
-        if failed is not None:  # a sequence written whole lost a frame: none is kept
-            sink.abort()
-            _drop_whole(result, wanted, failed)
+        _write_frames(task, layout, prep, wanted, result)
         whole = [prep.reference(k) for k in range(len(prep.frames))] if task.frames is None else []
     result.scan_s = time.perf_counter() - started
     result.cpu_s = time.process_time() - cpu0
     if task.frames is None:
         write_sequence_files(layout, task.index, whole)
     return result
+
+
+def _write_frames(
+    task: SequenceTask,
+    layout: DatasetLayout,
+    prep: Prepared,
+    wanted: Sequence[int],
+    result: SequenceResult,
+) -> None:
+    """Scan and write the ``wanted`` frames of the task's sequence into the layout's
+    sample sink, adding each to ``result``: a frame that fails is reported and the others
+    go on, except where the layout writes the sequence whole (a bag), which the failure
+    drops with every frame of it. A full disk stops the run (raised)."""
+    sink = layout.open_samples(task.index, prep.scanner.return_mode)
+    try:
+        for k in wanted:
+            try:
+                frame = prep.reference(k)
+                result.reference_frames.append(frame)
+                cloud = write_frame(task, sink, layout, prep, frame)
+            except Exception as exc:
+                if no_space(exc):  # every later sample would fail alike: stop the run
+                    raise
+                result.errors.append(SampleError(task.index, k, task.seed, _told(exc)))
+                if layout.whole_sequences:  # the sequence's one file is lost with it
+                    break
+                continue
+            result.frames_written += 1
+            result.samples.append((task.index, k))
+            result.points += len(cloud)
+            count_labels(cloud["label"], into=result.label_counts)
+    except BaseException:
+        sink.abort()
+        raise
+    failed = result.errors[0] if result.errors and layout.whole_sequences else None
+    if failed is None:
+        try:
+            sink.close()
+        except Exception as exc:  # (a bag that cannot be finished)
+            if no_space(exc):
+                raise
+            failed = SampleError(task.index, wanted[-1], task.seed, _told(exc))
+    if failed is not None:  # a sequence written whole lost a frame: none is kept
+        sink.abort()
+        _drop_whole(result, wanted, failed)
 
 
 def _told(exc: BaseException) -> str:

@@ -119,8 +119,8 @@ class Sample:
     boxes : Boxes, optional
         The frame's boxes (None: an empty set).
     pose : SamplePose, optional
-        The sensor's pose and mount at the reference time (the nuScenes and KITTI layouts
-        need it).
+        The sensor's pose and mount at the reference time (the nuScenes, KITTI and
+        rosbag2 layouts need it).
     camera_visibility : (B,) float, optional
         ``kitti``: each box's share of surface samples the virtual camera sees.
     """
