@@ -351,3 +351,20 @@ def test_a_bad_rosbag2_spec_is_refused_in_one_line(
     refused_in_one_line(res, f"{spec}: {fragment}", out)
     res = lidar_sim("validate", spec)
     refused_in_one_line(res, f"{spec}: {fragment}", out)
+
+
+def test_a_run_without_resume_replaces_the_bags_whole(made, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A second run into a finished folder (no ``--resume``) writes every bag again and
+    renames each over the old one: the same bytes, new files, nothing left aside."""
+    import shutil
+
+    name = "sqlite3-autoware"
+    out = tmp_path / "again"
+    shutil.copytree(made(name), out)
+    before = {p: p.stat().st_ino for p in out.rglob("*") if p.is_file()}
+    manifest = run_dataset(_bag_spec(tmp_path, name), out, workers=1)
+    assert manifest["errors"] == [] and manifest["frames"] == 4
+    assert dataset_files(out) == dataset_files(made(name))
+    assert sorted(p.name for p in (out / "bags").iterdir()) == ["00", "01"]
+    for p, inode in before.items():
+        assert p.stat().st_ino != inode, p  # written again, not kept
