@@ -368,3 +368,36 @@ def test_a_run_without_resume_replaces_the_bags_whole(made, tmp_path: Path) -> N
     assert sorted(p.name for p in (out / "bags").iterdir()) == ["00", "01"]
     for p, inode in before.items():
         assert p.stat().st_ino != inode, p  # written again, not kept
+
+
+def test_the_commands_options_choose_the_bags_over_the_spec(made, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--storage`` and ``--point-layout`` over the spec's section: the bags of a spec
+    that says so (the manifest records the choice), and a finished bag counts as done
+    only in its own storage (a resume in the other writes it again)."""
+    out = tmp_path / "chosen"
+    res = lidar_sim("dataset", _bag_spec(tmp_path, "mcap-lidar-sim"), "-o", out, "--workers",
+                    "1", "-q", "--storage", "sqlite3", "--point-layout", "autoware")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert dataset_files(out) == dataset_files(made("sqlite3-autoware"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["spec"]["rosbag2"] == {"storage": "sqlite3", "point_layout": "autoware",
+                                           "frame_id": "lidar"}  # fmt: skip
+    assert DatasetLayout("rosbag2", out, bag=BagOptions("sqlite3")).has_sample(1, 1)
+    assert not DatasetLayout("rosbag2", out, bag=BagOptions("mcap")).has_sample(1, 1)
+
+
+@pytest.mark.parametrize(
+    ("layout", "option", "fragment"),
+    [("npz", ["--storage", "sqlite3"],
+      "layout: npz, and --storage sqlite3 is for layout rosbag2 only"),
+     ("rosbag2", ["--storage", "db3"], "--storage: 'db3' is not one of mcap, sqlite3"),
+     ("rosbag2", ["--point-layout", "pcl"],
+      "--point-layout: 'pcl' is not one of lidar-sim, velodyne, autoware, ouster")],
+)  # fmt: skip
+def test_a_bag_option_the_spec_cannot_take_is_refused_in_one_line(
+    layout: str, option: list[str], fragment: str, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path, "spec", layout=layout)
+    out = tmp_path / "out"
+    res = lidar_sim("dataset", spec, "-o", out, "--workers", "1", *option)
+    refused_in_one_line(res, fragment, out)

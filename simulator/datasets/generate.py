@@ -42,8 +42,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import DatasetSpec, SequenceGroup, load_dataset_spec
-from ..errors import OutputError
+from pydantic import ValidationError
+
+from ..config import DatasetSpec, Rosbag2Spec, SequenceGroup, load_dataset_spec, raise_validation
+from ..errors import ConfigError, OutputError
 from ..io.atomic import folder_lock, no_space, remove_stale_temps
 from ..io.layouts import DatasetLayout, write_manifest
 from ..labels import label_name
@@ -89,6 +91,7 @@ __all__ = [
     "run_sequence",
     "sequence_clock",
     "sequence_frames",
+    "with_bag_options",
 ]
 
 
@@ -100,6 +103,7 @@ def run_dataset(
     workers: int | None = None,
     resume: bool = False,
     progress: Callable[[SequenceResult, int], None] | None = None,
+    rosbag2: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Generate a dataset; returns (and writes) the manifest.
 
@@ -113,9 +117,18 @@ def run_dataset(
         Skip samples whose files all exist.
     progress : callable, optional
         Called with each task's result and the samples done so far.
+    rosbag2 : dict of str to str, optional
+        Keys of the spec's ``rosbag2:`` section given on the command line (``storage``,
+        ``point_layout``: the ``--storage`` and ``--point-layout`` options), over the
+        spec's; a ``rosbag2`` layout's only.
+
+    Raises
+    ------
+    ConfigError
+        If the spec is bad, or ``rosbag2`` is given for another layout.
     """
     spec_path = Path(spec_path)
-    spec = load_dataset_spec(spec_path)
+    spec = with_bag_options(load_dataset_spec(spec_path), spec_path, rosbag2 or {})
     check_dataset(spec, spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,6 +172,22 @@ def _run(
     layout.write_dataset_files([p for r in results for p in r.samples])
     write_manifest(out, manifest)
     return manifest
+
+
+def with_bag_options(spec: DatasetSpec, spec_path: Path, given: dict[str, str]) -> DatasetSpec:
+    """The spec with the ``rosbag2:`` keys ``given`` on the command line (each option
+    named ``--storage``, ``--point-layout``) over its own, validated as the file's are."""
+    if not given:
+        return spec
+    options = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+    if spec.layout != "rosbag2":
+        raise ConfigError(spec_path, "layout", f"{spec.layout}, and {options} is for "
+                          "layout rosbag2 only; expected layout: rosbag2")  # fmt: skip
+    section = {**(spec.rosbag2 or Rosbag2Spec()).model_dump(), **given}
+    try:
+        return spec.model_copy(update={"rosbag2": Rosbag2Spec.model_validate(section)})
+    except ValidationError as err:
+        raise_validation(options, err)
 
 
 class _Tally:

@@ -185,11 +185,12 @@ class DatasetLayout:
 
     def sample_paths(self, sequence: int, frame: int) -> list[Path]:
         """The files of one sample, the range image (if any) last (``rosbag2``: its
-        sequence's bag folder)."""
+        sequence's bag, its storage file in the layout's storage and its metadata)."""
         seq = self.sequence_dir(sequence)
         name = f"{frame:06d}"
         if self.name == "rosbag2":
-            return [self.bag_path(sequence)]
+            bag = self.bag_path(sequence)
+            return [bag / f"{bag.name}{self.bag.storage_suffix}", bag / "metadata.yaml"]
         if self.name == "semantickitti":
             paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
         elif self.name == "nuscenes" and frame % self.keyframe_every == 0:

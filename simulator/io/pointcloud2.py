@@ -103,6 +103,12 @@ class BagOptions:
             expected = ", ".join(POINT_LAYOUTS)
             raise OutputError(f"point layout {self.point_layout!r}: expected one of {expected}")
 
+    @property
+    def storage_suffix(self) -> str:
+        """The extension of the storage file rosbag2 (and rosbags) names for the bag's
+        folder: ``.mcap``, or ``.db3`` for sqlite3."""
+        return {"mcap": ".mcap", "sqlite3": ".db3"}[self.storage]
+
     @classmethod
     def of(cls, spec: Rosbag2Spec | None) -> BagOptions:
         """The options of a dataset spec's ``rosbag2:`` section (None: the defaults)."""
