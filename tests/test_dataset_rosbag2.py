@@ -323,7 +323,11 @@ def test_a_failed_frame_drops_its_sequences_bag_and_the_others_finish(
 def test_validate_checks_a_rosbag2_spec(tmp_path: Path) -> None:
     res = lidar_sim("validate", _bag_spec(tmp_path, "sqlite3-autoware"))
     assert res.returncode == 0, res.stderr
-    assert "dataset: 1 groups, 4 samples, rosbag2 layout" in res.stdout
+    said = " ".join(res.stdout.split())  # (the console wraps long lines)
+    assert (
+        "dataset: 1 groups, 4 samples, rosbag2 layout (sqlite3, autoware points, frame lidar)"
+        in said
+    )
 
 
 @pytest.mark.parametrize(
