@@ -46,7 +46,10 @@ def validate_file(path: str | Path) -> str:
     if "groups" in data:
         spec = load_dataset_spec(path)
         count = sum(g.sequences * g.frames for g in spec.groups)
-        return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout"
+        bags, how = spec.rosbag2, ""
+        if bags is not None:
+            how = f" ({bags.storage}, {bags.point_layout} points, frame {bags.frame_id})"
+        return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout{how}"
     if "objects" in data or "generator" in data:
         from .world.scene import load_scene
 

@@ -184,7 +184,8 @@ def test_a_file_with_several_problems_lists_them_all(ws: Workspace) -> None:
     _expect_error(res)
     assert res.stderr == (
         f"error: {path}: layout: Input should be 'semantickitti', 'nuscenes', 'npz', "
-        "'openpcdet' or 'kitti' (got 'semantic-kitti', did you mean 'semantickitti'?); "
+        "'openpcdet', 'kitti' or 'rosbag2' (got 'semantic-kitti', did you mean "
+        "'semantickitti'?); "
         "also groups[0].frames: Input should be greater than or equal to 1 (got 0); "
         "also groups[1].trajectory.velocity_mps: List should have at least 3 items after "
         "validation, not 2 (got [8, 0]); "

@@ -89,9 +89,15 @@ def _color_fields() -> tuple[str, ...]:
 
 
 def _point_layouts() -> tuple[str, ...]:
-    from ..io.pointcloud2 import POINT_LAYOUTS
+    from ..config.rosbag import POINT_LAYOUTS
 
     return POINT_LAYOUTS
+
+
+def _bag_storages() -> tuple[str, ...]:
+    from ..config.rosbag import BAG_STORAGES
+
+    return BAG_STORAGES
 
 
 def _bench_scenes() -> tuple[str, ...]:
@@ -111,7 +117,7 @@ CHOICES: dict[str, Callable[[], Sequence[str] | Mapping[str, str]]] = {
     "beam_sampling": lambda: _literal("scanner", "ScannerConfig", "beam_sampling"),
     "bench_scene": _bench_scenes,
     "layout": lambda: _literal("dataset", "DatasetSpec", "layout"),
-    "storage": lambda: ("mcap", "sqlite3"),
+    "storage": _bag_storages,
     "point_layout": _point_layouts,
 }
 

@@ -161,6 +161,13 @@ def dataset(
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Local worker processes.")] = None,
     resume: Annotated[bool, typer.Option(help="Skip samples already written.")] = False,
+    storage: Annotated[
+        str | None, typer.Option(help="rosbag2: the bags' storage, over the spec's: {storage}.")
+    ] = None,
+    point_layout: Annotated[
+        str | None,
+        typer.Option(help="rosbag2: the point layout, over the spec's: {point_layout}."),
+    ] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Generate a labelled training dataset from a dataset YAML.
@@ -168,12 +175,15 @@ def dataset(
     The spec's layout key chooses how the samples are written: {layout}."""
     from ..config import load_dataset_spec
     from ..datasets import run_dataset
+    from ..datasets.generate import with_bag_options
 
-    parsed = load_dataset_spec(spec)  # bad input fails here, before any work
+    given = {key: choose(f"--{key.replace('_', '-')}", value, key)
+             for key, value in (("storage", storage), ("point_layout", point_layout))
+             if value is not None}  # fmt: skip
+    parsed = with_bag_options(load_dataset_spec(spec), spec, given)  # bad input fails here
     with _samples_bar(parsed.sample_count, quiet) as update:
-        manifest = run_dataset(
-            spec, output, scheduler=scheduler, workers=workers, resume=resume, progress=update
-        )
+        manifest = run_dataset(spec, output, scheduler=scheduler, workers=workers,
+                               resume=resume, progress=update, rosbag2=given)  # fmt: skip
     for failed in manifest["errors"]:
         err.print(
             f"[red]failed:[/] sequence {failed['sequence']} frame {failed['frame']} "

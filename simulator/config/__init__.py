@@ -33,6 +33,7 @@ from .load import (
     scanner_presets,
 )
 from .pose import Pose, Swing, TrajectorySpec, Waypoint
+from .rosbag import Rosbag2Spec
 from .scanner import (
     Channels,
     Detection,
@@ -89,6 +90,7 @@ __all__ = [
     "RasterSpec",
     "Receiver",
     "RisleySpec",
+    "Rosbag2Spec",
     "ScannerConfig",
     "SceneSpec",
     "SequenceGroup",

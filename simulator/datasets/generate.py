@@ -16,9 +16,10 @@ left. A worker process also keeps its compiled kernels: local workers live as lo
 the run, Dask workers as long as the cluster (their cache serves later runs too).
 
 Layouts (``semantickitti``, ``nuscenes``, ``npz``, ``openpcdet``, ``kitti``, optional
-range images) are defined and
-written by :mod:`simulator.io.layouts`. ``manifest.json`` records the effective spec, the
-seeds, the package version and the counts. Every file is written to a temporary name and
+range images; ``rosbag2``, one bag a sequence, whose sequences are dispatched whole: a bag
+is written by one worker) are defined and written by :mod:`simulator.io.layouts`.
+``manifest.json`` records the effective spec, the seeds, the package version and the
+counts. Every file is written to a temporary name and
 renamed, so ``--resume`` skips finished samples (they are not even dispatched) and never
 sees a partial one; the files of a whole sequence (poses, times) and of the whole dataset
 (nuScenes' tables, the ``ImageSets`` splits) are written by the coordinating process at
@@ -41,8 +42,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import DatasetSpec, SequenceGroup, load_dataset_spec
-from ..errors import OutputError
+from pydantic import ValidationError
+
+from ..config import DatasetSpec, Rosbag2Spec, SequenceGroup, load_dataset_spec, raise_validation
+from ..errors import ConfigError, OutputError
 from ..io.atomic import folder_lock, no_space, remove_stale_temps
 from ..io.layouts import DatasetLayout, write_manifest
 from ..labels import label_name
@@ -54,6 +57,7 @@ from .tasks import (
     SequenceTask,
     check_dataset,
     frame_task,
+    pending_frames,
     reference_frame,
     sequence_clock,
     sequence_frames,
@@ -87,6 +91,7 @@ __all__ = [
     "run_sequence",
     "sequence_clock",
     "sequence_frames",
+    "with_bag_options",
 ]
 
 
@@ -98,6 +103,7 @@ def run_dataset(
     workers: int | None = None,
     resume: bool = False,
     progress: Callable[[SequenceResult, int], None] | None = None,
+    rosbag2: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Generate a dataset; returns (and writes) the manifest.
 
@@ -111,9 +117,18 @@ def run_dataset(
         Skip samples whose files all exist.
     progress : callable, optional
         Called with each task's result and the samples done so far.
+    rosbag2 : dict of str to str, optional
+        Keys of the spec's ``rosbag2:`` section given on the command line (``storage``,
+        ``point_layout``: the ``--storage`` and ``--point-layout`` options), over the
+        spec's; a ``rosbag2`` layout's only.
+
+    Raises
+    ------
+    ConfigError
+        If the spec is bad, or ``rosbag2`` is given for another layout.
     """
     spec_path = Path(spec_path)
-    spec = load_dataset_spec(spec_path)
+    spec = with_bag_options(load_dataset_spec(spec_path), spec_path, rosbag2 or {})
     check_dataset(spec, spec_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -142,6 +157,7 @@ def _run(
     remove_stale_temps(out)  # a killed run's half-written files
     tasks = sequence_tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     layout = spec_layout(spec, out)
+    layout.remove_partial()  # (and its unfinished bags)
     started = time.perf_counter()
     tally = _Tally(tasks, progress)
     clocks, pending = _clocks(tasks, layout, resume, tally)
@@ -156,6 +172,22 @@ def _run(
     layout.write_dataset_files([p for r in results for p in r.samples])
     write_manifest(out, manifest)
     return manifest
+
+
+def with_bag_options(spec: DatasetSpec, spec_path: Path, given: dict[str, str]) -> DatasetSpec:
+    """The spec with the ``rosbag2:`` keys ``given`` on the command line (each option
+    named ``--storage``, ``--point-layout``) over its own, validated as the file's are."""
+    if not given:
+        return spec
+    options = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+    if spec.layout != "rosbag2":
+        raise ConfigError(spec_path, "layout", f"{spec.layout}, and {options} is for "
+                          "layout rosbag2 only; expected layout: rosbag2")  # fmt: skip
+    section = {**(spec.rosbag2 or Rosbag2Spec()).model_dump(), **given}
+    try:
+        return spec.model_copy(update={"rosbag2": Rosbag2Spec.model_validate(section)})
+    except ValidationError as err:
+        raise_validation(options, err)
 
 
 class _Tally:
@@ -234,7 +266,7 @@ def _clocks(
         if kept:
             tally.collect(SequenceResult(t.index, t.seed, frames_skipped=len(kept),
                                          samples=[(t.index, k) for k in kept]))  # fmt: skip
-        pending[t.index] = [k for k in range(frames) if k not in set(kept)]
+        pending[t.index] = pending_frames(layout, [k for k in range(frames) if k not in set(kept)])
     return clocks, pending
 
 
@@ -310,7 +342,8 @@ def _manifest(
     return {
         "package": "lidar-sim",
         "version": __version__,
-        "spec": spec.model_dump(),
+        # (a rosbag2 section only where it is used: the other layouts' manifests as before)
+        "spec": spec.model_dump(exclude=None if spec.layout == "rosbag2" else {"rosbag2"}),
         "layout": spec.layout,
         "sequences": [
             {

@@ -19,6 +19,7 @@ from ..constants import sequence_seed
 from ..errors import ConfigError, SceneError
 from ..generators import GENERATORS
 from ..io.layouts import DatasetLayout
+from ..io.pointcloud2 import BagOptions
 
 if TYPE_CHECKING:
     from ..config import ScannerConfig
@@ -33,6 +34,7 @@ __all__ = [
     "SequenceTask",
     "check_dataset",
     "frame_task",
+    "pending_frames",
     "reference_frame",
     "sequence_clock",
     "sequence_frames",
@@ -63,6 +65,8 @@ class SequenceTask:
     #: The frames to scan, in this order (None: every frame of the sequence, and then
     #: the sequence's own files too).
     frames: tuple[int, ...] | None = None
+    #: ``rosbag2``: how the sequence's bag is written.
+    bag: BagOptions = field(default_factory=BagOptions)
 
 
 @dataclass
@@ -106,12 +110,14 @@ class SequenceResult:
 
 def task_layout(task: SequenceTask) -> DatasetLayout:
     """The files of the task's dataset."""
-    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images, task.keyframe_every)
+    return DatasetLayout(task.layout, Path(task.out_dir), task.range_images, task.keyframe_every,
+                         task.bag)  # fmt: skip
 
 
 def spec_layout(spec: DatasetSpec, out: Path) -> DatasetLayout:
     """The files of the spec's dataset in ``out``."""
-    return DatasetLayout(spec.layout, out, spec.range_images, spec.keyframe_every)
+    return DatasetLayout(spec.layout, out, spec.range_images, spec.keyframe_every,
+                         BagOptions.of(spec.rosbag2))  # fmt: skip
 
 
 def share_cores(tasks: list[SequenceTask], processes: int) -> list[SequenceTask]:
@@ -202,8 +208,8 @@ def reference_frame(sim: Simulation | SequenceClock, frame: Frame, layout: str) 
         SemanticKITTI labels are compensated to the camera's time, ``times.txt``;
         OpenPCDet's custom format has no time of its own, and its KITTI frames are the
         camera's).
-    ``npz``
-        The frame's first firing.
+    ``npz``, ``rosbag2``
+        The frame's first firing (a bag's stamp, as the ``sequence`` command's).
 
     Parameters
     ----------
@@ -244,7 +250,8 @@ def sequence_tasks(
             tasks.append(SequenceTask(index, sequence_seed(spec.seed, index), group.model_dump(),
                                       spec.layout, spec.range_images, str(out_dir),
                                       str(base_dir), resume,
-                                      keyframe_every=spec.keyframe_every))  # fmt: skip
+                                      keyframe_every=spec.keyframe_every,
+                                      bag=BagOptions.of(spec.rosbag2)))  # fmt: skip
             index += 1
     return tasks
 
@@ -279,5 +286,17 @@ def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
 
 def frame_task(task: SequenceTask, frame: int) -> SequenceTask:
     """The task of one frame of ``task``'s sequence (its own files are then not written;
-    a dispatched frame is never skipped as done)."""
+    a dispatched frame is never skipped as done). In a layout that writes a sequence
+    whole (``rosbag2``: one bag), the task of every frame of the sequence: its one job
+    (:func:`pending_frames`) names its first frame."""
+    if task_layout(task).whole_sequences:
+        frames = SequenceGroup.model_validate(task.group).frames
+        return dataclasses.replace(task, frames=tuple(range(frames)), resume=False)
     return dataclasses.replace(task, frames=(frame,), resume=False)
+
+
+def pending_frames(layout: DatasetLayout, frames: list[int]) -> list[int]:
+    """The jobs of a sequence whose ``frames`` are still to do: one a frame, or, where the
+    layout writes a sequence whole, one for the sequence (its first frame standing for it:
+    :func:`frame_task`) if any is left."""
+    return frames[:1] if layout.whole_sequences else frames

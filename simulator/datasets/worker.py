@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from ..config import SceneSpec, SequenceGroup, load_materials, load_scanner, loa
 from ..generators import GENERATORS
 from ..io.atomic import no_space
 from ..io.kitti_object import CAMERA_IN_VELO_M
-from ..io.layouts import DatasetLayout, Sample
+from ..io.layouts import DatasetLayout, Sample, SampleSink
 from ..io.nuscenes import SamplePose
 from ..labels import count_labels
 from ..transforms import rotation_from_rpy_deg
@@ -252,21 +252,7 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     with prep.lock:
         if task.threads:
             prep.sim.limit_threads(task.threads)
-        for k in wanted:
-            try:
-                frame = prep.reference(k)
-                result.reference_frames.append(frame)
-                cloud = write_frame(task, layout, prep, frame)
-            except Exception as exc:
-                if no_space(exc):  # every later sample would fail alike: stop the run
-                    raise
-                detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                result.errors.append(SampleError(task.index, k, task.seed, detail))
-                continue
-            result.frames_written += 1
-            result.samples.append((task.index, k))
-            result.points += len(cloud)
-            count_labels(cloud["label"], into=result.label_counts)
+        _write_frames(task, layout, prep, wanted, result)
         whole = [prep.reference(k) for k in range(len(prep.frames))] if task.frames is None else []
     result.scan_s = time.perf_counter() - started
     result.cpu_s = time.process_time() - cpu0
@@ -275,8 +261,72 @@ def run_sequence(task: SequenceTask) -> SequenceResult:
     return result
 
 
-def write_frame(task: SequenceTask, layout: DatasetLayout, prep: Prepared, f: Frame) -> Any:
-    """Scan one frame, make its boxes and write its sample; return its cloud."""
+def _write_frames(
+    task: SequenceTask,
+    layout: DatasetLayout,
+    prep: Prepared,
+    wanted: Sequence[int],
+    result: SequenceResult,
+) -> None:
+    """Scan and write the ``wanted`` frames of the task's sequence into the layout's
+    sample sink, adding each to ``result``: a frame that fails is reported and the others
+    go on, except where the layout writes the sequence whole (a bag), which the failure
+    drops with every frame of it. A full disk stops the run (raised)."""
+    sink = layout.open_samples(task.index, prep.scanner.return_mode)
+    try:
+        for k in wanted:
+            try:
+                frame = prep.reference(k)
+                result.reference_frames.append(frame)
+                cloud = write_frame(task, sink, layout, prep, frame)
+            except Exception as exc:
+                if no_space(exc):  # every later sample would fail alike: stop the run
+                    raise
+                result.errors.append(SampleError(task.index, k, task.seed, _told(exc)))
+                if layout.whole_sequences:  # the sequence's one file is lost with it
+                    break
+                continue
+            result.frames_written += 1
+            result.samples.append((task.index, k))
+            result.points += len(cloud)
+            count_labels(cloud["label"], into=result.label_counts)
+    except BaseException:
+        sink.abort()
+        raise
+    failed = result.errors[0] if result.errors and layout.whole_sequences else None
+    if failed is None:
+        try:
+            sink.close()
+        except Exception as exc:  # (a bag that cannot be finished)
+            if no_space(exc):
+                raise
+            failed = SampleError(task.index, wanted[-1], task.seed, _told(exc))
+    if failed is not None:  # a sequence written whole lost a frame: none is kept
+        sink.abort()
+        _drop_whole(result, wanted, failed)
+
+
+def _told(exc: BaseException) -> str:
+    """An error as a sample's one line (its type and message)."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _drop_whole(result: SequenceResult, wanted: Iterable[int], first: SampleError) -> None:
+    """A sequence written whole (a bag) that failed at ``first``: none of its frames is
+    on disk, so every one is an error (``first``'s own, the others naming it)."""
+    because = f"not written: frame {first.frame} failed, and the sequence's bag with it"
+    result.errors = [first if k == first.frame else SampleError(result.index, k, result.seed,
+                                                                because)
+                     for k in wanted]  # fmt: skip
+    result.frames_written, result.points, result.samples = 0, 0, []
+    result.label_counts = {}
+
+
+def write_frame(
+    task: SequenceTask, sink: SampleSink, layout: DatasetLayout, prep: Prepared, f: Frame
+) -> Any:
+    """Scan one frame, make its boxes (where the layout keeps them) and write its sample
+    to ``sink``; return its cloud."""
     sim, scanner, group = prep.sim, prep.scanner, prep.group
     compensated = (
         layout.compensates if group.motion_compensated is None else group.motion_compensated
@@ -289,13 +339,12 @@ def write_frame(task: SequenceTask, layout: DatasetLayout, prep: Prepared, f: Fr
                                               fired_s, f.time_s, pose)  # fmt: skip
     # Compensated points: every box at the reference time; raw sweeps: each box where its
     # object was scanned, in the sensor frame then (object_boxes).
-    boxes = object_boxes(prep.scene, f.time_s, pose, xyz_m=cloud["xyz"],
-                         point_instance=cloud["instance"], engine=sim.engine,
-                         range_max_m=scanner.range_max_m, headings_rad=prep.headings,
-                         elevation_window_rad=prep.window,
-                         point_time_s=None if compensated else fired_s,
-                         sensor_pose_at=None if compensated else sim.trajectory.pose_at,
-                         )  # fmt: skip
+    boxes = None if not layout.keeps_boxes else object_boxes(
+        prep.scene, f.time_s, pose, xyz_m=cloud["xyz"], point_instance=cloud["instance"],
+        engine=sim.engine, range_max_m=scanner.range_max_m, headings_rad=prep.headings,
+        elevation_window_rad=prep.window, point_time_s=None if compensated else fired_s,
+        sensor_pose_at=None if compensated else sim.trajectory.pose_at,
+    )  # fmt: skip
     mount_rotation = rotation_from_rpy_deg(group.mount.rotation_deg)
     mount_m = np.asarray(group.mount.position_m, dtype=np.float64)
     pose = SamplePose(f.time_s, f.rotation, f.position_m, mount_rotation, mount_m)
@@ -303,8 +352,7 @@ def write_frame(task: SequenceTask, layout: DatasetLayout, prep: Prepared, f: Fr
     if layout.name == "kitti":  # occlusion from the virtual camera
         camera_m = f.rotation @ CAMERA_IN_VELO_M + f.position_m
         seen = visibility_from(prep.scene, boxes, f.time_s, camera_m, sim.engine)
-    layout.write_sample(Sample(task.index, f.index, cloud, scanner.intensity_max,
-                               boxes, pose, seen))  # fmt: skip
+    sink.write(Sample(task.index, f.index, cloud, scanner.intensity_max, boxes, pose, seen))
     return cloud
 
 

@@ -31,6 +31,16 @@ written and read back.
     ``val.txt`` (split as ``openpcdet``'s); points as scanned (not compensated), as
     KITTI's are, the boxes at the moment the head faces forward.
 
+``rosbag2``
+    One ROS 2 bag a sequence, ``bags/NN/`` (``NN.mcap`` or ``NN.db3`` and
+    ``metadata.yaml``), as ``lidar-sim sequence --format rosbag2`` writes its ``bag/``
+    (:class:`~.rosbag.RosbagWriter`): every frame's ``PointCloud2`` on ``/points``, stamped
+    with its first firing, its points as scanned (not compensated, as a driver publishes
+    them), in the point layout the spec's ``rosbag2:`` section names
+    (:class:`~.pointcloud2.BagOptions`), and its ground-truth pose on ``/tf``. A bag is
+    written by one worker, whole, under a temporary name and renamed when complete: a
+    sequence's samples are all there or none is.
+
 In ``semantickitti`` and ``npz``, ``sequences/NN/boxes/FFFFFF.npz`` holds the frame's boxes
 (:class:`simulator.world.boxes.Boxes`: every field by name).
 
@@ -44,13 +54,15 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..config.dataset import DATASET_LAYOUTS
 from ..errors import ConfigError, OutputError
 from ..labels import label_name
 from ..pointcloud import PointCloud
@@ -60,7 +72,9 @@ from . import kitti_object, nuscenes
 from .atomic import write_atomic
 from .labels import pack_labels, unpack_labels
 from .npz import NpzWriter, savez
+from .pointcloud2 import BagOptions
 from .poses import read_kitti_poses, write_identity_calib, write_kitti_poses, write_times
+from .rosbag import RosbagWriter
 
 __all__ = [
     "LAYOUTS",
@@ -68,13 +82,14 @@ __all__ = [
     "RANGE_IMAGE_WIDTH",
     "DatasetLayout",
     "Sample",
+    "SampleSink",
     "read_semantickitti_frame",
     "semantickitti_frames",
     "write_manifest",
 ]
 
-#: The layout names.
-LAYOUTS = ("semantickitti", "nuscenes", "npz", "openpcdet", "kitti")
+#: The layout names (the dataset spec's ``layout`` choices).
+LAYOUTS = DATASET_LAYOUTS
 #: OpenPCDet class of each countable SemanticKITTI class (moving ones as their static one).
 OPENPCDET_CLASSES: dict[str, str] = {
     "car": "Car", "moving-car": "Car", "truck": "Truck", "moving-truck": "Truck",
@@ -104,8 +119,8 @@ class Sample:
     boxes : Boxes, optional
         The frame's boxes (None: an empty set).
     pose : SamplePose, optional
-        The sensor's pose and mount at the reference time (the nuScenes and KITTI layouts
-        need it).
+        The sensor's pose and mount at the reference time (the nuScenes, KITTI and
+        rosbag2 layouts need it).
     camera_visibility : (B,) float, optional
         ``kitti``: each box's share of surface samples the virtual camera sees.
     """
@@ -133,12 +148,15 @@ class DatasetLayout:
         Whether each sample has a range image too.
     keyframe_every : int
         ``nuscenes``: every this many frames is a key frame; the others are sweeps.
+    bag : BagOptions
+        ``rosbag2``: how the bags are written (storage, point layout, frame id).
     """
 
     name: str
     root: Path
     range_images: bool = False
     keyframe_every: int = 1
+    bag: BagOptions = field(default_factory=BagOptions)
 
     def __post_init__(self) -> None:
         if self.name not in LAYOUTS:
@@ -150,10 +168,29 @@ class DatasetLayout:
         """``sequences/NN`` of sequence ``sequence``."""
         return self.root / "sequences" / f"{sequence:02d}"
 
+    def bag_path(self, sequence: int) -> Path:
+        """``bags/NN``, the bag folder of sequence ``sequence`` (``rosbag2``)."""
+        return self.root / "bags" / f"{sequence:02d}"
+
+    @property
+    def whole_sequences(self) -> bool:
+        """Whether a sequence's samples are one file, written whole by one worker (a bag
+        cannot be appended to safely): ``rosbag2``."""
+        return self.name == "rosbag2"
+
+    @property
+    def keeps_boxes(self) -> bool:
+        """Whether the layout writes the frames' boxes (a bag holds clouds and poses)."""
+        return self.name != "rosbag2"
+
     def sample_paths(self, sequence: int, frame: int) -> list[Path]:
-        """The files of one sample, the range image (if any) last."""
+        """The files of one sample, the range image (if any) last (``rosbag2``: its
+        sequence's bag, its storage file in the layout's storage and its metadata)."""
         seq = self.sequence_dir(sequence)
         name = f"{frame:06d}"
+        if self.name == "rosbag2":
+            bag = self.bag_path(sequence)
+            return [bag / f"{bag.name}{self.bag.storage_suffix}", bag / "metadata.yaml"]
         if self.name == "semantickitti":
             paths = [seq / "velodyne" / f"{name}.bin", seq / "labels" / f"{name}.label"]
         elif self.name == "nuscenes" and frame % self.keyframe_every == 0:
@@ -190,11 +227,38 @@ class DatasetLayout:
         its odometry devkit's readme), nuScenes' (sweeps stamped when the spin completes),
         OpenPCDet's here (it takes clouds as they come) and this project's npz. KITTI's
         object scans come from its raw recordings, which are not compensated (the raw
-        devkit's readme asks the user to "untwist" them)."""
-        return self.name != "kitti"
+        devkit's readme asks the user to "untwist" them). A ROS 2 bag holds what a driver
+        publishes: the points as scanned, each with its time after the stamp, for the
+        receiver's own distortion correction (Autoware's ``distortion_corrector``)."""
+        return self.name not in ("kitti", "rosbag2")
+
+    def open_samples(self, sequence: int, return_mode: str = "strongest") -> SampleSink:
+        """Where the samples of sequence ``sequence`` go, for a scanner of
+        ``return_mode``: each to its own files (:meth:`write_sample`), or, in ``rosbag2``,
+        all into the sequence's bag, renamed into place by ``close`` (``abort`` drops it)."""
+        if self.name == "rosbag2":
+            return SequenceBag(self.bag_path(sequence), self.bag, return_mode)
+        return SampleFiles(self)
+
+    def remove_partial(self) -> list[Path]:
+        """Delete what a killed run left half-written that is not a temporary file
+        (:func:`~.atomic.remove_stale_temps` removes those): ``rosbag2``'s unfinished bag
+        folders, ``bags/.NN.tmp``, and a replaced bag not yet deleted, ``bags/.NN.old``.
+        Returns the folders removed."""
+        top = self.root / "bags"
+        if self.name != "rosbag2" or not top.is_dir():
+            return []
+        partial = [p for p in top.glob(".*.*") if p.suffix in (".tmp", ".old") and p.is_dir()]
+        for p in partial:
+            shutil.rmtree(p)
+        return partial
 
     def write_sample(self, sample: Sample) -> list[Path]:
-        """Write one sample; return the files written (:meth:`sample_paths`)."""
+        """Write one sample; return the files written (:meth:`sample_paths`). (A
+        ``rosbag2`` sample goes into its sequence's bag: :meth:`open_samples`.)"""
+        if self.whole_sequences:
+            raise ValueError(f"a {self.name} sample is written into its sequence's bag "
+                             "(open_samples), not on its own")  # fmt: skip
         sequence, frame, cloud = sample.sequence, sample.frame, sample.cloud
         intensity_max, boxes = sample.intensity_max, sample.boxes
         paths = self.sample_paths(sequence, frame)
@@ -265,7 +329,8 @@ class DatasetLayout:
         positions_m: ArrayLike,
     ) -> list[Path]:
         """Write a sequence's ``poses.txt``, ``times.txt`` (``{:.9e}``) and ``calib.txt``
-        (none in the ``nuscenes`` layout).
+        (none in the ``nuscenes``, ``kitti`` and ``rosbag2`` layouts: a bag has its poses
+        on ``/tf``).
 
         Parameters
         ----------
@@ -278,7 +343,7 @@ class DatasetLayout:
         positions_m : (F, 3) array of float
             Sensor positions then, m.
         """
-        if self.name in ("nuscenes", "kitti"):
+        if self.name in ("nuscenes", "kitti", "rosbag2"):
             return []
         seq = self.sequence_dir(sequence)
         # KITTI odometry tools (pykitti, the devkit's evaluation) read poses/NN.txt.
@@ -311,6 +376,85 @@ class DatasetLayout:
             write_atomic(self.root / "ImageSets" / "val.txt",
                          "".join(f"{names[p]}\n" for p in sorted(val))),
         ]  # fmt: skip
+
+
+class SampleSink(Protocol):
+    """Where the samples of one sequence go (:meth:`DatasetLayout.open_samples`)."""
+
+    def write(self, sample: Sample) -> None:
+        """Write one sample (with its pose)."""
+
+    def close(self) -> None:
+        """Finish: every sample written is complete on disk."""
+
+    def abort(self) -> None:
+        """Stop after a failure, leaving nothing half-written of its own."""
+
+
+class SampleFiles:
+    """Each sample to its own files, complete when written (every layout but
+    ``rosbag2``)."""
+
+    def __init__(self, layout: DatasetLayout) -> None:
+        self.layout = layout
+
+    def write(self, sample: Sample) -> None:
+        """Write the sample's files (:meth:`DatasetLayout.write_sample`)."""
+        self.layout.write_sample(sample)
+
+    def close(self) -> None:
+        """Nothing to finish."""
+
+    def abort(self) -> None:
+        """Nothing to drop: each file is written atomically on its own."""
+
+
+class SequenceBag:
+    """A sequence's samples into one ROS 2 bag (:class:`~.rosbag.RosbagWriter`, as the
+    ``sequence`` command's ``rosbag2`` frames go): each sample's cloud stamped with its
+    pose's time, its pose on ``/tf``; the bag written under a temporary name and renamed
+    by :meth:`close`.
+
+    Parameters
+    ----------
+    path : Path
+        The bag folder, ``bags/NN``; a bag there is replaced when this one is complete
+        (a run without ``--resume`` writes every sequence again).
+    options : BagOptions
+        Storage, point layout, frame id.
+    return_mode : str
+        The scanner's return mode (Autoware's return types follow it).
+    """
+
+    def __init__(self, path: Path, options: BagOptions, return_mode: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.writer: RosbagWriter | None = None
+        self.options, self.return_mode = options, return_mode
+
+    def write(self, sample: Sample) -> None:
+        """Add the sample's cloud (``time_s`` after its pose's time) and its pose."""
+        from ..sensor.trajectory import quaternion_from_matrix
+
+        if sample.pose is None:
+            raise ValueError("a bag's sample needs its pose (the stamp and /tf)")
+        if self.writer is None:  # (opened with the first frame: a failed build leaves nothing)
+            self.writer = RosbagWriter(self.path, self.options, self.return_mode, replace=True)
+        pose = sample.pose
+        self.writer.write_frame(sample.cloud, pose.time_s, pose.rotation, pose.position_m,
+                                quaternion_from_matrix(pose.rotation))  # fmt: skip
+
+    def close(self) -> None:
+        """Finish the bag and rename it into place."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def abort(self) -> None:
+        """Drop the unfinished bag."""
+        if self.writer is not None:
+            self.writer.abort()
+            self.writer = None
 
 
 def kitti_name(sequence: int, frame: int) -> str:

@@ -36,25 +36,23 @@ point step and time unit of its driver:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ..config.rosbag import BAG_STORAGES, POINT_LAYOUTS, BagStorage, PointLayout, Rosbag2Spec
 from ..errors import OutputError
 from ..pointcloud import PointCloud
 
 __all__ = [
     "AUTOWARE_RETURN_TYPES",
+    "BAG_STORAGES",
     "POINT_LAYOUTS",
     "BagOptions",
     "PointLayout",
     "encode",
     "layout_dtype",
 ]
-
-PointLayout = Literal["lidar-sim", "velodyne", "autoware", "ouster"]
-POINT_LAYOUTS: tuple[PointLayout, ...] = ("lidar-sim", "velodyne", "autoware", "ouster")
 
 #: ``autoware::point_types::ReturnType``, the codes of ``PointXYZIRCAEDT.return_type``.
 AUTOWARE_RETURN_TYPES = {
@@ -84,24 +82,38 @@ class BagOptions:
 
     Attributes
     ----------
-    storage : {"mcap", "sqlite3"}
-        The storage plugin: MCAP, ROS 2's default since Iron, or sqlite3 (Humble's).
+    storage : BagStorage
+        The storage plugin (:data:`~simulator.config.rosbag.BAG_STORAGES`): MCAP, ROS 2's
+        default since Iron, or sqlite3 (Humble's).
     point_layout : PointLayout
         The point layout of the ``PointCloud2`` messages (the module's table).
     frame_id : str
         The clouds' ``header.frame_id`` and the child frame of the poses on ``/tf``.
     """
 
-    storage: Literal["mcap", "sqlite3"] = "mcap"
+    storage: BagStorage = "mcap"
     point_layout: PointLayout = "lidar-sim"
     frame_id: str = "lidar"
 
     def __post_init__(self) -> None:
-        if self.storage not in ("mcap", "sqlite3"):
-            raise OutputError(f"storage {self.storage!r}: expected mcap or sqlite3")
+        if self.storage not in BAG_STORAGES:
+            expected = " or ".join(BAG_STORAGES)
+            raise OutputError(f"storage {self.storage!r}: expected {expected}")
         if self.point_layout not in POINT_LAYOUTS:
             expected = ", ".join(POINT_LAYOUTS)
             raise OutputError(f"point layout {self.point_layout!r}: expected one of {expected}")
+
+    @property
+    def storage_suffix(self) -> str:
+        """The extension of the storage file rosbag2 (and rosbags) names for the bag's
+        folder: ``.mcap``, or ``.db3`` for sqlite3."""
+        return {"mcap": ".mcap", "sqlite3": ".db3"}[self.storage]
+
+    @classmethod
+    def of(cls, spec: Rosbag2Spec | None) -> BagOptions:
+        """The options of a dataset spec's ``rosbag2:`` section (None: the defaults)."""
+        spec = spec or Rosbag2Spec()
+        return cls(spec.storage, spec.point_layout, spec.frame_id)
 
 
 def layout_dtype(layout: PointLayout) -> np.dtype:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..config.rosbag import WORLD_FRAME_ID
 from ..errors import InputError, OutputError
 from ..pointcloud import PointCloud
 from .drivers import cloud_from_fields
@@ -226,17 +227,21 @@ class RosbagWriter:
     """Writes frames and poses to a ROS 2 bag folder.
 
     The bag is written to a temporary folder beside ``path`` and renamed when closed.
+    The bytes depend only on what is written (no wall-clock time, host or random id goes
+    into the storage file or ``metadata.yaml``), so a bag written twice is the same.
 
     Parameters
     ----------
     path : Path
-        The bag folder; must not exist.
+        The bag folder; must not exist, unless ``replace``.
     options : BagOptions, optional
         Storage, point layout and frame id (default: MCAP, ``lidar-sim``, ``lidar``).
     return_mode : str
         The scanner's return mode (Autoware's return types follow it).
     world_id : str
         The parent frame of the poses on ``/tf``.
+    replace : bool
+        Replace a bag already at ``path`` when this one is complete (:meth:`close`).
     """
 
     def __init__(
@@ -244,7 +249,9 @@ class RosbagWriter:
         path: Path,
         options: BagOptions | None = None,
         return_mode: str = "strongest",
-        world_id: str = "map",
+        world_id: str = WORLD_FRAME_ID,
+        *,
+        replace: bool = False,
     ) -> None:
         self.options = options = options or BagOptions()
         self.return_mode = return_mode
@@ -256,7 +263,7 @@ class RosbagWriter:
                 "rosbag2 output needs the rosbags library: pip install 'lidar-sim[ros]'"
             ) from None
         self.path = Path(path)
-        if self.path.exists():
+        if self.path.exists() and not replace:
             raise OutputError(f"{self.path}: exists; a bag is written to a new folder")
         # rosbags names the database after its folder: write <parent>/.<name>.tmp/<name>.
         self.tmp_parent = self.path.with_name(f".{self.path.name}.tmp")
@@ -334,10 +341,16 @@ class RosbagWriter:
         )
 
     def close(self) -> Path:
-        """Finish the bag and rename it into place."""
+        """Finish the bag and rename it into place (a bag there before is moved aside
+        first, then deleted: the name holds a complete bag, or for a moment none)."""
         self.writer.close()
+        old = self.tmp_parent.with_name(f".{self.path.name}.old")
+        if self.path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            self.path.rename(old)
         self.tmp.rename(self.path)
         self.tmp_parent.rmdir()
+        shutil.rmtree(old, ignore_errors=True)
         return self.path
 
     def abort(self) -> None:
