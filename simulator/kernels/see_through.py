@@ -115,13 +115,19 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
         )  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _see_through_block(  # type: ignore[no-untyped-def]
     p0, p1, first, behind, weight, pulse_id, noise_seed, model, diagnostics, out
 ):  # fmt: skip
     """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block, its
     ``layers`` here ``behind``): writes their returns from ``p0 * max_returns`` on and
-    returns how many."""
+    returns how many.
+
+    numpy's error model, as the specification divides: a division by zero gives an
+    infinity or a NaN instead of raising. The raising paths of Python's model also kept
+    numba from pruning the reference counts of the arrays the inlined per-pulse helpers
+    are handed (an atomic increment and decrement each, each pulse): two thirds of this
+    kernel's time went to them; a third less time with numpy's (docs/performance.md)."""
     idx = first[0]
     keep = first[1]
     range_meas = first[2]
