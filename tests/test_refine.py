@@ -135,6 +135,29 @@ def test_shared_faces_are_the_coincident_ones_of_other_geometries(geometries: in
     assert tri.shared.tolist() == want
 
 
+def test_the_geometry_of_a_face_is_the_one_whose_range_holds_it() -> None:
+    """Every face (and a miss, -1) mapped to (geometry, primitive), geometries of 320, 0
+    and 2 faces among them: the face is ``face_start[geometry] + primitive``, the primitive
+    within the geometry's count; a miss is (-1, -1). No face at all: every row a miss."""
+    sphere = trimesh.creation.icosphere(subdivisions=2)
+    parts = [(np.asarray(sphere.vertices), np.asarray(sphere.faces)),
+             (np.zeros((0, 3)), np.zeros((0, 3), np.int64)), _quad(0.0)]  # fmt: skip
+    tri = Triangles.pack(
+        [p[0].astype(np.float32) for p in parts], [p[1].astype(np.uint32) for p in parts]
+    )
+    assert len(sphere.faces) == 320
+    face = np.r_[-1, np.arange(len(tri.faces))[::-1], -1].astype(np.int64)
+    g, p = tri.geometry_of(face)
+    assert g.dtype == p.dtype == np.int32
+    want_g = np.r_[-1, np.where(face[1:-1] >= 320, 2, 0), -1]  # (geometry 1 has none)
+    np.testing.assert_array_equal(g, want_g)
+    np.testing.assert_array_equal(p, np.r_[-1, np.where(face[1:-1] >= 320, face[1:-1] - 320,
+                                                        face[1:-1]), -1])  # fmt: skip
+    empty = Triangles.pack([np.zeros((0, 3), np.float32)], [np.zeros((0, 3), np.uint32)])
+    g, p = empty.geometry_of(np.full(3, -1, np.int64))
+    assert g.tolist() == p.tolist() == [-1, -1, -1]
+
+
 def test_a_tie_is_decided_the_same_from_either_triangle_embree_found() -> None:
     """At the squares' diagonal, whichever of the two triangles (or the coincident square's)
     Embree reports, and whatever else ``list_intersections`` reports, the winner is the
