@@ -122,7 +122,8 @@ class RayEngine:
         self._scene = self._build([scene.objects[i] for i in static], self.origin_shift_m)
         if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
-        self._static_index = np.asarray(static, dtype=np.int32)
+        #: The scene object of each static geometry id, and -1 last: for a miss (-1).
+        self._object_of_geometry = np.asarray([*static, -1], dtype=np.int32)
         self._identity = static == list(range(len(scene.objects)))
         #: Each object's first face row, -1 for one of one material (None: no object
         #: has per-face materials): :meth:`Scene.face_row_starts`.
@@ -204,11 +205,7 @@ class RayEngine:
         # ties are decided by the lowest ids (RefinedScene): the same on any x86-64 CPU.
         cast = self._scene.cast(rays, self.threads)
         geometry = cast.geometry  # -1: a miss (t = inf, a zero normal)
-        if self._identity:
-            object_index = geometry
-        else:
-            object_index = np.where(geometry >= 0, self._static_index[np.maximum(geometry, 0)], -1)
-            object_index = object_index.astype(np.int32)
+        object_index = geometry if self._identity else self._object_of_geometry[geometry]
         hits = Hits(range_m=cast.t, object_index=object_index, normal=cast.normal)
         if self._face_rows is not None:
             hits.material_row = self._material_rows(object_index, cast.primitive)
@@ -241,12 +238,10 @@ class RayEngine:
         Only the rays that enter the box the group's bounding sphere sweeps over their own
         time slot (:data:`SWEEP_STEP_S`), nearer than their static hit, are moved and cast
         (the others cannot hit it): :attr:`cull` says which.
+
+        ``hits`` are the static cast's, arrays of their own (:meth:`cast_rays` made them):
+        changed in place.
         """
-        hits.range_m = np.array(hits.range_m)
-        hits.object_index = np.array(hits.object_index)
-        hits.normal = np.array(hits.normal)
-        if hits.material_row is not None:
-            hits.material_row = np.array(hits.material_row)
         if len(rays) == 0:
             return
         first, lo, hi = self._slot_boxes(time_s)
