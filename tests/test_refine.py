@@ -75,6 +75,42 @@ def test_refine_kernel_matches_the_specification(backend: Backend) -> None:
     assert [a.shape for a in empty] == [(0,), (0, 3), (0,), (0,)]
 
 
+@pytest.mark.parametrize("copies", [1, 2])
+def test_refine_kernel_matches_the_specification_where_partners_hold_the_hit(
+    copies: int, backend: Backend
+) -> None:
+    """Ranges, normals and faces bit for bit among ``copies`` coincident squares and one
+    shifted over part of them: hits that no partner holds, that one holds (the kernel's
+    single-holder shortcut) and, with two copies, that two hold (its second pass)."""
+    v, f = _quad(0.0)
+    quads = [(v, f)] * copies + [(v + np.array([1.0, 0.5, 0.0]), f)]
+    scene = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads])
+    rays = _rays(20_000)
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    args = (rays, *raw, scene.triangles)
+    want = refine_hits(*args)
+    got = backend.refine_hits(*args)
+    for w, g in zip(want, got, strict=True):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    # how many partners hold each hit away from its face's edges
+    tri = scene.triangles
+    hit = np.flatnonzero(raw[1] != INVALID_ID)
+    away = np.setdiff1d(hit, want[3])
+    face = tri.face_start[raw[1][away].astype(np.int64)] + raw[2][away].astype(np.int64)
+    k, partner = tri.partners(face)
+    r = rays[away][k].astype(np.float64)
+    corners = tri.faces[partner]
+    v0, v1, v2 = (tri.vertices_m[corners[:, c]] for c in range(3))
+    t, u, w, *_ = moller_trumbore(r[:, :3], r[:, 3:], v0, v1, v2)
+    holds = (t >= 0) & (u >= 0) & (w >= 0) & (1.0 - u - w >= 0)
+    holders = np.bincount(k[holds], minlength=len(away))
+    assert np.any(holders == 0) and np.any(holders == 1)
+    assert np.any(holders >= 2) == (copies == 2)
+
+
 def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(
     backend: Backend,
 ) -> None:
