@@ -558,6 +558,27 @@ def test_cull_kernel_matches_the_specification(
         )
 
 
+def test_cull_kernel_matches_the_specification_past_64_boxes(backend: Backend) -> None:
+    """More boxes than one word of the kernel's bits (130: three words), rays meeting
+    boxes of every word: the same rays for each box as the specification's."""
+    rng = np.random.default_rng(6)
+    n, groups, slots = 4_000, 130, 3
+    d = rng.normal(size=(n, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    rays = np.hstack([rng.uniform(-3, 3, (n, 3)), d]).astype(np.float32)
+    shift = np.array([10.0, 5.0, 1.0])
+    centre = shift + rng.uniform(-6, 6, (groups, slots, 3))
+    half = rng.uniform(0.5, 2.0, (groups, slots, 3))
+    range_max = np.where(rng.random(n) < 0.3, np.inf, rng.uniform(1.0, 12.0, n))
+    slot = rng.integers(0, slots, n)
+    want = raycast.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
+    got = backend.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    per_box = np.diff(want[0])
+    assert (per_box[:64] > 0).any() and (per_box[64:128] > 0).any() and (per_box[128:] > 0).any()
+
+
 def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None:
     """Echoes with the surfaces behind glass and foliage (a generated street, footprints
     of 7 sub-rays, up to 4 surfaces a ray), of every pulse and of a selection: the

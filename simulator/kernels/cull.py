@@ -8,7 +8,9 @@ slot's ray origins.
 Azimuths are compared as *pseudo-angles* (a monotone, trigonometry-free stand-in in
 [0, 4) for the angle in [0, 2 pi)), with a margin: the slab test decides the rest, so the
 answer is the specification's exactly. The answer is a list of rays per group (CSR), in
-two passes: one counts each block's rays of each group, the other writes them in place.
+two passes: one counts each block's rays of each group and keeps which groups each ray
+meets (a bit a group), the other writes them in place from those bits (no second slab
+test).
 """
 
 from __future__ import annotations
@@ -117,12 +119,13 @@ def _enters(rays, i, shift, range_max, low_m, high_m):  # type: ignore[no-untype
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts):  # type: ignore[no-untyped-def]
+def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts, met):  # type: ignore[no-untyped-def]
     """The first pass, per block of rays ``edges[b]..edges[b + 1]``: the boxes its
-    candidates leave for each slot, ``listed[b, s, 1:1 + listed[b, s, 0]]``, and how many
-    of the block's rays meet each box, ``counts[b, g]`` (the slab test). Blocks are
-    independent (a block's candidates are a sound cull of its own rays), so any blocking
-    gives the same answer."""
+    candidates leave for each slot, ``listed[b, s, 1:1 + listed[b, s, 0]]``, how many
+    of the block's rays meet each box, ``counts[b, g]`` (the slab test), and which boxes
+    each ray ``i`` meets, bit ``g % 64`` of ``met[i, g // 64]`` (zeros on entry). Blocks
+    are independent (a block's candidates are a sound cull of its own rays), so any
+    blocking gives the same answer."""
     for b in prange(edges.shape[0] - 1):
         begin, end = edges[b], edges[b + 1]
         candidate = _slot_candidates(rays, shift, slot, lo, hi, begin, end)
@@ -139,20 +142,24 @@ def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts):  # type
                 g = listed[b, s, j]
                 if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
                     counts[b, g] += 1
+                    met[i, g >> 6] |= np.uint64(1) << np.uint64(g & 63)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out):  # type: ignore[no-untyped-def]
-    """The second pass: ray ``i`` of block ``b`` that meets box ``g`` goes to
-    ``out[at[b, g]]``, and ``at[b, g]`` moves on."""
+def _write(edges, met, at, out):  # type: ignore[no-untyped-def]
+    """The second pass: ray ``i`` of block ``b`` that meets box ``g`` (``met``'s bit, see
+    :func:`_count`) goes to ``out[at[b, g]]``, and ``at[b, g]`` moves on."""
     for b in prange(edges.shape[0] - 1):
         for i in range(edges[b], edges[b + 1]):
-            s = slot[i]
-            for j in range(1, listed[b, s, 0] + 1):
-                g = listed[b, s, j]
-                if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
-                    out[at[b, g]] = i
-                    at[b, g] += 1
+            for w in range(met.shape[1]):
+                bits = met[i, w]
+                g = w << 6
+                while bits:
+                    if bits & np.uint64(1):
+                        out[at[b, g]] = i
+                        at[b, g] += 1
+                    bits >>= np.uint64(1)
+                    g += 1
 
 
 #: Rays a block of the cull (a block shares its candidates; see _count).
@@ -182,12 +189,13 @@ def rays_into_boxes(
     edges = np.append(np.arange(0, len(rays), BLOCK_RAYS, dtype=np.int64), len(rays))
     counts = np.zeros((len(edges) - 1, groups), np.int64)
     listed = np.empty((len(edges) - 1, lo.shape[1], groups + 1), np.int64)
-    _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts)
+    met = np.zeros((len(rays), (groups + 63) // 64), np.uint64)
+    _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts, met)
     per_group = counts.sum(axis=0)
     starts = np.concatenate([[0], np.cumsum(per_group)]).astype(np.int64)
     # Where block b's rays of group g go: after group g's earlier blocks.
     at = starts[:-1][None, :] + np.cumsum(counts, axis=0) - counts
     out = np.empty(int(starts[-1]), np.int64)
     if len(out):
-        _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out)
+        _write(edges, met, at, out)
     return starts, out
