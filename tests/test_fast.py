@@ -579,6 +579,37 @@ def test_cull_kernel_matches_the_specification_past_64_boxes(backend: Backend) -
     assert (per_box[:64] > 0).any() and (per_box[64:128] > 0).any() and (per_box[128:] > 0).any()
 
 
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_into_group_frame_kernel_matches_the_specification(
+    broadcast: bool, backend: Backend
+) -> None:
+    """Rays moved into a moving group's frame, bit for bit: random poses (or one rotation
+    broadcast, as a group that does not turn gives), and rays and rotations whose
+    products are all zeros (a sum of zeros is +0, as einsum adds, not -0)."""
+    rng = np.random.default_rng(8)
+    n, k = 5_000, 3_000
+    d = rng.normal(size=(n, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    rays = np.hstack([rng.uniform(-30, 30, (n, 3)), d]).astype(np.float32)
+    rays[:50, 3:] = np.float32(-0.0)  # (zero directions: only signs of zero to get right)
+    rows = np.sort(rng.choice(n, k, replace=False)).astype(np.int64)
+    rows[:40] = np.arange(40)
+    q, _ = np.linalg.qr(rng.normal(size=(k, 3, 3)))
+    rotation = np.broadcast_to(-np.eye(3), (k, 3, 3)) if broadcast else q
+    shift = np.array([120.0, -40.0, 1.5])
+    position = shift + rng.uniform(-20, 20, (k, 3))
+    position[:20] = rays[:20, :3].astype(np.float64) + shift  # (origins at the pose)
+    local = np.array([0.25, -1.0, 0.5])
+    want = raycast.into_group_frame(rays, rows, shift, rotation, position, local)
+    got = backend.into_group_frame(rays, rows, shift, rotation, position, local)
+    assert want.dtype == got.dtype == np.float32 and want.shape == got.shape == (k, 6)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    zero = want[:40, 3:] == 0
+    assert zero.all() and not np.signbit(want[:40, 3:]).any()
+    empty = backend.into_group_frame(rays, rows[:0], shift, rotation[:0], position[:0], local)
+    assert empty.shape == (0, 6) and empty.dtype == np.float32
+
+
 def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None:
     """Echoes with the surfaces behind glass and foliage (a generated street, footprints
     of 7 sub-rays, up to 4 surfaces a ray), of every pulse and of a selection: the

@@ -1,5 +1,6 @@
-"""The moving objects' cull, in parallel over blocks of rays (the specification:
-:func:`simulator.world.raycast.rays_into_boxes`).
+"""The moving objects' cull, in parallel over blocks of rays, and the rays it keeps moved
+into a group's frame (the specifications: :func:`simulator.world.raycast.rays_into_boxes`,
+:func:`simulator.world.raycast.into_group_frame`).
 
 Testing every ray against every moving group's box is most of the work; most pairs are
 ruled out a time slot at a time first, within each block. A ray from ``o`` can meet a box
@@ -19,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-__all__ = ["rays_into_boxes"]
+__all__ = ["into_group_frame", "rays_into_boxes"]
 
 #: Pseudo-angle margin of the azimuth test (about 1e-6 rad).
 MARGIN = 1e-6
@@ -199,3 +200,45 @@ def rays_into_boxes(
     if len(out):
         _write(edges, met, at, out)
     return starts, out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _into_frame(rays, rows, shift, rot, pos, local, out):  # type: ignore[no-untyped-def]
+    """Ray ``rows[k]`` into ``out[k]``: ``rot[k]^T`` times its world origin less ``pos[k]``,
+    less ``local``, and ``rot[k]^T`` times its direction, each component summed over the
+    rotation's rows from +0 as ``einsum`` does (so a sum of zeros is +0, not -0)."""
+    for k in prange(rows.shape[0]):
+        i = rows[k]
+        x0 = (np.float64(rays[i, 0]) + shift[0]) - pos[k, 0]
+        x1 = (np.float64(rays[i, 1]) + shift[1]) - pos[k, 1]
+        x2 = (np.float64(rays[i, 2]) + shift[2]) - pos[k, 2]
+        d0 = np.float64(rays[i, 3])
+        d1 = np.float64(rays[i, 4])
+        d2 = np.float64(rays[i, 5])
+        for c in range(3):
+            r0, r1, r2 = rot[k, 0, c], rot[k, 1, c], rot[k, 2, c]
+            o = ((0.0 + r0 * x0) + r1 * x1) + r2 * x2
+            out[k, c] = np.float32(o - local[c])
+            out[k, 3 + c] = np.float32(((0.0 + r0 * d0) + r1 * d1) + r2 * d2)
+
+
+def into_group_frame(
+    rays: NDArray[np.float32],
+    rows: NDArray[np.int64],
+    shift_m: NDArray[np.float64],
+    rotation: NDArray[np.float64],
+    position_m: NDArray[np.float64],
+    local_m: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """:func:`simulator.world.raycast.into_group_frame`: the (K, 6) float32 rays ``rows`` in
+    a moving group's frame, in one pass over them."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    out = np.zeros((len(rows), 6), np.float32)
+    if len(rows):
+        _into_frame(
+            np.ascontiguousarray(rays, np.float32), rows,
+            np.ascontiguousarray(shift_m, np.float64), np.asarray(rotation, np.float64),
+            np.ascontiguousarray(position_m, np.float64),
+            np.ascontiguousarray(local_m, np.float64), out,
+        )  # fmt: skip
+    return out
