@@ -202,12 +202,15 @@ def rays_into_boxes(
     return starts, out
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _into_frame(rays, rows, shift, rot, pos, local, out):  # type: ignore[no-untyped-def]
     """Ray ``rows[k]`` into ``out[k]``: ``rot[k]^T`` times its world origin less ``pos[k]``,
     less ``local``, and ``rot[k]^T`` times its direction, each component summed over the
-    rotation's rows from +0 as ``einsum`` does (so a sum of zeros is +0, not -0)."""
-    for k in prange(rows.shape[0]):
+    rotation's rows from +0 as ``einsum`` does (so a sum of zeros is +0, not -0).
+
+    On one thread: a group's rays are a few thousand at most (2,000 on average on the
+    street), fewer than a parallel launch pays for."""
+    for k in range(rows.shape[0]):
         i = rows[k]
         x0 = (np.float64(rays[i, 0]) + shift[0]) - pos[k, 0]
         x1 = (np.float64(rays[i, 1]) + shift[1]) - pos[k, 1]
