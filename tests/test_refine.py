@@ -56,19 +56,26 @@ def _rays(n: int, seed: int = 1) -> np.ndarray:
     return rays
 
 
+def _refined_alike(scene: RefinedScene, rays: np.ndarray, backend: Backend) -> tuple:
+    """Embree's raw hits of ``rays`` in ``scene`` (t, geometry, primitive, normal) and the
+    specification's refinement of them, which the backend's equals bit for bit (asserted)."""
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    want = refine_hits(rays, *raw, scene.triangles)
+    got = backend.refine_hits(rays, *raw, scene.triangles)
+    for w, g in zip(want, got, strict=True):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    return raw, want
+
+
 def test_refine_kernel_matches_the_specification(backend: Backend) -> None:
     """Ranges, normals and ties, bit for bit, on Embree's raw hits."""
     scene = _scene()
     rays = _rays(20_000)
-    o3d = import_open3d()
-    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
-    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    raw, want = _refined_alike(scene, rays, backend)
     args = (rays, *raw, scene.triangles)
-    want = refine_hits(*args)
-    got = backend.refine_hits(*args)
-    for w, g in zip(want, got, strict=True):
-        assert w.dtype == g.dtype and w.shape == g.shape
-        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
     assert 0 < len(want[3]) < len(rays)  # the diagonal and the sphere's edges
     # nothing to refine: typed empty answers
     empty = backend.refine_hits(rays[:0], *(a[:0] for a in args[1:5]), scene.triangles)
@@ -86,15 +93,7 @@ def test_refine_kernel_matches_the_specification_where_partners_hold_the_hit(
     quads = [(v, f)] * copies + [(v + np.array([1.0, 0.5, 0.0]), f)]
     scene = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads])
     rays = _rays(20_000)
-    o3d = import_open3d()
-    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
-    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
-    args = (rays, *raw, scene.triangles)
-    want = refine_hits(*args)
-    got = backend.refine_hits(*args)
-    for w, g in zip(want, got, strict=True):
-        assert w.dtype == g.dtype and w.shape == g.shape
-        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    raw, want = _refined_alike(scene, rays, backend)
     # how many partners hold each hit away from its face's edges
     tri = scene.triangles
     hit = np.flatnonzero(raw[1] != INVALID_ID)
