@@ -106,6 +106,8 @@ STEPS: tuple[Step, ...] = (
     Step("sub_rays", "steps.rays", "rays"),
     # which rays can meet which moving objects: the ray engine's cull
     Step("rays_into_boxes", "world.raycast", "cull"),
+    # the rays the cull kept, moved into a moving group's frame at each one's pose
+    Step("into_group_frame", "world.raycast", "cull"),
     # the hits' range and normal recomputed in float64, and the ties among them
     Step("refine_hits", "world.refine", "refine"),
     # the per-hit model
@@ -285,6 +287,19 @@ class Backend(Protocol):
         hi_m: NDArray[np.float64],
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Which rays meet which boxes (see :func:`simulator.world.raycast.rays_into_boxes`)."""
+        ...
+
+    def into_group_frame(
+        self,
+        rays: NDArray[np.float32],
+        rows: NDArray[np.int64],
+        shift_m: NDArray[np.float64],
+        rotation: NDArray[np.float64],
+        position_m: NDArray[np.float64],
+        local_m: NDArray[np.float64],
+    ) -> NDArray[np.float32]:
+        """Rays in a moving group's frame (see
+        :func:`simulator.world.raycast.into_group_frame`)."""
         ...
 
     def refine_hits(

@@ -515,13 +515,14 @@ def test_cached_kernels_are_dropped_when_an_inlined_source_changes(tmp_path: Pat
     assert not any(f.exists() for f in files)
 
 
+@pytest.mark.parametrize(("n", "groups", "slots"), [(20_000, 7, 5), (4_000, 130, 3)])
 def test_cull_kernel_matches_the_specification(
-    monkeypatch: pytest.MonkeyPatch, backend: Backend
+    n: int, groups: int, slots: int, monkeypatch: pytest.MonkeyPatch, backend: Backend
 ) -> None:
     """Which rays meet which boxes of their time slot: the kernel's answer equals the
-    specification's for rays from inside, outside, along an axis and short of a box."""
+    specification's for rays from inside, outside, along an axis and short of a box; with
+    130 boxes, more than one word of the kernel's bits (three), rays meeting boxes of each."""
     rng = np.random.default_rng(5)
-    n, groups, slots = 20_000, 7, 5
     d = rng.normal(size=(n, 3))
     d[: n // 10, 1:] = 0.0  # along x: parallel to two slabs
     d /= np.linalg.norm(d, axis=1, keepdims=True)
@@ -536,6 +537,8 @@ def test_cull_kernel_matches_the_specification(
     assert 0.05 < len(want[1]) / (n * groups) < 0.6
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+    met = np.diff(want[0]) > 0  # boxes some ray meets, in each word of 64
+    assert all(met[w : w + 64].any() for w in range(0, groups, 64))
     for block_rays in (1, 777, n):  # each block culls on its own: any blocking, one answer
         monkeypatch.setattr(k_cull, "BLOCK_RAYS", block_rays)
         got = backend.rays_into_boxes(rays, shift, range_max, slot, centre - half, centre + half)

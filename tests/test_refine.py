@@ -56,23 +56,58 @@ def _rays(n: int, seed: int = 1) -> np.ndarray:
     return rays
 
 
+def _refined_alike(scene: RefinedScene, rays: np.ndarray, backend: Backend) -> tuple:
+    """Embree's raw hits of ``rays`` in ``scene`` (t, geometry, primitive, normal) and the
+    specification's refinement of them, which the backend's equals bit for bit (asserted)."""
+    o3d = import_open3d()
+    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
+    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    want = refine_hits(rays, *raw, scene.triangles)
+    got = backend.refine_hits(rays, *raw, scene.triangles)
+    for w, g in zip(want, got, strict=True):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    return raw, want
+
+
 def test_refine_kernel_matches_the_specification(backend: Backend) -> None:
     """Ranges, normals and ties, bit for bit, on Embree's raw hits."""
     scene = _scene()
     rays = _rays(20_000)
-    o3d = import_open3d()
-    res = scene.scene.cast_rays(o3d.core.Tensor.from_numpy(rays))
-    raw = [res[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_ids", "primitive_normals")]
+    raw, want = _refined_alike(scene, rays, backend)
     args = (rays, *raw, scene.triangles)
-    want = refine_hits(*args)
-    got = backend.refine_hits(*args)
-    for w, g in zip(want, got, strict=True):
-        assert w.dtype == g.dtype and w.shape == g.shape
-        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
     assert 0 < len(want[3]) < len(rays)  # the diagonal and the sphere's edges
     # nothing to refine: typed empty answers
     empty = backend.refine_hits(rays[:0], *(a[:0] for a in args[1:5]), scene.triangles)
     assert [a.shape for a in empty] == [(0,), (0, 3), (0,), (0,)]
+
+
+@pytest.mark.parametrize("copies", [1, 2])
+def test_refine_kernel_matches_the_specification_where_partners_hold_the_hit(
+    copies: int, backend: Backend
+) -> None:
+    """Ranges, normals and faces bit for bit among ``copies`` coincident squares and one
+    shifted over part of them: hits that no partner holds, that one holds (the kernel's
+    single-holder shortcut) and, with two copies, that two hold (its second pass)."""
+    v, f = _quad(0.0)
+    quads = [(v, f)] * copies + [(v + np.array([1.0, 0.5, 0.0]), f)]
+    scene = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads])
+    rays = _rays(20_000)
+    raw, want = _refined_alike(scene, rays, backend)
+    # how many partners hold each hit away from its face's edges
+    tri = scene.triangles
+    hit = np.flatnonzero(raw[1] != INVALID_ID)
+    away = np.setdiff1d(hit, want[3])
+    face = tri.face_start[raw[1][away].astype(np.int64)] + raw[2][away].astype(np.int64)
+    k, partner = tri.partners(face)
+    r = rays[away][k].astype(np.float64)
+    corners = tri.faces[partner]
+    v0, v1, v2 = (tri.vertices_m[corners[:, c]] for c in range(3))
+    t, u, w, *_ = moller_trumbore(r[:, :3], r[:, 3:], v0, v1, v2)
+    holds = (t >= 0) & (u >= 0) & (w >= 0) & (1.0 - u - w >= 0)
+    holders = np.bincount(k[holds], minlength=len(away))
+    assert np.any(holders == 0) and np.any(holders == 1)
+    assert np.any(holders >= 2) == (copies == 2)
 
 
 def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(
@@ -133,6 +168,29 @@ def test_shared_faces_are_the_coincident_ones_of_other_geometries(geometries: in
     )
     want = [False] * 2 if geometries == 1 else [True] * 4 + [False] * 2
     assert tri.shared.tolist() == want
+
+
+def test_the_geometry_of_a_face_is_the_one_whose_range_holds_it() -> None:
+    """Every face (and a miss, -1) mapped to (geometry, primitive), geometries of 320, 0
+    and 2 faces among them: the face is ``face_start[geometry] + primitive``, the primitive
+    within the geometry's count; a miss is (-1, -1). No face at all: every row a miss."""
+    sphere = trimesh.creation.icosphere(subdivisions=2)
+    parts = [(np.asarray(sphere.vertices), np.asarray(sphere.faces)),
+             (np.zeros((0, 3)), np.zeros((0, 3), np.int64)), _quad(0.0)]  # fmt: skip
+    tri = Triangles.pack(
+        [p[0].astype(np.float32) for p in parts], [p[1].astype(np.uint32) for p in parts]
+    )
+    assert len(sphere.faces) == 320
+    face = np.r_[-1, np.arange(len(tri.faces))[::-1], -1].astype(np.int64)
+    g, p = tri.geometry_of(face)
+    assert g.dtype == p.dtype == np.int32
+    want_g = np.r_[-1, np.where(face[1:-1] >= 320, 2, 0), -1]  # (geometry 1 has none)
+    np.testing.assert_array_equal(g, want_g)
+    np.testing.assert_array_equal(p, np.r_[-1, np.where(face[1:-1] >= 320, face[1:-1] - 320,
+                                                        face[1:-1]), -1])  # fmt: skip
+    empty = Triangles.pack([np.zeros((0, 3), np.float32)], [np.zeros((0, 3), np.uint32)])
+    g, p = empty.geometry_of(np.full(3, -1, np.int64))
+    assert g.tolist() == p.tolist() == [-1, -1, -1]
 
 
 def test_a_tie_is_decided_the_same_from_either_triangle_embree_found() -> None:

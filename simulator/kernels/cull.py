@@ -1,5 +1,6 @@
-"""The moving objects' cull, in parallel over blocks of rays (the specification:
-:func:`simulator.world.raycast.rays_into_boxes`).
+"""The moving objects' cull, in parallel over blocks of rays, and the rays it keeps moved
+into a group's frame (the specifications: :func:`simulator.world.raycast.rays_into_boxes`,
+:func:`simulator.world.raycast.into_group_frame`).
 
 Testing every ray against every moving group's box is most of the work; most pairs are
 ruled out a time slot at a time first, within each block. A ray from ``o`` can meet a box
@@ -8,7 +9,9 @@ slot's ray origins.
 Azimuths are compared as *pseudo-angles* (a monotone, trigonometry-free stand-in in
 [0, 4) for the angle in [0, 2 pi)), with a margin: the slab test decides the rest, so the
 answer is the specification's exactly. The answer is a list of rays per group (CSR), in
-two passes: one counts each block's rays of each group, the other writes them in place.
+two passes: one counts each block's rays of each group and keeps which groups each ray
+meets (a bit a group), the other writes them in place from those bits (no second slab
+test).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-__all__ = ["rays_into_boxes"]
+__all__ = ["into_group_frame", "rays_into_boxes"]
 
 #: Pseudo-angle margin of the azimuth test (about 1e-6 rad).
 MARGIN = 1e-6
@@ -117,12 +120,13 @@ def _enters(rays, i, shift, range_max, low_m, high_m):  # type: ignore[no-untype
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts):  # type: ignore[no-untyped-def]
+def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts, met):  # type: ignore[no-untyped-def]
     """The first pass, per block of rays ``edges[b]..edges[b + 1]``: the boxes its
-    candidates leave for each slot, ``listed[b, s, 1:1 + listed[b, s, 0]]``, and how many
-    of the block's rays meet each box, ``counts[b, g]`` (the slab test). Blocks are
-    independent (a block's candidates are a sound cull of its own rays), so any blocking
-    gives the same answer."""
+    candidates leave for each slot, ``listed[b, s, 1:1 + listed[b, s, 0]]``, how many
+    of the block's rays meet each box, ``counts[b, g]`` (the slab test), and which boxes
+    each ray ``i`` meets, bit ``g % 64`` of ``met[i, g // 64]`` (zeros on entry). Blocks
+    are independent (a block's candidates are a sound cull of its own rays), so any
+    blocking gives the same answer."""
     for b in prange(edges.shape[0] - 1):
         begin, end = edges[b], edges[b + 1]
         candidate = _slot_candidates(rays, shift, slot, lo, hi, begin, end)
@@ -139,20 +143,24 @@ def _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts):  # type
                 g = listed[b, s, j]
                 if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
                     counts[b, g] += 1
+                    met[i, g >> 6] |= np.uint64(1) << np.uint64(g & 63)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out):  # type: ignore[no-untyped-def]
-    """The second pass: ray ``i`` of block ``b`` that meets box ``g`` goes to
-    ``out[at[b, g]]``, and ``at[b, g]`` moves on."""
+def _write(edges, met, at, out):  # type: ignore[no-untyped-def]
+    """The second pass: ray ``i`` of block ``b`` that meets box ``g`` (``met``'s bit, see
+    :func:`_count`) goes to ``out[at[b, g]]``, and ``at[b, g]`` moves on."""
     for b in prange(edges.shape[0] - 1):
         for i in range(edges[b], edges[b + 1]):
-            s = slot[i]
-            for j in range(1, listed[b, s, 0] + 1):
-                g = listed[b, s, j]
-                if _enters(rays, i, shift, range_max, lo[g, s], hi[g, s]):
-                    out[at[b, g]] = i
-                    at[b, g] += 1
+            for w in range(met.shape[1]):
+                bits = met[i, w]
+                g = w << 6
+                while bits:
+                    if bits & np.uint64(1):
+                        out[at[b, g]] = i
+                        at[b, g] += 1
+                    bits >>= np.uint64(1)
+                    g += 1
 
 
 #: Rays a block of the cull (a block shares its candidates; see _count).
@@ -182,12 +190,58 @@ def rays_into_boxes(
     edges = np.append(np.arange(0, len(rays), BLOCK_RAYS, dtype=np.int64), len(rays))
     counts = np.zeros((len(edges) - 1, groups), np.int64)
     listed = np.empty((len(edges) - 1, lo.shape[1], groups + 1), np.int64)
-    _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts)
+    met = np.zeros((len(rays), (groups + 63) // 64), np.uint64)
+    _count(rays, shift, range_max, slot, lo, hi, edges, listed, counts, met)
     per_group = counts.sum(axis=0)
     starts = np.concatenate([[0], np.cumsum(per_group)]).astype(np.int64)
     # Where block b's rays of group g go: after group g's earlier blocks.
     at = starts[:-1][None, :] + np.cumsum(counts, axis=0) - counts
     out = np.empty(int(starts[-1]), np.int64)
     if len(out):
-        _write(rays, shift, range_max, slot, lo, hi, edges, listed, at, out)
+        _write(edges, met, at, out)
     return starts, out
+
+
+@njit(cache=True, nogil=True)
+def _into_frame(rays, rows, shift, rot, pos, local, out):  # type: ignore[no-untyped-def]
+    """Ray ``rows[k]`` into ``out[k]``: ``rot[k]^T`` times its world origin less ``pos[k]``,
+    less ``local``, and ``rot[k]^T`` times its direction, each component summed over the
+    rotation's rows from +0 as ``einsum`` does (so a sum of zeros is +0, not -0).
+
+    On one thread: a group's rays are a few thousand at most (2,000 on average on the
+    street), fewer than a parallel launch pays for."""
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        x0 = (np.float64(rays[i, 0]) + shift[0]) - pos[k, 0]
+        x1 = (np.float64(rays[i, 1]) + shift[1]) - pos[k, 1]
+        x2 = (np.float64(rays[i, 2]) + shift[2]) - pos[k, 2]
+        d0 = np.float64(rays[i, 3])
+        d1 = np.float64(rays[i, 4])
+        d2 = np.float64(rays[i, 5])
+        for c in range(3):
+            r0, r1, r2 = rot[k, 0, c], rot[k, 1, c], rot[k, 2, c]
+            o = ((0.0 + r0 * x0) + r1 * x1) + r2 * x2
+            out[k, c] = np.float32(o - local[c])
+            out[k, 3 + c] = np.float32(((0.0 + r0 * d0) + r1 * d1) + r2 * d2)
+
+
+def into_group_frame(
+    rays: NDArray[np.float32],
+    rows: NDArray[np.int64],
+    shift_m: NDArray[np.float64],
+    rotation: NDArray[np.float64],
+    position_m: NDArray[np.float64],
+    local_m: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """:func:`simulator.world.raycast.into_group_frame`: the (K, 6) float32 rays ``rows`` in
+    a moving group's frame, in one pass over them."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    out = np.zeros((len(rows), 6), np.float32)
+    if len(rows):
+        _into_frame(
+            np.ascontiguousarray(rays, np.float32), rows,
+            np.ascontiguousarray(shift_m, np.float64), np.asarray(rotation, np.float64),
+            np.ascontiguousarray(position_m, np.float64),
+            np.ascontiguousarray(local_m, np.float64), out,
+        )  # fmt: skip
+    return out

@@ -43,10 +43,33 @@ def _moller_trumbore(o, d, vertices, faces, f):  # type: ignore[no-untyped-def]
     return t, u, v, nx, ny, nz, det, spread
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _holds(t, u, v):  # type: ignore[no-untyped-def]
-    """Whether a face holds the hit: in front, barycentrics >= 0 (closed triangle)."""
-    return t >= 0.0 and t < np.inf and u >= 0.0 and v >= 0.0 and (1.0 - u - v) >= 0.0
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _held_at(o, d, vertices, faces, f):  # type: ignore[no-untyped-def]
+    """The range at which face ``f`` holds the ray (``o``, ``d``) as :func:`_moller_trumbore`
+    computes it and the specification tests it (in front, barycentrics >= 0: a closed
+    triangle); -1.0 where it does not hold it.
+
+    The same operations as :func:`_moller_trumbore`, but ``u`` first, and ``v`` and ``t``
+    only while the face can still hold the hit: most coplanar partners do not (a hit on
+    the street's ground has 15 on average), and ``u < 0`` (or NaN) already says so
+    whatever ``v`` and ``t`` are."""
+    a, b, c = faces[f, 0], faces[f, 1], faces[f, 2]
+    v0x, v0y, v0z = vertices[a, 0], vertices[a, 1], vertices[a, 2]
+    e2x, e2y, e2z = vertices[c, 0] - v0x, vertices[c, 1] - v0y, vertices[c, 2] - v0z
+    dx, dy, dz = d
+    px, py, pz = dy * e2z - dz * e2y, dz * e2x - dx * e2z, dx * e2y - dy * e2x
+    e1x, e1y, e1z = vertices[b, 0] - v0x, vertices[b, 1] - v0y, vertices[b, 2] - v0z
+    det = e1x * px + e1y * py + e1z * pz
+    sx, sy, sz = o[0] - v0x, o[1] - v0y, o[2] - v0z
+    u = (sx * px + sy * py + sz * pz) / det
+    if not u >= 0.0:
+        return -1.0
+    qx, qy, qz = sy * e1z - sz * e1y, sz * e1x - sx * e1z, sx * e1y - sy * e1x
+    v = (dx * qx + dy * qy + dz * qz) / det
+    if not (v >= 0.0 and (1.0 - u - v) >= 0.0):
+        return -1.0
+    t = (e2x * qx + e2y * qy + e2z * qz) / det
+    return t if t >= 0.0 and t < np.inf else -1.0
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -91,20 +114,27 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
         # the coplanar partners: the nearest that holds the hit, then the lowest face
         nearest = t
         holders = 0
+        held = np.int64(-1)  # the one partner that holds it, if only one does
+        held_t = 0.0
         for j in range(first, last):
-            tq, uq, vq, _, _, _, _, _ = _moller_trumbore(o, d, vertices, faces, partner_faces[j])
-            if _holds(tq, uq, vq):
+            tq = _held_at(o, d, vertices, faces, partner_faces[j])
+            if tq >= 0.0:
                 nearest = min(nearest, tq)
                 holders += 1
+                held, held_t = np.int64(partner_faces[j]), tq
         if holders == 0:  # (most hits: the face alone holds the hit)
             continue
         limit = nearest * (1.0 + tie_rel)
         best = f if t <= limit else np.int64(2**63 - 1)
-        for j in range(first, last):
-            q = np.int64(partner_faces[j])
-            tq, uq, vq, _, _, _, _, _ = _moller_trumbore(o, d, vertices, faces, q)
-            if _holds(tq, uq, vq) and tq <= limit and q < best:
-                best = q
+        if holders == 1:  # (its range is known: no second pass)
+            if held_t <= limit and held < best:
+                best = held
+        else:
+            for j in range(first, last):
+                q = np.int64(partner_faces[j])
+                tq = _held_at(o, d, vertices, faces, q)
+                if tq >= 0.0 and tq <= limit and q < best:
+                    best = q
         if best == f:
             continue
         tq, _, _, qx, qy, qz, _, _ = _moller_trumbore(o, d, vertices, faces, best)

@@ -4,7 +4,6 @@ time in one kernel (the specification: :func:`simulator.steps.see_through.see_th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numba import njit, prange
@@ -66,20 +65,18 @@ def see_through_returns(
         first, layers, float(beam.weights[0]), np.ascontiguousarray(pulse_id, np.uint64),
         np.uint64(streams.sensor_noise), model.kernel_args(), diagnostics, block_count, out,
     )  # fmt: skip
-    # Each block's returns, moved together into one table.
+    # Each block's returns, moved together into one table: the fields six at a time (the
+    # record's, then the diagnostics'), one kernel launch each.
     src = np.arange(blocks, dtype=np.int64) * pulse_count // blocks * width
     dst = np.concatenate([[0], np.cumsum(block_count)])
-
-    def packed(values: NDArray[Any]) -> NDArray[Any]:
-        out = np.empty(dst[-1], dtype=values.dtype)
-        _move_blocks(values, src, block_count, dst, out)
-        return out
-
-    return Returns(**{
-        name: packed(values)
-        for name, values in zip(RETURN_FIELDS, out, strict=True)
-        if diagnostics or name not in DIAGNOSTIC_FIELDS
-    })  # fmt: skip
+    fields = dict(zip(RETURN_FIELDS, out, strict=True))
+    names = [n for n in RETURN_FIELDS if diagnostics or n not in DIAGNOSTIC_FIELDS]
+    packed = {n: np.empty(dst[-1], dtype=fields[n].dtype) for n in names}
+    for six in (names[:6], names[6:]):
+        if six:
+            _move_blocks(tuple(fields[n] for n in six), src, block_count, dst,
+                         tuple(packed[n] for n in six))  # fmt: skip
+    return Returns(**packed)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -103,25 +100,39 @@ def _see_through_returns(  # type: ignore[no-untyped-def]
     none). ``weight`` is the ray's share of its pulse (1), ``model``
     :meth:`simulator.steps.hits.ReturnModel.kernel_args`.
 
-    The loop body is one call of :func:`_see_through_block`, a plain function the per-pulse
+    The blocks are taken in a scattered order (see the loop), which changes no output:
+    each block writes its own rows. The loop body is one call of
+    :func:`_see_through_block`, a plain function the per-pulse
     helpers are inlined into: inlined into this parallel loop instead, numba's parfor passes
     over their code made this kernel take 16 s to compile, not 9 s (docs/performance.md)."""
     pulses = first[10].shape[0]
     blocks = block_count.shape[0]
-    for block in prange(blocks):
+    for i in prange(blocks):
+        # Blocks in a scattered order (263 is a prime, coprime with any count up to 256):
+        # numba hands each thread one contiguous run of the loop, and the pulses that pass
+        # leaves crowd into part of a revolution (62 % of them in the first half of a
+        # chunk of the street's VLS-128 scan: the first thread's blocks took 29.7 ms, the
+        # second's 18.7); in this order each thread's blocks span the chunk (24.4, 24.0).
+        block = (i * 263) % blocks
         block_count[block] = _see_through_block(
             block * pulses // blocks, (block + 1) * pulses // blocks, first, layers, weight,
             pulse_id, noise_seed, model, diagnostics, out,
         )  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _see_through_block(  # type: ignore[no-untyped-def]
     p0, p1, first, behind, weight, pulse_id, noise_seed, model, diagnostics, out
 ):  # fmt: skip
     """The pulses ``p0`` to ``p1`` of :func:`_see_through_returns` (one block, its
     ``layers`` here ``behind``): writes their returns from ``p0 * max_returns`` on and
-    returns how many."""
+    returns how many.
+
+    numpy's error model, as the specification divides: a division by zero gives an
+    infinity or a NaN instead of raising. The raising paths of Python's model also kept
+    numba from pruning the reference counts of the arrays the inlined per-pulse helpers
+    are handed (an atomic increment and decrement each, each pulse): two thirds of this
+    kernel's time went to them; a third less time with numpy's (docs/performance.md)."""
     idx = first[0]
     keep = first[1]
     range_meas = first[2]
@@ -279,8 +290,28 @@ def _see_through_block(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _move_blocks(values, src, count, dst, out):  # type: ignore[no-untyped-def]
-    """``out[dst[b] : dst[b] + count[b]] = values[src[b] : src[b] + count[b]]`` for every
-    block ``b``."""
+    """``out[f][dst[b] : dst[b] + count[b]] = values[f][src[b] : src[b] + count[b]]`` for
+    every block ``b`` and each of the six arrays ``f`` of the tuples ``values`` and
+    ``out``."""
+    # (taken apart by index before the parallel loop: see kernels.grouping)
+    v0 = values[0]
+    v1 = values[1]
+    v2 = values[2]
+    v3 = values[3]
+    v4 = values[4]
+    v5 = values[5]
+    o0 = out[0]
+    o1 = out[1]
+    o2 = out[2]
+    o3 = out[3]
+    o4 = out[4]
+    o5 = out[5]
     for b in prange(count.shape[0]):
+        a, c = src[b], dst[b]
         for k in range(count[b]):
-            out[dst[b] + k] = values[src[b] + k]
+            o0[c + k] = v0[a + k]
+            o1[c + k] = v1[a + k]
+            o2[c + k] = v2[a + k]
+            o3[c + k] = v3[a + k]
+            o4[c + k] = v4[a + k]
+            o5[c + k] = v5[a + k]

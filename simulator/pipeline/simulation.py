@@ -102,9 +102,10 @@ class Simulation(Runs):
         ego = (scanner.ego, s.ego)
         self.scene = with_ego(self.scene, ego, self.trajectory, self.base_dir, self.source)
         check_scan_memory(self.scene.source, self.scene.triangle_count, s.chunk_pulses)
-        self.engine = RayEngine(
-            self.scene, cull=self.backend.rays_into_boxes, refine=self.backend.refine_hits
-        )
+        backend = self.backend
+        self.engine = RayEngine(self.scene, cull=backend.rays_into_boxes,
+                                refine=backend.refine_hits,
+                                into_frame=backend.into_group_frame)  # fmt: skip
         self.tables = SceneTables.from_scene(self.scene)
         optics = self.see_through = SeeThrough.of(self.tables, self.scene)
         self.model = ReturnModel.from_scanner(

@@ -23,7 +23,15 @@ from ..sensor.trajectory import Trajectory
 from .refine import RefinedScene, RefineHits, refine_hits
 from .scene import Scene
 
-__all__ = ["BoxCull", "Hits", "RayEngine", "import_open3d", "rays_into_boxes"]
+__all__ = [
+    "BoxCull",
+    "Hits",
+    "IntoGroupFrame",
+    "RayEngine",
+    "import_open3d",
+    "into_group_frame",
+    "rays_into_boxes",
+]
 
 
 class _LazyPackage(ModuleType):
@@ -102,15 +110,23 @@ class RayEngine:
     refine : RefineHits, optional
         Refines the hits (default :func:`~simulator.world.refine.refine_hits`; the numba
         backend's kernel computes the same).
+    into_frame : IntoGroupFrame, optional
+        Moves the rays the cull kept into a moving group's frame (default
+        :func:`into_group_frame`; the numba backend's kernel computes the same).
     """
 
     def __init__(
-        self, scene: Scene, cull: BoxCull | None = None, refine: RefineHits | None = None
+        self,
+        scene: Scene,
+        cull: BoxCull | None = None,
+        refine: RefineHits | None = None,
+        into_frame: IntoGroupFrame | None = None,
     ) -> None:
         # Imported here: it is slow to import and needs libusb.
         self._o3d = o3d = import_open3d()
         self.cull: BoxCull = rays_into_boxes if cull is None else cull
         self.refine: RefineHits = refine_hits if refine is None else refine
+        self.into_frame: IntoGroupFrame = into_group_frame if into_frame is None else into_frame
         #: The moving groups' swept boxes of the last cast's time slots (_slot_boxes).
         self._boxes: tuple[int, NDArray[np.float64], NDArray[np.float64]] | None = None
         #: Threads Open3D casts on (0: all cores); a worker process sharing the machine
@@ -122,7 +138,8 @@ class RayEngine:
         self._scene = self._build([scene.objects[i] for i in static], self.origin_shift_m)
         if int(o3d.t.geometry.RaycastingScene.INVALID_ID) != 2**32 - 1:
             raise RuntimeError("Open3D's INVALID_ID is not 2^32 - 1")
-        self._static_index = np.asarray(static, dtype=np.int32)
+        #: The scene object of each static geometry id, and -1 last: for a miss (-1).
+        self._object_of_geometry = np.asarray([*static, -1], dtype=np.int32)
         self._identity = static == list(range(len(scene.objects)))
         #: Each object's first face row, -1 for one of one material (None: no object
         #: has per-face materials): :meth:`Scene.face_row_starts`.
@@ -204,11 +221,7 @@ class RayEngine:
         # ties are decided by the lowest ids (RefinedScene): the same on any x86-64 CPU.
         cast = self._scene.cast(rays, self.threads)
         geometry = cast.geometry  # -1: a miss (t = inf, a zero normal)
-        if self._identity:
-            object_index = geometry
-        else:
-            object_index = np.where(geometry >= 0, self._static_index[np.maximum(geometry, 0)], -1)
-            object_index = object_index.astype(np.int32)
+        object_index = geometry if self._identity else self._object_of_geometry[geometry]
         hits = Hits(range_m=cast.t, object_index=object_index, normal=cast.normal)
         if self._face_rows is not None:
             hits.material_row = self._material_rows(object_index, cast.primitive)
@@ -241,12 +254,10 @@ class RayEngine:
         Only the rays that enter the box the group's bounding sphere sweeps over their own
         time slot (:data:`SWEEP_STEP_S`), nearer than their static hit, are moved and cast
         (the others cannot hit it): :attr:`cull` says which.
+
+        ``hits`` are the static cast's, arrays of their own (:meth:`cast_rays` made them):
+        changed in place.
         """
-        hits.range_m = np.array(hits.range_m)
-        hits.object_index = np.array(hits.object_index)
-        hits.normal = np.array(hits.normal)
-        if hits.material_row is not None:
-            hits.material_row = np.array(hits.material_row)
         if len(rays) == 0:
             return
         first, lo, hi = self._slot_boxes(time_s)
@@ -256,11 +267,8 @@ class RayEngine:
             rows = reach[starts[g] : starts[g + 1]]
             if len(rows) == 0:
                 continue
-            origins, directions = world_rays(rays[rows], self.origin_shift_m)
             rot, pos = group.trajectory.poses(time_s[rows])
-            o = np.einsum("nji,nj->ni", rot, origins - pos) - group.local_m
-            d = np.einsum("nji,nj->ni", rot, directions)
-            local_rays = np.concatenate([o, d], axis=1).astype(np.float32)
+            local_rays = self.into_frame(rays, rows, self.origin_shift_m, rot, pos, group.local_m)
             # refined in the group's frame, before the comparison with the static hits
             cast = group.scene.cast(local_rays, self.threads)
             nearer = cast.t < hits.range_m[rows]
@@ -318,6 +326,54 @@ class _MovingGroup:
     local_m: NDArray[np.float64]  # the shift: the mean of their vertices, own frame
     radius_m: float  # the bounding sphere about local_m
     trajectory: Trajectory
+
+
+def into_group_frame(
+    rays: NDArray[np.float32],
+    rows: NDArray[np.int64],
+    shift_m: NDArray[np.float64],
+    rotation: NDArray[np.float64],
+    position_m: NDArray[np.float64],
+    local_m: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """The rays ``rows`` in a moving group's frame, each at its own pose (the
+    specification; the kernel is :func:`simulator.kernels.cull.into_group_frame`).
+
+    Parameters
+    ----------
+    rays : (N, 6) float32
+        The rays as cast (origins relative to ``shift_m``, unit directions).
+    rows : (K,) int64
+        The rays to move.
+    shift_m : (3,) float64
+        The engine's local origin (world, m).
+    rotation : (K, 3, 3) float64
+        The group's world-from-body rotation at each ray's time (a broadcast one is fine).
+    position_m : (K, 3) float64
+        The group's position at each ray's time (world, m).
+    local_m : (3,) float64
+        The origin of the group's scene in its body frame (m).
+
+    Returns
+    -------
+    (K, 6) float32
+        Origins (m, the group's scene frame) and directions, in Open3D's layout:
+        ``R^T (o - p) - local`` and ``R^T d``, each component a sum over the rotation's
+        rows from 0 (as ``einsum`` adds them, from +0).
+    """
+    origins, directions = world_rays(rays[rows], shift_m)
+    o = np.einsum("nji,nj->ni", rotation, origins - position_m) - local_m
+    d = np.einsum("nji,nj->ni", rotation, directions)
+    return np.concatenate([o, d], axis=1).astype(np.float32)
+
+
+#: Rays into a moving group's frame: a function of the signature of
+#: :func:`into_group_frame`.
+IntoGroupFrame = Callable[
+    [NDArray[np.float32], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+     NDArray[np.float64], NDArray[np.float64]],
+    NDArray[np.float32],
+]  # fmt: skip
 
 
 def rays_into_boxes(
