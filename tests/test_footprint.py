@@ -220,14 +220,19 @@ def test_adaptive_does_not_cast_the_central_sub_ray_again() -> None:
     """A pulse cast in full has its beam's hit already: every ray adaptive sampling casts
     is a beam (its own chunk's, or a neighbour beyond the chunk's ends), a probe, or one
     of the other sub-rays of a pulse cast in full, the central one only where it differs
-    from the beam in a bit (its direction normalised once more: under 2 %). The rays cast
-    on behind see-through surfaces (the farm's) are left out of the count."""
-    sim = simulator.Simulation.from_file(FARM, COMMON + ADAPTIVE + ["revolutions=0.3"])
-    cast, behind = [0], [False]
+    from the beam in a bit (its direction normalised once more: under 2 %). They go in
+    three casts a chunk: its beams; its probes with the neighbours beyond its ends; the
+    rest of its fans. The rays cast on behind see-through surfaces (the farm's) are left
+    out of the count."""
+    sim = simulator.Simulation.from_file(
+        FARM, COMMON + ADAPTIVE + ["revolutions=0.3", "chunk_pulses=28000"]
+    )
+    cast, calls, behind = [0], [0], [False]
     original, original_behind = sim.engine.cast_rays, sim.surfaces_behind
 
     def counting(rays: np.ndarray, time_s: np.ndarray | None = None) -> Hits:
         cast[0] += 0 if behind[0] else len(rays)
+        calls[0] += 0 if behind[0] else 1
         return original(rays, time_s)
 
     def not_counted(rays: Rays, hits: Hits) -> tuple[Layer, ...]:
@@ -246,3 +251,5 @@ def test_adaptive_does_not_cast_the_central_sub_ray_again() -> None:
     least = total + sides + probes * total + others * in_full
     assert in_full > 1000
     assert least <= cast[0] <= least + 0.02 * in_full, (cast[0] - least, in_full)
+    chunks = len(list(sim.chunk_spans()))
+    assert chunks > 3 and calls[0] == 3 * chunks, (calls[0], chunks)

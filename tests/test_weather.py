@@ -983,6 +983,36 @@ def test_the_soft_target_kernel_equals_its_specification() -> None:
             np.testing.assert_array_equal(b, a)
 
 
+def test_a_cut_beams_first_maximum_lies_in_the_bins_its_rows_give() -> None:
+    """:func:`simulator.steps.soft_targets.cut_peak_bins`: for every pair of rows of the
+    fog's and the dust's waveforms and cuts at eleven fractions between them (both rows
+    themselves included), the first maximum of the cut (the interpolation as the kernel
+    makes it) lies in the row pair's bins, and every bin outside them is strictly below
+    that maximum; the bins are few (what makes the one-ray kernel fast)."""
+    from simulator.steps.soft_targets import cut_peak_bins
+
+    sim = Simulation.from_file(
+        FARM, ["revolutions=0.01", "weather.fog.visibility_m=50", "weather.dust.visibility_m=80"]
+    )
+    assert sim.medium is not None and len(sim.medium.soft) == 2
+    for soft in sim.medium.soft:
+        waveform = soft.waveform
+        bins = cut_peak_bins(waveform)
+        assert bins.shape == (len(waveform) - 1, 2) and bins.dtype == np.int64
+        assert np.all(bins[:, 0] <= bins[:, 1])
+        assert np.mean(bins[:, 1] - bins[:, 0] + 1) < 0.1 * waveform.shape[1]
+        np.testing.assert_array_equal(soft.peak_bins, bins)
+        below, above = waveform[:-1], waveform[1:]
+        columns = np.arange(waveform.shape[1])
+        outside = (columns < bins[:, :1]) | (columns > bins[:, 1:])
+        for frac in np.linspace(0.0, 1.0, 11):
+            cut = 0.0 + 1.0 * (below + frac * (above - below))
+            top = np.argmax(cut, axis=1)
+            assert np.all((bins[:, 0] <= top) & (top <= bins[:, 1]))
+            best = cut.max(axis=1, keepdims=True)
+            assert np.all(cut[outside] < np.broadcast_to(best, cut.shape)[outside])
+
+
 def test_the_layered_soft_target_kernel_equals_its_specification() -> None:
     """With layers behind (the light going on through see-through surfaces):
     ``soft_echoes`` gives :meth:`SoftTarget.echoes`'s peaks value for value, for one, seven
@@ -1038,6 +1068,29 @@ def test_weather_scans_of_one_surface_a_ray_are_identical_for_any_chunk_and_back
                 np.testing.assert_array_max_ulp(other[name], ref[name], maxulp=4)
                 continue
             np.testing.assert_array_equal(other[name], ref[name], err_msg=name)
+
+
+def test_in_fog_the_beams_are_not_detected_alone_and_the_scan_is_the_same() -> None:
+    """Fog touches every pulse, so no pulse keeps its first surface's single-ray return:
+    the per-hit model leaves out the beams' detection, measured range and intensity
+    (``detects_beams``), and the scan is bit for bit the one made with them. Rain
+    (some pulses keep their first surfaces' returns) and clear air keep it."""
+    sets = ["revolutions=0.05", "output.diagnostics=true"]
+    fog = Simulation.from_file(FARM, [*sets, "weather.fog.visibility_m=50"])
+    assert not fog.detects_beams
+    results = fog.evaluate(fog.cast_pulses(0, 4000))
+    assert len(results.idx) > 2000 and len(results.keep) == len(results.range_m) == 0
+    assert len(results.cos_effective) == len(results.idx)
+    ref = fog.run()
+    detecting = Simulation.from_file(FARM, [*sets, "weather.fog.visibility_m=50"])
+    detecting.detects_beams = True
+    assert len(detecting.evaluate(detecting.cast_pulses(0, 4000)).keep) == len(results.idx)
+    again = detecting.run()
+    assert ref.fields.keys() == again.fields.keys() and len(ref["xyz"]) > 2000
+    for name in ref.fields:
+        np.testing.assert_array_equal(again[name], ref[name], err_msg=name)
+    for other in ([*sets, "weather.rain.rate_mm_h=10"], sets):
+        assert Simulation.from_file(FARM, other).detects_beams
 
 
 def test_clear_air_is_the_scan_without_a_weather_section() -> None:

@@ -80,18 +80,30 @@ def tilted_cos(cos_theta, delta):  # type: ignore[no-untyped-def]
     if abs(delta) >= HALF_PI:  # beyond the formulas' unambiguous range
         theta = math.acos(cos_theta) + delta
         return math.cos(min(max(theta, 0.0), HALF_PI_BELOW))
-    sin_theta = math.sqrt(max(1.0 - cos_theta * cos_theta, 0.0))
-    cd, sd = math.cos(delta), math.sin(delta)
-    if sin_theta * cd + cos_theta * sd < 0.0:
-        return 1.0
-    return max(cos_theta * cd - sin_theta * sd, COS_HALF_PI_BELOW)
+    return tilted_cos_by(cos_theta, math.cos(delta), math.sin(delta))
 
 
 @njit(inline="always", cache=True)
-def cell_hash(x, y, cell, seed_mixed):  # type: ignore[no-untyped-def]
-    """place_normal's hash; ``seed_mixed`` is ``mix64(seed + GAMMA)``, made once."""
-    i = U(np.int64(math.floor(x / cell)))
-    j = U(np.int64(math.floor(y / cell)))
+def tilted_cos_by(cos_theta, cos_delta, sin_delta):  # type: ignore[no-untyped-def]
+    """:func:`tilted_cos` of a tilt ``delta`` below pi/2 in size, given its cosine and
+    sine (a place's, made once for the hits that share it)."""
+    sin_theta = math.sqrt(max(1.0 - cos_theta * cos_theta, 0.0))
+    if sin_theta * cos_delta + cos_theta * sin_delta < 0.0:
+        return 1.0
+    return max(cos_theta * cos_delta - sin_theta * sin_delta, COS_HALF_PI_BELOW)
+
+
+@njit(inline="always", cache=True)
+def cell_of(x, cell):  # type: ignore[no-untyped-def]
+    """The index of the grid cell of size ``cell`` that holds coordinate ``x``, as
+    place_normal's hash takes it (uint64)."""
+    return U(np.int64(math.floor(x / cell)))
+
+
+@njit(inline="always", cache=True)
+def cell_hash_of(i, j, seed_mixed):  # type: ignore[no-untyped-def]
+    """place_normal's hash of the cell of indices ``i, j`` (:func:`cell_of`);
+    ``seed_mixed`` is ``mix64(seed + GAMMA)``, made once."""
     return mix64(mix64(seed_mixed + i) + j)
 
 

@@ -27,15 +27,17 @@ def soft_echoes(
     arguments), value for value, in one parallel kernel: :func:`_soft_peaks` without
     layers behind, :func:`_soft_peaks_layered` with them."""
     n = len(sub_range_m)
-    range_m, received = np.full(n, soft.peak_range_m), np.full(n, soft.peak_received)
     g, receiving = soft.waveform.shape[0] - 1, soft.waveform.shape[1]
     step = soft.range_m[1] - soft.range_m[0]
     sub = np.ascontiguousarray(sub_range_m, dtype=np.float64)
     grid = (float(soft.range_m[0]), float(step), g, float(soft.reach_m), soft.waveform,
             np.ascontiguousarray(soft.range_m[:receiving]))  # fmt: skip
     if behind_m is None or two_way is None:
-        _soft_peaks(sub, weights / weights.sum(), *grid, range_m, received)
+        range_m, received = np.empty(n), np.empty(n)  # (every pulse written)
+        uncut = (soft.peak_range_m, soft.peak_received)
+        _soft_peaks(sub, weights / weights.sum(), *grid, soft.peak_bins, *uncut, range_m, received)
         return range_m, received
+    range_m, received = np.full(n, soft.peak_range_m), np.full(n, soft.peak_received)
     behind = np.ascontiguousarray(behind_m, dtype=np.float64).reshape(-1, *sub.shape)
     factors = np.ascontiguousarray(two_way, dtype=np.float64)
     _soft_peaks_layered(sub, behind, factors, weights / weights.sum(), *grid, range_m, received)
@@ -51,7 +53,13 @@ def _peak(wave, range_m):  # type: ignore[no-untyped-def]
         if wave[j] > wave[top]:
             top = j
     i = min(max(top, 1), receiving - 2)
-    a, b, c = wave[i - 1], wave[i], wave[i + 1]
+    return _parabola(wave[i - 1], wave[i], wave[i + 1], range_m, i)
+
+
+@njit(inline="always", cache=True)
+def _parabola(a, b, c, range_m, i):  # type: ignore[no-untyped-def]
+    """The peak (range, value) of the parabola through samples ``a, b, c`` of a waveform at
+    ``range_m[i - 1 .. i + 1]``, its vertex kept within half a step of ``i``."""
     denom = a - 2.0 * b + c
     shift = 0.5 * (a - c) / denom if denom < 0.0 else 0.0
     shift = min(max(shift, -0.5), 0.5)
@@ -147,15 +155,52 @@ def _row_sum(a):  # type: ignore[no-untyped-def]
     return res
 
 
+@njit(inline="always", cache=True)
+def _cut_bin(weight, waveform, full, frac, j):  # type: ignore[no-untyped-def]
+    """Bin ``j`` of ``weight`` times a beam cut between rows ``full`` and ``full + 1``,
+    as :func:`_add_cut` adds it to a zero."""
+    below = waveform[full, j]
+    return 0.0 + weight * (below + frac * (waveform[full + 1, j] - below))
+
+
+@njit(inline="always", cache=True)
+def _one_cut_peak(  # type: ignore[no-untyped-def]
+    weight, at_m, first_m, step, g, waveform, peak_bins, range_m
+):  # fmt: skip
+    """:func:`_peak` of one ray's cut waveform (``weight`` times the cut at ``at_m``, as
+    :func:`_add_cut` adds it to zeros), its first maximum sought only in the bins
+    ``peak_bins`` give for the cut's rows
+    (:func:`simulator.steps.soft_targets.cut_peak_bins`), the three samples of the parabola
+    made again: the same values, without the waveform's other bins."""
+    receiving = waveform.shape[1]
+    x = min(max((at_m - first_m) / step + 0.5, 0.0), float(g))
+    full = min(np.int64(math.floor(x)), g - 1)
+    frac = x - full
+    top = peak_bins[full, 0]
+    best = _cut_bin(weight, waveform, full, frac, top)
+    for j in range(top + 1, peak_bins[full, 1] + 1):
+        v = _cut_bin(weight, waveform, full, frac, j)
+        if v > best:
+            top, best = j, v
+    i = min(max(top, 1), receiving - 2)
+    a = _cut_bin(weight, waveform, full, frac, i - 1)
+    b = _cut_bin(weight, waveform, full, frac, i)
+    c = _cut_bin(weight, waveform, full, frac, i + 1)
+    return _parabola(a, b, c, range_m, i)
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _soft_peaks(  # type: ignore[no-untyped-def]
-    sub_range, share, first_m, step, g, reach, waveform, range_m, out_range, out_received
+    sub_range, share, first_m, step, g, reach, waveform, range_m, peak_bins, uncut_range,
+    uncut_received, out_range, out_received,
 ):  # fmt: skip
-    """:meth:`simulator.steps.soft_targets.SoftTarget.echoes` without layers behind, per pulse: the
-    uncut peak where no sub-ray meets a surface closer than ``reach`` (``out_*`` already
-    hold it), else the peak of the cut waveform, in the specification's arithmetic (each
-    sub-ray's cut interpolated between two rows of ``waveform``, weighted by ``share``
-    and summed in sub-ray order; the parabola through the top three samples)."""
+    """:meth:`simulator.steps.soft_targets.SoftTarget.echoes` without layers behind, per
+    pulse: the uncut peak (``uncut_range``, ``uncut_received``) where no sub-ray meets a
+    surface closer than ``reach``, else the peak of the cut waveform, in the
+    specification's arithmetic (each sub-ray's cut interpolated between two rows of
+    ``waveform``, weighted by ``share`` and summed in sub-ray order; the parabola through
+    the top three samples). One ray a pulse: its peak sought in the bins ``peak_bins``
+    give (:func:`_one_cut_peak`)."""
     pulses, samples = sub_range.shape
     receiving = waveform.shape[1]
     blocks = min(pulses, 256)
@@ -163,6 +208,12 @@ def _soft_peaks(  # type: ignore[no-untyped-def]
         wave = np.empty(receiving)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             if not _cut_within(sub_range, p, reach):
+                out_range[p], out_received[p] = uncut_range, uncut_received
+                continue
+            if samples == 1:
+                out_range[p], out_received[p] = _one_cut_peak(
+                    share[0], sub_range[p, 0], first_m, step, g, waveform, peak_bins, range_m
+                )  # fmt: skip
                 continue
             for j in range(receiving):
                 wave[j] = 0.0
@@ -198,7 +249,22 @@ def peak_echo_energies(
 
     # The extinction undone where the peak moved; elsewhere it is the uncut peak's (an
     # elementwise function of the range: the same value).
-    back = np.full(len(range_m), undone(np.array([soft.peak_range_m]))[0])
     moved = np.flatnonzero(range_m != soft.peak_range_m)
-    back[moved] = undone(range_m[moved])
-    return received * range_m**2 * back, range_m
+    energy = np.empty(len(range_m))  # (every pulse written)
+    _echo_energies(received, range_m, undone(np.array([soft.peak_range_m]))[0], moved,
+                   undone(range_m[moved]), energy)  # fmt: skip
+    return energy, range_m
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _echo_energies(received, range_m, back, moved, back_moved, out):  # type: ignore[no-untyped-def]
+    """Each pulse's echo energy, ``received * range_m**2`` times the extinction undone
+    (numpy's order of products: the square first): ``back`` for every pulse, then
+    ``back_moved`` for the pulses ``moved``."""
+    for p in prange(out.shape[0]):
+        r = range_m[p]
+        out[p] = received[p] * (r * r) * back
+    for i in range(moved.shape[0]):  # (after the loop above: one thread)
+        p = moved[i]
+        r = range_m[p]
+        out[p] = received[p] * (r * r) * back_moved[i]

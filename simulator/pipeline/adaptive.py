@@ -4,6 +4,8 @@ vouch for have their sub-rays cast and their echoes formed as in full sampling."
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -23,20 +25,27 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     which = probe_indices(sim.beam, stride == 0)
     probes = sim.footprint_rays(chunk, which)
     start, stop, total = chunk.start, chunk.start + chunk.pulses, sim.total_pulses
-    beams, beam_hits, beams_start = chunk.beams, chunk.hits, start
-    if stride:
-        # The same channel's previous and next firing: this chunk's beams, and beyond its
-        # ends the beams of up to `stride` more pulses on each side.
-        lo, hi = max(0, start - stride), min(total, stop + stride)
-        spans = ((lo, start), (stop, hi))
-        sides = [sim.cast(sim.aim(a, b, footprints=False)) for a, b in spans]
-        pieces = [sides[0], chunk, sides[1]]
-        beams = np.concatenate([c.beams for c in pieces])
-        beam_hits = Hits.concatenate([c.hits for c in pieces])
-        beams_start = lo
-    return Witnesses(which, probes.cast, sim.cast_rays(probes.cast, probes.cast_time_s),
-                     stride, beams, beam_hits, beams_start, start, total,
-                     sim.model.separation_m)  # fmt: skip
+    if not stride:
+        probe_hits = sim.cast_rays(probes.cast, probes.cast_time_s)
+        return Witnesses(which, probes.cast, probe_hits, stride, chunk.beams, chunk.hits,
+                         start, start, total, sim.model.separation_m)  # fmt: skip
+    # The same channel's previous and next firing: this chunk's beams, and beyond its
+    # ends the beams of up to `stride` more pulses on each side, cast with the probes
+    # (one cast; a ray's hit does not depend on the rays cast with it).
+    lo, hi = max(0, start - stride), min(total, stop + stride)
+    sides = [sim.aim(a, b, footprints=False) for a, b in ((lo, start), (stop, hi))]
+    parts = [probes, *sides]
+    times = [r.cast_time_s for r in parts]
+    hits = sim.cast_rays(
+        np.concatenate([r.cast for r in parts]),
+        None if times[0] is None else np.concatenate(times),  # (all or none timed)
+    )
+    ends = np.cumsum([0] + [len(r.cast) for r in parts])
+    probe_hits, before, after = (hits.take(slice(a, b)) for a, b in pairwise(ends))
+    beams = np.concatenate([sides[0].beams, chunk.beams, sides[1].beams])
+    beam_hits = Hits.concatenate([before, chunk.hits, after])
+    return Witnesses(which, probes.cast, probe_hits, stride, beams, beam_hits, lo, start,
+                     total, sim.model.separation_m)  # fmt: skip
 
 
 def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:
@@ -77,15 +86,21 @@ def rest_of_fans(
     again = np.flatnonzero(
         np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
     )
-    if len(again):
-        times = fans.cast_time_s
-        met = sim.cast_rays(centre_rays[again], None if times is None else times[again])
-        beam_hits.put(again, met)
     others = sim.footprint_rays(fans, cols)
-    return [
-        (rest[c : c + 1], centre_rays, beam_hits),
-        (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s)),
-    ]
+    if not len(again):
+        return [
+            (rest[c : c + 1], centre_rays, beam_hits),
+            (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s)),
+        ]
+    # The central sub-rays cast again with the others (one cast).
+    times = fans.cast_time_s
+    hits = sim.cast_rays(
+        np.concatenate([others.cast, centre_rays[again]]),
+        None if times is None else np.concatenate([others.cast_time_s, times[again]]),
+    )
+    n = len(others.cast)
+    beam_hits.put(again, hits.take(slice(n, None)))
+    return [(rest[c : c + 1], centre_rays, beam_hits), (cols, others.cast, hits.take(slice(0, n)))]
 
 
 def adaptive_returns(sim: Scanning, chunk: CastChunk, single: Returns) -> Returns:

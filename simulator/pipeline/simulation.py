@@ -88,6 +88,10 @@ class Simulation(Runs):
     medium: Medium | None = field(init=False)
     #: The see-through surfaces' optics by object (transmittance, gap model, law).
     see_through: SeeThrough = field(init=False)
+    #: Whether a beam's hit is detected and measured as its pulse's only return when
+    #: evaluated; not where the weather touches every pulse (fog): there each pulse's
+    #: returns are formed with the medium's echoes, and no single-ray return is read.
+    detects_beams: bool = field(init=False)
     #: The returns step, chosen once for the survey (:mod:`simulator.pipeline.plans`).
     returns: ReturnsPlan = field(init=False)
     timings_s: dict[str, float] = field(init=False)
@@ -130,6 +134,11 @@ class Simulation(Runs):
         self.streams = Streams.from_seed(s.seed)
         self.beam = BeamPattern.of_optics(scanner.beam_samples, self.model.optics)
         self.adaptive = scanner.beam_sampling == "adaptive" and self.beam.samples > 1
+        self.detects_beams = (
+            self.adaptive
+            or self.medium is None
+            or not self.medium.touches_every_pulse(self.model.detection_floor)
+        )
         self.returns = returns_plan(self, self.adaptive)
         self.timings_s = {"schedule": 0.0, "cast": 0.0, "physics": 0.0, "output": 0.0}
 
@@ -266,8 +275,9 @@ class Simulation(Runs):
         full = self.diagnostics or not single or self.medium is not None or self.see_through.any
         full = full or law is not None
         # Sub-rays' echoes are detected once formed: their own detection is not needed
-        # (but a see-through surface's own law recomputes it).
-        detect = single or law is not None
+        # (but a see-through surface's own law recomputes it); nor is a beam's where the
+        # weather forms every pulse's returns (:attr:`detects_beams`).
+        detect = (single and self.detects_beams) or law is not None
         model, streams = self.model, self.streams
         results = self.front_laws(
             chunk,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,7 +36,7 @@ from ..beam import BeamOptics, BeamPattern
 from .echoes import Echoes
 from .hits import ReturnModel
 
-__all__ = ["SoftTarget", "WaveformPeaks", "peak_echoes"]
+__all__ = ["SoftTarget", "WaveformPeaks", "cut_peak_bins", "peak_echoes"]
 
 
 #: Source samples per pulse length in the soft-target waveform.
@@ -123,6 +124,11 @@ class SoftTarget:
         return cls(kind, beta, object_index, stream, r, src, waveform, float(peak_r[0]),
                    float(peak_s[0]), reach)  # fmt: skip
 
+    @cached_property
+    def peak_bins(self) -> NDArray[np.int64]:
+        """(G, 2) int64: :func:`cut_peak_bins` of the waveform, made on first use."""
+        return cut_peak_bins(self.waveform)
+
     def echoes(
         self,
         sub_range_m: NDArray[np.float64],
@@ -202,6 +208,43 @@ class SoftTarget:
                 wave += uncut[:, None] * self.waveform[g][None, :receiving]
             range_m[part], received[part] = _peak(self.range_m[:receiving], wave)
         return range_m, received
+
+
+#: Below the waveform's largest value times this, two values count as equal where
+#: :func:`cut_peak_bins` bounds a cut's peak (rounding moves the interpolation by a
+#: few parts in 1e16 of it).
+_PEAK_BIN_MARGIN = 1e-12
+
+
+def cut_peak_bins(waveform: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Where the first maximum of a beam cut between two rows of a soft target's waveform
+    can lie, for a single ray (the cut ``below + frac * (above - below)``, ``frac`` in
+    [0, 1]): row ``c`` gives the bins ``lo .. hi`` (inclusive) for a cut between rows ``c``
+    and ``c + 1``.
+
+    A cut lies between its two rows in every bin (within rounding), so its maximum is at
+    least ``L``, the largest of the two rows' smaller values, and a bin where both rows
+    are below ``L`` (by more than :data:`_PEAK_BIN_MARGIN` of the largest value) holds
+    a value strictly below that maximum: it is neither the maximum nor its first bin.
+    ``lo .. hi`` spans every other bin: 3.3 bins of 118 on average for the Helios in fog at
+    50 m (3.8 over the rows the bench scene's beams cut).
+
+    Parameters
+    ----------
+    waveform : (G + 1, W) float64
+        :attr:`SoftTarget.waveform`, non-negative.
+
+    Returns
+    -------
+    (G, 2) int64
+    """
+    below, above = waveform[:-1], waveform[1:]
+    least = np.minimum(below, above).max(axis=1)
+    margin = _PEAK_BIN_MARGIN * float(waveform.max(initial=0.0))
+    may = np.maximum(below, above) >= (least - margin)[:, None]
+    lo = np.argmax(may, axis=1)
+    hi = waveform.shape[1] - 1 - np.argmax(may[:, ::-1], axis=1)
+    return np.stack([lo, hi], axis=1).astype(np.int64)
 
 
 def _peak(r: NDArray[np.float64], wave: NDArray[np.float64]) -> tuple[NDArray, NDArray]:

@@ -334,6 +334,12 @@ class Medium:
         draw = draw_particles if draw is None else draw
         return [draw(population, pulse_id) for population in self.populations]
 
+    def touches_every_pulse(self, threshold: float) -> bool:
+        """Whether the weather may change every pulse beyond the extinction: a soft
+        target's peak can be detected (``threshold``: the least detected received peak),
+        so that no pulse keeps the returns of its first surfaces (as in fog)."""
+        return any(s.peak_received >= threshold for s in self.soft)
+
     def touched(
         self,
         pulse_id: NDArray[np.uint64],
@@ -346,7 +352,7 @@ class Medium:
         ``particles``, drawn for ``pulse_id``; without them, counted by ``count``, default
         :func:`count_particles`; a backend's kernel gives the same)."""
         n = len(pulse_id)
-        if any(s.peak_received >= threshold for s in self.soft):
+        if self.touches_every_pulse(threshold):
             return np.ones(n, dtype=bool)
         out = np.zeros(n, dtype=bool)
         if particles is None:
