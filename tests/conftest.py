@@ -296,7 +296,10 @@ def dask_cluster(dask_scheduler: str) -> str:
 # - a test that must share a process with others, or must not run beside them, says so
 #   with ``@pytest.mark.xdist_group("name")`` (``test_docs.py``: one page's blocks);
 # - the tests on the run's Dask cluster (:func:`dask_cluster`) run on one worker, so that
-#   the cluster starts once (:data:`DASK_GROUP`).
+#   the cluster starts once (:data:`DASK_GROUP`);
+# - a worker's numpy does its linear algebra on one thread (:func:`pytest_configure`): the
+#   workers fill the cores already, and OpenBLAS's threads, each a core, spun while they
+#   waited for the other worker's.
 #
 # The groups are scheduled here (:func:`group_scheduling`), not by xdist's ``loadgroup``:
 # that one marks a group by appending it to the test's node id, which pytest 9 no longer
@@ -358,6 +361,16 @@ def warm_kernels(say: Any = print) -> Path | None:
 def _controller_of_workers(config: pytest.Config) -> bool:
     """This process hands the tests to xdist workers (it runs none itself)."""
     return not hasattr(config, "workerinput") and bool(getattr(config.option, "tx", None))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before xdist starts its workers: OpenBLAS (numpy's matrix products, least squares)
+    on one thread in each worker process and what it starts, unless the environment says
+    otherwise. The results are the same on one thread (the checksums and the closed loop
+    of ``test_reconstruct`` compared); the CPU is not: test_reconstruct's reconstruction
+    took 62-64 CPU s against 70-71 with a thread a core (paired, alternating, load 3-4)."""
+    if _controller_of_workers(config):
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -156,7 +156,8 @@ def test_crc32_combine_is_the_crc_of_the_concatenation() -> None:
     from simulator.io.npz import crc32_combine
 
     rng = np.random.default_rng(5)
-    for size_a, size_b in [(0, 0), (0, 7), (5, 0), (1, 1), (300, 4097), (64, 1 << 16)]:
+    for size_a, size_b in [(0, 0), (0, 7), (5, 0), (1, 1), (300, 4097), (64, 1 << 16),
+                           (9, 3_000_001)]:  # fmt: skip
         a, b = rng.bytes(size_a), rng.bytes(size_b)
         assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
 

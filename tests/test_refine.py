@@ -16,6 +16,7 @@ from simulator.world.refine import (
     moller_trumbore,
     refine_hits,
     resolve_ties,
+    vertex_points,
 )
 
 
@@ -259,3 +260,48 @@ def test_ties_are_the_hits_on_an_edge(backend: Backend) -> None:
         r[:, :3], r[:, 3:], *(tri.vertices_m[corners[:, k]] for k in range(3))
     )
     assert np.abs(np.minimum(np.minimum(u, v), 1.0 - u - v)).max() < 1e-9
+
+
+def _void_points(vertices_m: np.ndarray) -> np.ndarray:
+    """The points of ``vertices_m`` (V, 3) by a sort of their float32 rows' bytes."""
+    rows = np.ascontiguousarray(vertices_m.astype(np.float32) + np.float32(0))
+    return np.unique(rows.view(np.dtype((np.void, 12))).ravel(), return_inverse=True)[1].ravel()
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two labellings of the same items group them alike."""
+    pairs = np.unique(np.stack([a, b], axis=1), axis=0)
+    return len(pairs) == len(np.unique(a)) == len(np.unique(b))
+
+
+def test_equal_vertices_are_one_point_whatever_their_key() -> None:
+    """:func:`vertex_points` groups the vertices exactly as a sort of their float32 bytes
+    does (-0.0 and 0.0 one point; float64 values that round to one float32 one point),
+    also where two different rows share the 64-bit key it sorts by (its check then falls
+    back to the rows' own sort); the points are numbered 0..P-1."""
+    rng = np.random.default_rng(3)
+    v = rng.normal(0.0, 30.0, (5000, 3)).astype(np.float32).astype(np.float64)
+    v = np.concatenate([v, v[rng.integers(0, 5000, 3000)]])
+    v[:50] = 0.0
+    v[50:100] = -0.0
+    v[100:110] = v[110:120] + 1e-12  # the same float32
+    # a row whose key is the first row's: x, y words XOR the z word's product
+    bits = np.ascontiguousarray(v[:1].astype(np.float32)).view(np.uint32).astype(np.uint64)
+    for w in range(1, 1000):
+        xy = (
+            ((bits[0, 0] << np.uint64(32)) | bits[0, 1])
+            ^ ((bits[0, 2] ^ np.uint64(w)) * np.uint64(0x9E3779B97F4A7C15))
+            ^ (bits[0, 2] * np.uint64(0x9E3779B97F4A7C15))
+        )
+        words = np.array([xy >> np.uint64(32), xy & np.uint64(0xFFFFFFFF), bits[0, 2] ^ w])
+        twin = words.astype(np.uint32).view(np.float32)
+        if np.isfinite(twin).all():
+            break
+    collided = np.concatenate([v, twin.astype(np.float64)[None]])
+    for vertices in (v, collided):
+        point, points = vertex_points(vertices)
+        expected = _void_points(vertices)
+        assert point.dtype == np.int32 and points == len(np.unique(expected))
+        assert np.array_equal(np.unique(point), np.arange(points))
+        assert _same_partition(point, expected)
+    assert vertex_points(collided)[0][0] != vertex_points(collided)[0][-1]

@@ -43,7 +43,7 @@ from ..sensor.scanner import SpinningPattern
 from ..steps.hits import ReturnModel
 from .ego import EgoEstimate, EgoParams, ego_section, estimate_ego, write_ego_mesh
 from .grid import BeamGrid, beam_rays, cloud_of_grid, organize, sensor_offset_m
-from .mesh import FrameMesh, MeshParams, fuse, triangulate
+from .mesh import FrameMesh, MeshCaster, MeshParams, fuse, triangulate
 from .motion import frame_trajectory, frame_waypoints, pixel_poses
 from .reflectance import FaceReflectance, detection_threshold, face_reflectance, read_faces
 
@@ -410,7 +410,7 @@ def _score_frames(
 ) -> list[dict[str, Any]]:
     """Step 8: the held-out frames (with the baseline) and the rescans, scored."""
     from .findings import findings
-    from .protocol import baseline_cloud, scan_frame, score, surface_ranges
+    from .protocol import baseline_cloud, scan_frame, score
 
     first = place.frames[place.chosen[0]]
     meta = {"intensity_max": float(first.meta.get("intensity_max", place.config.intensity_max))}
@@ -419,13 +419,15 @@ def _score_frames(
     jobs = [("heldout", k) for k in options.hold_out]
     jobs += [("rescan", k) for k in place.scene_frames] if options.rescan else []
     rows: list[dict[str, Any]] = []
+    # the fused mesh in Embree once, for every frame (its triangles' tables built once)
+    fused_mesh = MeshCaster(fused.vertices_m, fused.faces)
     for kind, k in jobs:
         real = cloud_of_grid(place.grids[k], meta)
         sim, _ = scan_frame(surveys[k])
         clock.lap("scan")
         names = (f"real {k}", f"simulated {k}")
         result = score(real, sim, folder / kind / f"{k:04d}", names, options.pages)
-        surface = surface_ranges(fused.vertices_m, fused.faces, *place.world_beams(k), r0)
+        surface = fused_mesh.ranges(*place.world_beams(k), r0)
         rows.append({"frame": k, "protocol": kind, "method": "simulated",
                      "nvs": result.get("nvs"), "same_beams": result.get("same_beams"),
                      "findings": findings(place.grids[k], sim, surface)})  # fmt: skip

@@ -153,6 +153,25 @@ class MeshCaster:
         cast = self._scene.cast(rays.astype(np.float32))
         return cast.t.astype(np.float64), cast.primitive.astype(np.int64)
 
+    def ranges(
+        self,
+        origin_m: NDArray[np.float64],
+        direction: NDArray[np.float64],
+        range_offset_m: float = 0.0,
+    ) -> NDArray[np.float64]:
+        """Where each beam meets the mesh, (C, W) float64 (inf where it meets none).
+
+        Parameters
+        ----------
+        origin_m, direction : (C, W, 3) float64
+            The beams in the mesh's frame.
+        range_offset_m : float
+            Added to every distance (a range measured from the lidar origin, not the
+            beam's).
+        """
+        t, _ = self.cast(origin_m, direction)
+        return t.reshape(origin_m.shape[:2]) + range_offset_m
+
 
 def _grid_order(grid: BeamGrid) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The rows by falling elevation (each row's median over its returns), and those

@@ -114,5 +114,4 @@ def surface_ranges(
     range_offset_m : float
         Added to every distance (a range measured from the lidar origin, not the beam's).
     """
-    t, _ = MeshCaster(vertices_m, faces).cast(origin_m, direction)
-    return t.reshape(origin_m.shape[:2]) + range_offset_m
+    return MeshCaster(vertices_m, faces).ranges(origin_m, direction, range_offset_m)

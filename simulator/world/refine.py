@@ -59,6 +59,7 @@ __all__ = [
     "moller_trumbore",
     "refine_hits",
     "resolve_ties",
+    "vertex_points",
 ]
 
 #: A float64 barycentric is trusted to this many units of float64 roundoff (2^-53),
@@ -140,17 +141,13 @@ class Triangles:
         ring_faces : (3 F,) int32
             The faces at point ``c`` are ``ring_faces[ring_start[c]:ring_start[c + 1]]``.
         """
-        # rows compared by their float32 bits (+ 0.0 makes -0.0 the same point as 0.0)
-        rows = self.vertices_m.astype(np.float32) + np.float32(0)
-        rows = np.ascontiguousarray(rows).view(np.dtype((np.void, 12))).ravel()
-        unique, point = np.unique(rows, return_inverse=True)
-        point = point.ravel().astype(np.int32)
+        point, points = vertex_points(self.vertices_m)
         corners = point[self.faces].ravel()
         # the corners by point, then by face: one sort of (point, corner) packed in an int64
         packed = (corners.astype(np.int64) << 32) | np.arange(corners.size)
         packed.sort()
         ring_faces = ((packed & 0xFFFFFFFF) // 3).astype(np.int32)
-        count = np.bincount(corners, minlength=len(unique))
+        count = np.bincount(corners, minlength=points)
         return point, np.concatenate([[0], np.cumsum(count)]).astype(np.int64), ring_faces
 
     @property
@@ -195,6 +192,45 @@ class Triangles:
         return (
             self.vertices_m, self.faces, self.face_start, self.partner_start, self.partner_faces
         )  # fmt: skip
+
+
+def vertex_points(vertices_m: NDArray[np.float64]) -> tuple[NDArray[np.int32], int]:
+    """Equal vertices as one point: the point of each vertex, and the number of points.
+
+    Vertices are compared by the bits of their float32 values (``+ 0.0`` makes -0.0 the
+    same point as 0.0). The rows are grouped by a 64-bit key of their three words, one
+    integer sort (a sort of the 12-byte rows themselves compares them byte by byte: on a
+    reconstructed street's 3 M vertices 1.2-1.5 CPU s against 0.3-0.4); every row is then
+    checked against its group's first, and should two different rows share a key, the
+    rows' own sort decides. The points are numbered in the order of their keys: which
+    faces meet at a point does not depend on that numbering.
+
+    Parameters
+    ----------
+    vertices_m : (V, 3) float64
+
+    Returns
+    -------
+    point : (V,) int32
+    points : int
+    """
+    rows = np.ascontiguousarray(vertices_m.astype(np.float32) + np.float32(0))
+    if len(rows) == 0:
+        return np.zeros(0, np.int32), 0
+    bits = rows.view(np.uint32)
+    key = (bits[:, 0].astype(np.uint64) << np.uint64(32)) | bits[:, 1]
+    key ^= bits[:, 2].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    order = np.argsort(key)
+    ordered = key[order]
+    first_of_group = np.ones(len(ordered), np.bool_)
+    np.not_equal(ordered[1:], ordered[:-1], out=first_of_group[1:])
+    point = np.zeros(len(ordered), np.int32)
+    point[order] = np.cumsum(first_of_group, dtype=np.int32) - 1
+    first = order[first_of_group]
+    if (bits == bits[first[point]]).all():
+        return point, len(first)
+    unique, point = np.unique(rows.view(np.dtype((np.void, 12))).ravel(), return_inverse=True)
+    return point.ravel().astype(np.int32), len(unique)
 
 
 def _expand(
