@@ -10,8 +10,9 @@ survey, one seed: the world (each place's micro-slope tilt and range relief) is 
 every frame, and the sensor's jitter differs, as it hashes the pulse id. It is
 reconstructed with a poses file of identity lines and ``--rescan``; the truth of each return
 (its object, so its material; its effective incidence; whether it is one surface's echo)
-comes from the diagnostics. The module takes about 40 s on two cores: the 8 scans 3 s, the
-reconstruction 12 s, the 8 rescans and their comparisons 20 s.
+comes from the diagnostics. Its module fixture (the scans, the reconstruction, the rescans
+and their comparisons) is the suite's largest single cost: 60 s of setup on two cores in a
+clean clone's ``make test`` (2026-12-05; 86 s before the rescans' mesh went into Embree once).
 
 Also here: each refusal of bad input is one line on stderr and exit code 2, on these frames
 (``test_reconstruct_real.py`` checks them on the real OS1-128 capture).
