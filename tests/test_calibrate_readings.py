@@ -33,11 +33,10 @@ def test_reading_grid_is_the_scanner_step_unless_the_readings_lie_on_a_coarser_o
     assert reading_grid(smooth, 0.0) == 0.0
 
 
-def _kitti_scan(folder: Path, ground_rho: float) -> Path:
-    """One revolution of an HDL-64E (unquantised intensity) over a ground of reflectance
-    ``ground_rho`` (k 0.6) and two walls (0.5, k 1), written as a KITTI ``.bin`` whose
-    reflectance is rounded to hundredths, as KITTI's files hold it."""
-    scene = {
+def _yard(ground_rho: float) -> dict:
+    """The yard's scene: a ground of reflectance ``ground_rho`` (k 0.6) and two walls (0.5,
+    k 1)."""
+    return {
         "materials": {
             "g": {"reflectance": ground_rho, "minnaert_k": 0.6, "roughness_m": 0.02,
                   "micro_slope_deg": 2.0, "micro_slope_cell_m": 0.1, "label": "terrain"},
@@ -52,6 +51,13 @@ def _kitti_scan(folder: Path, ground_rho: float) -> Path:
              "rotation_deg": [0, 0, 20], "material": "w"},
         ],
     }  # fmt: skip
+
+
+def _kitti_scan(folder: Path, ground_rho: float) -> Path:
+    """One revolution of an HDL-64E (unquantised intensity) over a ground of reflectance
+    ``ground_rho`` (k 0.6) and two walls (0.5, k 1), written as a KITTI ``.bin`` whose
+    reflectance is rounded to hundredths, as KITTI's files hold it."""
+    scene = _yard(ground_rho)
     (folder / "scene.yaml").write_text(yaml.safe_dump(scene))
     survey = {"scanner": "hdl-64e", "scanner_overrides": {"intensity_step": 0},
               "scene": "scene.yaml", "pose": {"position_m": [0, 0, 1.8]},
@@ -144,21 +150,7 @@ def test_channel_gains_of_a_table_pattern_are_fitted_from_the_file_rings(tmp_pat
     scan to each table row's channel): calibrate takes the file's rings as the pattern's
     channels and fits all four gains, to a geometric median of 1, within 0.1 % (measured:
     0.03 %); the overrides carry four entries, and a survey scans with them."""
-    scene = {
-        "materials": {"w": {"reflectance": 0.5, "minnaert_k": 1.0, "roughness_m": 0.004,
-                            "micro_slope_deg": 1.0, "micro_slope_cell_m": 0.2,
-                            "label": "building"},
-                      "g": {"reflectance": 0.25, "minnaert_k": 0.6, "roughness_m": 0.02,
-                            "micro_slope_deg": 2.0, "micro_slope_cell_m": 0.1,
-                            "label": "terrain"}},
-        "objects": [
-            {"name": "ground", "plane": {"size_m": [140, 140]}, "material": "g"},
-            {"name": "wall_n", "box": {"size_m": [60, 0.4, 8]}, "position_m": [0, 14, 4],
-             "material": "w"},
-            {"name": "wall_w", "box": {"size_m": [0.4, 20, 8]}, "position_m": [-18, 0, 4],
-             "rotation_deg": [0, 0, 20], "material": "w"},
-        ],
-    }  # fmt: skip
+    scene = _yard(0.25)
     (tmp_path / "scene.yaml").write_text(yaml.safe_dump(scene))
     truth = np.array([1.12, 0.9, 1.05, 0.95])
     survey = {"scanner": "livox-mid360", "scene": "scene.yaml",

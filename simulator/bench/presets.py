@@ -29,22 +29,16 @@ from typing import Any
 
 from ..backend import NumpyBackend, select_backend
 from ..config import (
-    GeneratorRef,
-    Pose,
-    SceneSpec,
-    Survey,
-    TrajectorySpec,
     Weather,
-    load_materials,
     load_scanner,
     load_yaml,
     scanner_presets,
 )
 from ..errors import ConfigError
 from ..pipeline.simulation import Simulation
-from ..world.scene import Scene, build_scene
+from ..world.scene import Scene
 from .machine import cpu_name, peak_rss_mib
-from .scene import build_bench_scene
+from .scene import bench_survey, scene_of
 
 __all__ = [
     "GROUND_PATTERNS",
@@ -88,31 +82,9 @@ def preset_names(choice: str) -> list[str]:
     return names
 
 
-def _scene(scene_name: str, seed: int, scene_scale: float) -> tuple[Scene, float]:
-    """The scene and the sensor's y (the ego lane in a generated scene)."""
-    if scene_name == "bench":
-        return build_bench_scene(seed, scene_scale), 0.0
-    spec = SceneSpec(generator=GeneratorRef(name=scene_name, seed=seed))
-    return build_scene(spec, Path("."), load_materials(), source=scene_name), -1.6
-
-
 def _preset_row(name: str, scene: Scene, y0_m: float, options: Any, tmp: Path) -> dict[str, Any]:
     """Scan ``options.revolutions`` frames of ``scene`` with preset ``name``; its figures."""
-    motion = {"start": {"position_m": [-10.0, y0_m, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
-    where = (
-        {"trajectory": TrajectorySpec.model_validate(motion)}
-        if options.moving
-        else {"pose": Pose(position_m=[0.0, y0_m, 1.8])}
-    )
-    survey = Survey(
-        scanner=name,
-        scene="(in memory)",
-        **where,
-        revolutions=None if options.duration_s else options.revolutions,
-        duration_s=options.duration_s,
-        chunk_pulses=options.chunk_pulses,
-        weather=Weather.model_validate(options.weather or {}),
-    )
+    survey = bench_survey(name, y0_m, options)
     scanner = load_scanner(name)
     backend = select_backend() if options.use_fast else NumpyBackend()
     sim = Simulation(survey=survey, scanner=scanner, scene=scene, base_dir=Path("."),
@@ -173,7 +145,7 @@ def run_preset_table(options: Any, presets: list[str]) -> dict[str, Any]:
     import open3d as o3d
 
     t0 = time.perf_counter()
-    scene, y0_m = _scene(options.scene_name, options.seed, options.scene_scale)
+    scene, y0_m = scene_of(options.scene_name, options.seed, options.scene_scale)
     t_scene = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         rows = [_preset_row(name, scene, y0_m, options, Path(tmp)) for name in presets]

@@ -34,17 +34,10 @@ import trimesh
 
 from ..backend import NumpyBackend, select_backend
 from ..config import (
-    GeneratorRef,
-    Pose,
-    SceneSpec,
-    Survey,
-    TrajectorySpec,
-    Weather,
-    load_materials,
     load_scanner,
 )
 from ..pipeline.simulation import Simulation, Window
-from ..world.scene import Scene, build_scene
+from ..world.scene import Scene
 from .load import format_load, run_load_bench_apart
 from .machine import cpu_name, peak_rss_mib, rss_mib
 from .presets import preset_table_text
@@ -54,7 +47,7 @@ from .scaling import (
     run_dataset_scaling,
     run_sequence_bench,
 )
-from .scene import build_bench_scene
+from .scene import bench_survey, scene_of
 
 __all__ = ["BenchOptions", "BenchResult", "bench_text", "format_result", "run_bench"]
 
@@ -133,7 +126,7 @@ class BenchOptions:
     seed : int
         Scene layout seed.
     scene_scale : float
-        See :func:`build_bench_scene`.
+        See :func:`~simulator.bench.scene.build_bench_scene`.
     compare_trimesh : bool
         Also cast the first chunk's rays with trimesh + embreex (if installed).
     use_fast : bool
@@ -191,29 +184,11 @@ def run_bench(options: BenchOptions | None = None) -> BenchResult:
     bare_script = o.bare_script  # (not in a generated scene)
 
     t0 = time.perf_counter()
-    y0 = 0.0
-    if o.scene_name == "bench":
-        scene = build_bench_scene(o.seed, o.scene_scale)
-    else:
-        spec = SceneSpec(generator=GeneratorRef(name=o.scene_name, seed=o.seed))
-        scene = build_scene(spec, Path("."), load_materials(), source=o.scene_name)
-        y0, bare_script = -1.6, False
+    scene, y0 = scene_of(o.scene_name, o.seed, o.scene_scale)
+    if o.scene_name != "bench":
+        bare_script = False
     t_scene = time.perf_counter() - t0
-    motion = {"start": {"position_m": [-10.0, y0, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
-    where = (
-        {"trajectory": TrajectorySpec.model_validate(motion)}
-        if o.moving
-        else {"pose": Pose(position_m=[0.0, y0, 1.8])}
-    )
-    survey = Survey(
-        scanner="rs-helios-5515",
-        scene="(in memory)",
-        **where,
-        revolutions=None if o.duration_s else o.revolutions,
-        duration_s=o.duration_s,
-        chunk_pulses=o.chunk_pulses,
-        weather=Weather.model_validate(o.weather or {}),
-    )
+    survey = bench_survey("rs-helios-5515", y0, o)
     scanner = load_scanner(
         "rs-helios-5515", {"beam_samples": o.beam_samples, "beam_sampling": o.beam_sampling}
     )

@@ -3,14 +3,60 @@ bushes, the same for the same seed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import trimesh
 
-from ..config import load_materials
+from ..config import (
+    GeneratorRef,
+    Pose,
+    SceneSpec,
+    Survey,
+    TrajectorySpec,
+    Weather,
+    load_materials,
+)
 from ..labels import label_id
-from ..world.scene import Scene, SceneObject
+from ..world.scene import Scene, SceneObject, build_scene
 
-__all__ = ["build_bench_scene", "rolling_ground"]
+__all__ = ["EGO_LANE_Y_M", "bench_survey", "build_bench_scene", "rolling_ground", "scene_of"]
+
+#: Where the sensor stands across a generated scene: its ego lane (y, m).
+EGO_LANE_Y_M = -1.6
+
+
+def scene_of(name: str, seed: int, scale: float) -> tuple[Scene, float]:
+    """The benchmark's scene ``name`` (``bench``: :func:`build_bench_scene` of ``seed`` and
+    ``scale``; else the generator of that name with ``seed``) and the sensor's y (m): 0 on
+    the bench scene, :data:`EGO_LANE_Y_M` in a generated one."""
+    if name == "bench":
+        return build_bench_scene(seed, scale), 0.0
+    spec = SceneSpec(generator=GeneratorRef(name=name, seed=seed))
+    return build_scene(spec, Path("."), load_materials(), source=name), EGO_LANE_Y_M
+
+
+def bench_survey(scanner: str, y0_m: float, options: Any) -> Survey:
+    """The benchmark's survey with ``scanner``: standing 1.8 m up at ``(0, y0_m)``, or with
+    ``options.moving`` driving at 5 m/s from ``(-10, y0_m)``; ``options.revolutions`` (or
+    ``options.duration_s``), ``options.chunk_pulses`` and ``options.weather`` (a mapping
+    of conditions, or None for clear air)."""
+    motion = {"start": {"position_m": [-10.0, y0_m, 1.8]}, "velocity_mps": [5.0, 0.0, 0.0]}
+    where = (
+        {"trajectory": TrajectorySpec.model_validate(motion)}
+        if options.moving
+        else {"pose": Pose(position_m=[0.0, y0_m, 1.8])}
+    )
+    return Survey(
+        scanner=scanner,
+        scene="(in memory)",
+        **where,
+        revolutions=None if options.duration_s else options.revolutions,
+        duration_s=options.duration_s,
+        chunk_pulses=options.chunk_pulses,
+        weather=Weather.model_validate(options.weather or {}),
+    )
 
 
 def _mesh_object(name: str, mesh: trimesh.Trimesh, material: str, label: str, instance: int = 0):
