@@ -8,11 +8,13 @@ import dataclasses
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from simulator.constants import sequence_seed
 from simulator.datasets import SemanticKittiDataset, run_dataset, torch_dataset, worker
 from simulator.datasets.dispatch import Dispatcher
 from simulator.datasets.tasks import SequenceResult, sequence_tasks, share_cores
+from simulator.errors import ConfigError
 from simulator.generators import GENERATORS
 from simulator.io.layouts import DatasetLayout
 from simulator.io.npz import read_npz
@@ -528,6 +531,68 @@ def test_a_specs_sample_count_is_what_a_run_writes(one_process: Path) -> None:
     two = spec.model_copy(update={"groups": [g.model_copy(update={"sequences": 3})
                                              for g in spec.groups]})  # fmt: skip
     assert two.sample_count == 2 * 3 * 3
+
+
+def _edited_demo(tmp: Path, name: str, edit: Callable[[dict], None]) -> Path:
+    spec = yaml.safe_load(DEMO.read_text())
+    edit(spec)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _files(folder: Path) -> dict[Path, tuple[bytes, int]]:
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("key", "edit", "was", "now"),
+    [
+        ("seed", lambda s: s.update(seed=7), "0", "7"),
+        ("layout", lambda s: s.update(layout="kitti"), '"semantickitti"', '"kitti"'),
+        ("groups[1].scanner", lambda s: s["groups"][1].update(scanner="vlp-32c"), '"vlp-16"',
+         '"vlp-32c"'),
+        # a farm sequence put where the street one was: index 1 now from group 0
+        ("groups[0].generator", lambda s: s["groups"][0].update(sequences=2), '"street"',
+         '"farm_yard"'),
+    ],
+)  # fmt: skip
+def test_resume_with_a_spec_that_would_make_other_samples_is_refused(
+    one_process: Path, tmp_path: Path, key: str, edit: Callable[[dict], None], was: str, now: str
+) -> None:
+    """``--resume`` keeps the samples on disk, so a spec that would make them otherwise (a
+    seed, a layout, a group's scanner, a sequence's group) is refused in one line naming
+    the spec, the key and both values, exit 2, before anything in the folder changes."""
+    out = tmp_path / "ds"
+    shutil.copytree(one_process, out)
+    before = _files(out)
+    spec = _edited_demo(tmp_path, "edited", edit)
+    code, err = _cli("dataset", spec, "-o", out, "--workers", "1", "-q", "--resume")
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: {spec}: {key}: "), line
+    assert f": {key}: {now}, and the samples in {out} were made with {was} " in line, line
+    assert _files(out) == before
+
+
+def test_resume_may_add_sequences_and_frames(one_process: Path, tmp_path: Path) -> None:
+    """A spec that only adds samples (more sequences in the last group, more frames, a
+    group after the others) resumes: the samples on disk are what it makes. A manifest
+    that cannot be read is refused, naming it."""
+    from simulator.config import load_dataset_spec
+    from simulator.datasets.tasks import check_resumable
+
+    def more(s: dict) -> None:
+        s["groups"][1].update(sequences=3, frames=5)
+        s["groups"][0].update(frames=4)
+        s["groups"].append({**s["groups"][0], "name": "farm2"})
+
+    spec = _edited_demo(tmp_path, "more", more)
+    check_resumable(load_dataset_spec(spec), spec, one_process)  # does not raise
+    check_resumable(load_dataset_spec(DEMO), DEMO, tmp_path)  # no manifest: not checked
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"manifest\.json: spec: unreadable"):
+        check_resumable(load_dataset_spec(DEMO), DEMO, tmp_path)
 
 
 def test_parallel_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:

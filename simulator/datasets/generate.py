@@ -56,6 +56,7 @@ from .tasks import (
     SequenceResult,
     SequenceTask,
     check_dataset,
+    check_resumable,
     frame_task,
     pending_frames,
     reference_frame,
@@ -64,6 +65,7 @@ from .tasks import (
     sequence_tasks,
     share_cores,
     spec_layout,
+    spec_record,
 )
 from .worker import (
     CACHE_ENTRIES,
@@ -154,6 +156,8 @@ def _run(
     progress: Callable[[SequenceResult, int], None] | None,
 ) -> dict[str, Any]:
     """The steps of :func:`run_dataset`, in its folder, held."""
+    if resume:
+        check_resumable(spec, spec_path, out)  # before anything in it is touched
     remove_stale_temps(out)  # a killed run's half-written files
     tasks = sequence_tasks(spec, out.resolve(), spec_path.resolve().parent, resume)
     layout = spec_layout(spec, out)
@@ -342,8 +346,7 @@ def _manifest(
     return {
         "package": "lidar-sim",
         "version": __version__,
-        # (a rosbag2 section only where it is used: the other layouts' manifests as before)
-        "spec": spec.model_dump(exclude=None if spec.layout == "rosbag2" else {"rosbag2"}),
+        "spec": spec_record(spec),
         "layout": spec.layout,
         "sequences": [
             {

@@ -7,6 +7,7 @@ here builds a scene or scans (:mod:`~simulator.datasets.worker` does).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "SequenceResult",
     "SequenceTask",
     "check_dataset",
+    "check_resumable",
     "frame_task",
     "pending_frames",
     "reference_frame",
@@ -41,6 +43,7 @@ __all__ = [
     "sequence_tasks",
     "share_cores",
     "spec_layout",
+    "spec_record",
     "survey_of",
     "task_layout",
 ]
@@ -282,6 +285,65 @@ def check_dataset(spec: DatasetSpec, spec_path: Path) -> None:
                 SceneSpec.model_validate(GENERATORS[group.generator](0))
         except (ConfigError, SceneError) as exc:
             raise ConfigError(spec_path, f"{key}.scene", str(exc)) from None
+
+
+def spec_record(spec: DatasetSpec) -> dict[str, Any]:
+    """The spec as ``manifest.json`` records it, in JSON's types (a ``rosbag2`` section
+    only where the layout is ``rosbag2``)."""
+    dump = spec.model_dump(exclude=None if spec.layout == "rosbag2" else {"rosbag2"})
+    return json.loads(json.dumps(dump))
+
+
+#: A group's keys that say how many samples it has, not what they hold: a resumed run may
+#: change them (more sequences, longer ones).
+_COUNT_KEYS = ("sequences", "frames")
+
+
+def check_resumable(spec: DatasetSpec, spec_path: Path, out: Path) -> None:
+    """Refuse to resume into ``out`` with a spec whose samples would differ from those a
+    finished run left there (its ``manifest.json`` says with what they were made).
+
+    A resumed run keeps the samples on disk, so they must be what ``spec`` makes: the same
+    root seed and layout options, and each sequence both runs have from a group equal in
+    everything but its counts (``sequences``, ``frames``), which may change (to extend a
+    dataset). A folder without a manifest (a first run killed) is not checked.
+
+    Raises
+    ------
+    ConfigError
+        Naming the spec file and the first key that differs, with both values.
+    """
+    path = out / "manifest.json"
+    if not path.is_file():
+        return
+    try:
+        before = json.loads(path.read_text())["spec"]
+        old_groups = [{k: v for k, v in g.items() if k not in _COUNT_KEYS}
+                      for g in before["groups"] for _ in range(int(g["sequences"]))]  # fmt: skip
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(path, "spec", f"unreadable ({exc!r}), so what the samples in {out} "
+                          "were made with is unknown; expected the manifest a run wrote, "
+                          "or run without --resume to replace them") from None  # fmt: skip
+    now = spec_record(spec)
+
+    def refuse(key: str, old: Any, new: Any) -> None:
+        raise ConfigError(spec_path, key, f"{json.dumps(new)}, and the samples in {out} were "
+                          f"made with {json.dumps(old)} ({path.name}); expected the spec they "
+                          "were made with, or run without --resume to replace them")  # fmt: skip
+
+    for key in sorted(set(now) | set(before)):
+        if key != "groups" and now.get(key) != before.get(key):
+            refuse(key, before.get(key), now.get(key))
+    index = 0
+    for g, group in enumerate(now["groups"]):
+        for _ in range(group["sequences"]):
+            if index >= len(old_groups):
+                return
+            old = old_groups[index]
+            for key in sorted(set(group) | set(old)):
+                if key not in _COUNT_KEYS and group.get(key) != old.get(key):
+                    refuse(f"groups[{g}].{key}", old.get(key), group.get(key))
+            index += 1
 
 
 def frame_task(task: SequenceTask, frame: int) -> SequenceTask:
