@@ -60,7 +60,7 @@ REAL = {
 }
 #: The VLP-16 frame written in the reader's other formats (:func:`derived_sources`).
 DERIVED = ("vlp16c.pcd", "vlp16.las", "vlp16.laz", "vlp16.ply", "vlp16.bin", "vlp16.pcd.bin",
-           "vlp16.bag")  # fmt: skip
+           "vlp16.bag", "vlp16-12.laz")  # fmt: skip
 SOURCES = (*REAL, *DERIVED)
 
 #: Mutants of each random kind a source gets (times LIDAR_SIM_FUZZ_SCALE).
@@ -121,14 +121,16 @@ def derived_sources(folder: Path) -> dict[str, Path]:
     o3d.t.io.write_point_cloud(str(out["vlp16c.pcd"]), pc, write_ascii=False, compressed=True)
     out["vlp16.ply"] = folder / "vlp16.ply"
     o3d.t.io.write_point_cloud(str(out["vlp16.ply"]), pc, write_ascii=False)
-    for ext, version, fmt in ((".las", "1.4", 1), (".laz", "1.4", 6)):
+    # LAS 1.4 (format 1 and, compressed, 6) and the LAZ most tools still write: 1.2, format 1
+    for name, version, fmt in (("vlp16.las", "1.4", 1), ("vlp16.laz", "1.4", 6),
+                               ("vlp16-12.laz", "1.2", 1)):  # fmt: skip
         header = laspy.LasHeader(point_format=fmt, version=version)
         header.scales = np.full(3, 1e-3)
         las = laspy.LasData(header)
         las.x, las.y, las.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
         las.intensity = cloud["intensity"].astype(np.uint16)
         las.gps_time = cloud["time_s"]
-        path = folder / f"vlp16{ext}"
+        path = folder / name
         las.write(str(path))
         out[path.name] = path
     rows = np.column_stack([xyz, cloud["intensity"] / 255.0]).astype("<f4")
@@ -516,12 +518,14 @@ def _lie(m: Mutant, data: bytes, src: Path) -> bytes:
         return _pcd_set(data, **PCD_LIES[m.seed][1](n))
     if m.source.endswith((".las", ".laz")):
         _, offset, fmt, value = LAS_LIES[m.seed]
+        if offset == 247 and data[24:26] < bytes([1, 4]):
+            # Before 1.4 there is no 64-bit count (offset 247 is in the first VLR's
+            # header): the lie goes to the one count there is, as large as it holds.
+            offset, fmt, value = 107, "<I", value if value == -1 else min(value, 2**32 - 1)
         if value == -1:
             value = struct.unpack_from(fmt, data, offset)[0] + 1
         out = bytearray(data)
         struct.pack_into(fmt, out, offset, value)
-        if offset == 247 and fmt == "<Q" and m.source.endswith(".las"):
-            pass  # a 1.2 file has no 64-bit count: the lie lands in its point data
         return bytes(out)
     if m.source.endswith(".pcap"):
         records = pcap_records(data)
