@@ -186,6 +186,72 @@ def test_each_bag_holds_its_sequences_npz_frames_field_by_field(made, name: str)
                 np.testing.assert_array_equal(cloud["instance"], want["instance"])
 
 
+def test_an_mcap_bag_reads_in_foxglove_s_mcap_client_as_in_rosbags(made) -> None:  # type: ignore[no-untyped-def]
+    """A second, independent client: Foxglove's ``mcap`` reader (with ``mcap-ros2-support``,
+    what Foxglove and MCAP tooling decode ROS 2 bags with) reads each MCAP bag (CRCs are
+    checked where recorded; rosbags' writer records none), finds the ROS 2 profile, a
+    summary whose statistics count what is there, each topic's schema as ``ros2msg``
+    text, and decodes every message (from that schema, not from rosbags' types) to what
+    rosbags' AnyReader gives: the same topics and log times, the same PointCloud2 fields,
+    layout and point bytes, the same transforms."""
+    mcap_reader = pytest.importorskip("mcap.reader", reason="mcap is not installed")
+    ros2_decoder = pytest.importorskip("mcap_ros2.decoder", reason="mcap-ros2-support absent")
+    out = made("mcap-lidar-sim")
+    for s in (0, 1):
+        bag = out / "bags" / f"{s:02d}"
+        by_topic, _ = _messages(bag)
+        with (bag / f"{s:02d}.mcap").open("rb") as f:
+            factories = [ros2_decoder.DecoderFactory()]
+            reader = mcap_reader.make_reader(f, validate_crcs=True, decoder_factories=factories)
+            assert reader.get_header().profile == "ros2"
+            summary = reader.get_summary()
+            assert summary is not None and summary.statistics.message_count == 4
+            schemas = {c.topic: summary.schemas[c.schema_id] for c in summary.channels.values()}
+            assert {t: (sc.name, sc.encoding) for t, sc in schemas.items()} == {
+                "/points": ("sensor_msgs/msg/PointCloud2", "ros2msg"),
+                "/tf": ("tf2_msgs/msg/TFMessage", "ros2msg"),
+            }
+            assert all(c.message_encoding == "cdr" for c in summary.channels.values())
+            read = [(channel.topic, message.log_time, decoded)
+                    for _, channel, message, decoded in reader.iter_decoded_messages()]  # fmt: skip
+        for topic in ("/points", "/tf"):
+            theirs = [(t, m) for topic_, t, m in read if topic_ == topic]
+            ours = by_topic[topic]
+            assert [t for t, _ in theirs] == [t for t, _ in ours]
+            for (_, a), (_, b) in zip(theirs, ours, strict=True):
+                if topic == "/points":
+                    stamp = (a.header.stamp.sec, a.header.stamp.nanosec)
+                    assert stamp == (b.header.stamp.sec, b.header.stamp.nanosec)
+                    assert (a.header.frame_id, a.height, a.width, a.point_step, a.row_step) == (
+                        b.header.frame_id,
+                        b.height,
+                        b.width,
+                        b.point_step,
+                        b.row_step,
+                    )
+                    assert [(f.name, f.offset, f.datatype, f.count) for f in a.fields] == [
+                        (f.name, f.offset, f.datatype, f.count) for f in b.fields
+                    ]
+                    assert (a.is_bigendian, a.is_dense) == (b.is_bigendian, b.is_dense)
+                    assert bytes(a.data) == b.data.tobytes() and len(a.data) > 28_000
+                else:
+                    (ta,), (tb,) = a.transforms, b.transforms
+                    assert (ta.header.frame_id, ta.child_frame_id) == ("map", "lidar")
+                    stamp = (ta.header.stamp.sec, ta.header.stamp.nanosec)
+                    assert stamp == (tb.header.stamp.sec, tb.header.stamp.nanosec)
+                    va, vb = ta.transform.translation, tb.transform.translation
+                    qa, qb = ta.transform.rotation, tb.transform.rotation
+                    assert [va.x, va.y, va.z, qa.x, qa.y, qa.z, qa.w] == [
+                        vb.x,
+                        vb.y,
+                        vb.z,
+                        qb.x,
+                        qb.y,
+                        qb.z,
+                        qb.w,
+                    ]
+
+
 @pytest.mark.parametrize("name", sorted(BAGS))
 def test_a_datasets_bag_is_the_bag_the_sequence_writer_writes(
     made, name: str, tmp_path: Path
