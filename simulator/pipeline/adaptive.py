@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..chunk import CastChunk, Hits, Rays
-from ..steps.footprint import Witnesses, centre_sub_ray, neighbour_stride, probe_indices
+from ..steps.footprint import Part, Witnesses, centre_sub_ray, neighbour_stride, probe_indices
 from ..steps.returns import Returns
 from .layers import Scanning, several_surfaces, surface_returns
 
@@ -60,11 +60,9 @@ def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np
     return out
 
 
-def rest_of_fans(
-    sim: Scanning, beam_hits: Hits, fans: Rays, probe: NDArray[np.intp]
-) -> list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]]:
+def rest_of_fans(sim: Scanning, beam_hits: Hits, fans: Rays, probe: NDArray[np.intp]) -> list[Part]:
     """The sub-rays of the footprints of beams ``fans`` (with their hits ``beam_hits``)
-    that the probes ``probe`` did not cast, cast: ``(which, rays, hits)`` parts as
+    that the probes ``probe`` did not cast, cast: parts as
     :func:`~simulator.steps.footprint.interleave` takes them. The central sub-ray is not
     cast again where it is the beam bit for bit (both are the beam's direction, the
     sub-ray normalised once more: 99 % of them): its hit is the beam's."""
@@ -74,7 +72,7 @@ def rest_of_fans(
     centre = np.flatnonzero(rest == centre_sub_ray(sim.beam))
     if len(centre) == 0:
         others = sim.footprint_rays(fans, rest)
-        return [(rest, others.cast, sim.cast_rays(others.cast, others.cast_time_s))]
+        return [(rest, others.cast, sim.cast_rays(others.cast, others.cast_time_s), None)]
     # The central sub-ray and the others made apart (each sub-ray is made from its beam
     # alone), so that neither needs copying out of one fan.
     c = int(centre[0])
@@ -89,8 +87,8 @@ def rest_of_fans(
     others = sim.footprint_rays(fans, cols)
     if not len(again):
         return [
-            (rest[c : c + 1], centre_rays, beam_hits),
-            (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s)),
+            (rest[c : c + 1], centre_rays, beam_hits, None),
+            (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s), None),
         ]
     # The central sub-rays cast again with the others (one cast).
     times = fans.cast_time_s
@@ -100,7 +98,10 @@ def rest_of_fans(
     )
     n = len(others.cast)
     beam_hits.put(again, hits.take(slice(n, None)))
-    return [(rest[c : c + 1], centre_rays, beam_hits), (cols, others.cast, hits.take(slice(0, n)))]
+    return [
+        (rest[c : c + 1], centre_rays, beam_hits, None),
+        (cols, others.cast, hits.take(slice(0, n)), None),
+    ]
 
 
 def adaptive_returns(sim: Scanning, chunk: CastChunk, single: Returns) -> Returns:
@@ -116,8 +117,8 @@ def adaptive_returns(sim: Scanning, chunk: CastChunk, single: Returns) -> Return
     pulses = np.flatnonzero(~smooth)
     probe = seen.probes
     fans = chunk.select(pulses)
-    rows = (pulses[:, None] * len(probe) + np.arange(len(probe))).ravel()
-    parts = [(probe, seen.probe_rays[rows], seen.probe_hits.take(rows))]
+    # (the probes read where they lie, every pulse's: not gathered first)
+    parts: list[Part] = [(probe, seen.probe_rays, seen.probe_hits, pulses)]
     cast, hits = sim.backend.interleave(
         parts + rest_of_fans(sim, chunk.hits.take(pulses), fans, probe), sim.beam.samples
     )
