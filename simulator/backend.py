@@ -38,7 +38,7 @@ from .chunk import CastChunk, Hits, PulsePoses, Rays
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
 from .sensor.scanner import ScanPattern, SpinningPattern
-from .steps.footprint import Witnesses
+from .steps.footprint import Part, Witnesses
 from .steps.hits import HitResults, ReturnModel
 from .steps.particles import Particles, Population
 from .steps.returns import Returns
@@ -249,9 +249,7 @@ class Backend(Protocol):
         :func:`simulator.steps.footprint.single_surface`)."""
         ...
 
-    def interleave(
-        self, parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
-    ) -> tuple[NDArray[np.float32], Hits]:
+    def interleave(self, parts: list[Part], samples: int) -> tuple[NDArray[np.float32], Hits]:
         """Sub-rays cast in parts, pulse-major (see
         :func:`simulator.steps.footprint.interleave`)."""
         ...

@@ -621,22 +621,32 @@ def test_see_through_kernel_matches_the_specification(mode: str, backend: Backen
 def test_interleave_kernel_is_the_specification(backend: Backend) -> None:
     """The sub-rays adaptive sampling casts in parts, put in pulse-major order: every
     field of every row as the numpy specification places it (19 sub-rays in three parts
-    of 2, 1 and 16 a footprint)."""
+    of 2, 1 and 16 a footprint; the first part cast for three times as many footprints,
+    of which some are taken, out of order, as the probes of the pulses cast in full)."""
     from simulator.chunk import Hits
     from simulator.steps.footprint import interleave
 
     gen = np.random.default_rng(7)
     f, samples = 501, 19
+    taken = gen.permutation(3 * f)[:f]
     parts = []
-    for which in (np.array([13, 4]), np.array([0]), np.setdiff1d(np.arange(1, 19), [4, 13])):
-        n = f * len(which)
+    for which, footprints in (
+        (np.array([13, 4]), taken),
+        (np.array([0]), None),
+        (np.setdiff1d(np.arange(1, 19), [4, 13]), None),
+    ):
+        n = (3 * f if footprints is not None else f) * len(which)
         hits = Hits(gen.random(n, dtype=np.float32), gen.integers(-1, 9, n).astype(np.int32),
                     gen.random((n, 3), dtype=np.float32))  # fmt: skip
-        parts.append((which, gen.random((n, 6), dtype=np.float32), hits))
+        parts.append((which, gen.random((n, 6), dtype=np.float32), hits, footprints))
     want_rays, want = interleave(parts, samples)
     got_rays, got = backend.interleave(parts, samples)
+    assert got_rays.shape == want_rays.shape == (f * samples, 6)
     np.testing.assert_array_equal(got_rays, want_rays)
     for name in ("range_m", "object_index", "normal"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-    # sub-ray 13 of footprint 7 is row 7 * 19 + 13; it came first in the first part
-    np.testing.assert_array_equal(got_rays[7 * 19 + 13], parts[0][1][7 * 2])
+    # sub-ray 13 of footprint 7 is row 7 * 19 + 13; it came first in the first part, in
+    # its footprint taken[7]; sub-ray 0 of footprint 7 is the second part's row 7
+    np.testing.assert_array_equal(got_rays[7 * 19 + 13], parts[0][1][taken[7] * 2])
+    np.testing.assert_array_equal(got.range_m[7 * 19 + 4], parts[0][2].range_m[taken[7] * 2 + 1])
+    np.testing.assert_array_equal(got_rays[7 * 19], parts[1][1][7])

@@ -15,11 +15,12 @@ import pytest
 
 import simulator
 from simulator.backend import Backend, NumpyBackend
-from simulator.chunk import Hits, Layer, Rays
+from simulator.chunk import CastChunk, Hits, Layer, Rays
 from simulator.pipeline.adaptive import cast_in_full, witnesses
 from simulator.steps.footprint import single_surface
+from simulator.steps.hits import HitResults
 
-from .conftest import REPO, Workspace, count_cast_in_full
+from .conftest import REPO, Workspace, count_cast_in_full, judged_in_full
 
 FARM = REPO / "scenes" / "farm" / "survey.yaml"
 GRASS = {
@@ -253,3 +254,29 @@ def test_adaptive_does_not_cast_the_central_sub_ray_again() -> None:
     assert least <= cast[0] <= least + 0.02 * in_full, (cast[0] - least, in_full)
     chunks = len(list(sim.chunk_spans()))
     assert chunks > 3 and calls[0] == 3 * chunks, (calls[0], chunks)
+
+
+def test_adaptive_runs_the_per_hit_model_on_the_beams_it_keeps_only() -> None:
+    """The single-ray returns of a pulse cast in full are not reported: its beam's hit is
+    left out of the per-hit model, and every other beam hit goes through it once (the
+    points are the same either way: the tests above and the checksums hold them)."""
+    sim = simulator.Simulation.from_file(
+        FARM, COMMON + ADAPTIVE + ["revolutions=0.3", "chunk_pulses=28000"]
+    )
+    in_full = judged_in_full(sim)
+    hit = np.concatenate(
+        [a + np.flatnonzero(sim.cast(sim.aim(a, b, footprints=False)).hits.hit)
+         for a, b in sim.chunk_spans()]
+    )  # fmt: skip
+    evaluated: list[np.ndarray] = []
+    original = sim.evaluate
+
+    def recording(chunk: CastChunk) -> HitResults:
+        if chunk.as_beams:
+            evaluated.append(chunk.start + np.flatnonzero(chunk.hits.hit))
+        return original(chunk)
+
+    sim.evaluate = recording  # type: ignore[method-assign]
+    sim.run()
+    assert in_full[hit].sum() > 1000 and (~in_full[hit]).sum() > 5000  # (2,061 and 9,400)
+    np.testing.assert_array_equal(np.concatenate(evaluated), hit[~in_full[hit]])

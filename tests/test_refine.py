@@ -139,6 +139,35 @@ def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(
     assert diagonal.sum() > 1000 and np.all(cast.primitive[diagonal] == 0)
 
 
+def test_a_casts_ids_are_embrees_unless_the_refinement_moved_the_hit(backend: Backend) -> None:
+    """Where the refinement keeps Embree's face, the cast's (geometry, primitive) are
+    Embree's; a miss is (-1, -1); where it moves the hit (among two coincident squares
+    and one shifted over part of them, to the nearest then lowest face that holds it, as
+    the partners' test checks), they are the new face's, as
+    :meth:`Triangles.geometry_of` maps it."""
+    v, f = _quad(0.0)
+    quads = [(v, f), (v, f), (v + np.array([1.0, 0.5, 0.0]), f)]
+    scene = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads],
+                         backend.refine_hits)  # fmt: skip
+    tri = scene.triangles
+    rays = _rays(20_000)
+    cast = scene.cast(rays)
+    assert cast.geometry.dtype == cast.primitive.dtype == np.int32
+    res = scene.scene.cast_rays(import_open3d().core.Tensor.from_numpy(rays))
+    g, p = (res[k].numpy().astype(np.int64) for k in ("geometry_ids", "primitive_ids"))
+    hit = g != INVALID_ID
+    np.testing.assert_array_equal(cast.geometry < 0, ~hit)
+    assert np.all(cast.geometry[~hit] == -1) and np.all(cast.primitive[~hit] == -1)
+    face = tri.face_start[cast.geometry[hit]] + cast.primitive[hit]
+    moved = face != tri.face_start[g[hit]] + p[hit]
+    assert moved.sum() > 1000 and (~moved).sum() > 1000  # (7,206 and 5,559)
+    np.testing.assert_array_equal(cast.geometry[hit][~moved], g[hit][~moved])
+    np.testing.assert_array_equal(cast.primitive[hit][~moved], p[hit][~moved])
+    for got, want in zip((cast.geometry[hit], cast.primitive[hit]), tri.geometry_of(face),
+                         strict=True):  # fmt: skip
+        np.testing.assert_array_equal(got, want)
+
+
 def test_refinement_does_not_depend_on_embrees_range_bits() -> None:
     """Embree's range and normal are only a fallback: perturbed in their last bits, the
     refinement gives the same answer."""

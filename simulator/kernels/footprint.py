@@ -11,7 +11,7 @@ from numba import njit, prange
 from numpy.typing import NDArray
 
 from ..chunk import Hits
-from ..steps.footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Witnesses
+from ..steps.footprint import NORMAL_TOLERANCE_DEG, PLANE_TOLERANCE_M, Part, Witnesses
 
 __all__ = ["interleave", "single_surface"]
 
@@ -98,15 +98,15 @@ def single_surface(
 
 @njit(cache=True, nogil=True)
 def _interleave(  # type: ignore[no-untyped-def]
-    which, rays, rng, obj, nrm, samples, out_rays, out_rng, out_obj, out_nrm
+    which, footprints, rays, rng, obj, nrm, samples, out_rays, out_rng, out_obj, out_nrm
 ):  # fmt: skip
-    """Row ``f * n + j`` of a part (``n = len(which)``) to row ``f * samples + which[j]``
-    (on one thread: a copy of a few MB, which threads made no faster, and slower when
-    the cores are busy)."""
+    """Row ``footprints[f] * n + j`` of a part (``n = len(which)``) to row
+    ``f * samples + which[j]`` (on one thread: a copy of a few MB, which threads made no
+    faster, and slower when the cores are busy)."""
     n = which.shape[0]
-    for f in range(rays.shape[0] // n):
+    for f in range(footprints.shape[0]):
         for j in range(n):
-            src, dst = f * n + j, f * samples + which[j]
+            src, dst = footprints[f] * n + j, f * samples + which[j]
             for a in range(6):
                 out_rays[dst, a] = rays[src, a]
             out_rng[dst] = rng[src]
@@ -115,25 +115,26 @@ def _interleave(  # type: ignore[no-untyped-def]
                 out_nrm[dst, a] = nrm[src, a]
 
 
-def interleave(
-    parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
-) -> tuple[NDArray[np.float32], Hits]:
+def interleave(parts: list[Part], samples: int) -> tuple[NDArray[np.float32], Hits]:
     """:func:`simulator.steps.footprint.interleave` in one kernel a part: rays (F * samples, 6)
     and their hits, pulse-major."""
-    f = len(parts[0][1]) // len(parts[0][0])
+    which0, r0, _, footprints0 = parts[0]
+    f = len(r0) // len(which0) if footprints0 is None else len(footprints0)
     rays = np.empty((f * samples, 6), dtype=np.float32)
     range_m = np.empty(f * samples, dtype=np.float32)
     obj = np.empty(f * samples, dtype=np.int32)
     normal = np.empty((f * samples, 3), dtype=np.float32)
     # (the material rows, where the scene has per-face materials: a gather a part)
-    faces = any(h.material_row is not None for _, _, h in parts)
+    faces = any(h.material_row is not None for _, _, h, _ in parts)
     face = np.zeros((f, samples) if faces else (0, 0), dtype=np.int32)
-    for which, r, h in parts:
+    every = np.arange(f, dtype=np.int64)
+    for which, r, h, footprints in parts:
+        rows = every if footprints is None else np.ascontiguousarray(footprints, np.int64)
         _interleave(
-            np.ascontiguousarray(which, dtype=np.int64), np.ascontiguousarray(r),
+            np.ascontiguousarray(which, dtype=np.int64), rows, np.ascontiguousarray(r),
             np.ascontiguousarray(h.range_m), np.ascontiguousarray(h.object_index),
             np.ascontiguousarray(h.normal), samples, rays, range_m, obj, normal,
         )  # fmt: skip
         if faces:
-            face[:, which] = h.rows.reshape(f, len(which))
+            face[:, which] = h.rows.reshape(-1, len(which))[rows]
     return rays, Hits(range_m, obj, normal, face.reshape(-1) if faces else None)

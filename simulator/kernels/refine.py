@@ -158,10 +158,11 @@ def refine_hits(
     unit normals recomputed in float64, the (N,) int64 faces hit (coplanar ties decided)
     and the (K,) int64 hits that may be ties with a neighbour."""
     n = len(t_hit)
-    t_out = np.zeros(n, np.float32)
-    n_out = np.zeros((n, 3), np.float32)
-    face_out = np.zeros(n, np.int64)
-    tie = np.zeros(n, np.bool_)
+    # (every element is written by the kernel)
+    t_out = np.empty(n, np.float32)
+    n_out = np.empty((n, 3), np.float32)
+    face_out = np.empty(n, np.int64)
+    tie = np.empty(n, np.bool_)
     if n:
         _refine(
             np.ascontiguousarray(rays, np.float32), np.ascontiguousarray(t_hit, np.float32),

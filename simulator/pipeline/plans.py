@@ -23,6 +23,7 @@ plan                      used for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +36,7 @@ from .layers import Scanning, layered_returns, layers_of
 __all__ = [
     "AdaptiveReturns",
     "EchoReturns",
+    "Evaluate",
     "LayeredReturns",
     "ReturnsPlan",
     "SeeThroughReturns",
@@ -43,10 +45,15 @@ __all__ = [
 ]
 
 
-class ReturnsPlan(Protocol):
-    """A chunk's returns from its cast and its per-hit model."""
+#: The per-hit model of a chunk's hits (:meth:`~simulator.pipeline.Simulation.evaluate`).
+Evaluate = Callable[[CastChunk], HitResults]
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns: ...
+
+class ReturnsPlan(Protocol):
+    """A chunk's returns from its cast, through the per-hit model ``evaluate`` of the
+    hits it reports from (adaptive sampling: only the beams it keeps)."""
+
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns: ...
 
 
 @dataclass(frozen=True)
@@ -55,8 +62,8 @@ class SingleReturns:
 
     sim: Scanning
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns:
-        return single_returns(results, chunk.hits, diagnostics=self.sim.diagnostics)
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
+        return single_returns(evaluate(chunk), chunk.hits, diagnostics=self.sim.diagnostics)
 
 
 @dataclass(frozen=True)
@@ -65,10 +72,10 @@ class EchoReturns:
 
     sim: Scanning
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns:
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
         sim = self.sim
         return sim.backend.echo_returns(
-            results, chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams
+            evaluate(chunk), chunk.hits, chunk.pulse_ids, sim.beam, sim.model, sim.streams
         )
 
 
@@ -80,8 +87,9 @@ class SeeThroughReturns:
 
     sim: Scanning
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns:
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
         sim = self.sim
+        results = evaluate(chunk)
         if not chunk.behind:
             return single_returns(results, chunk.hits, diagnostics=sim.diagnostics)
         return sim.backend.see_through_returns(
@@ -99,10 +107,13 @@ class LayeredReturns:
     sim: Scanning
     first: ReturnsPlan
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns:
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
         if self.sim.medium is None and not chunk.behind:  # (no ray passed a surface)
-            return self.first(chunk, results)
-        return layered_returns(self.sim, chunk, results, lambda: self.first(chunk, results))
+            return self.first(chunk, evaluate)
+        results = evaluate(chunk)
+        return layered_returns(
+            self.sim, chunk, results, lambda: self.first(chunk, lambda _: results)
+        )
 
 
 @dataclass(frozen=True)
@@ -112,9 +123,8 @@ class AdaptiveReturns:
 
     sim: Scanning
 
-    def __call__(self, chunk: CastChunk, results: HitResults) -> Returns:
-        single = single_returns(results, chunk.hits, diagnostics=self.sim.diagnostics)
-        return adaptive_returns(self.sim, chunk, single)
+    def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
+        return adaptive_returns(self.sim, chunk, evaluate)
 
 
 def returns_plan(sim: Scanning, adaptive: bool) -> ReturnsPlan:

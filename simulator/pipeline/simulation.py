@@ -336,7 +336,7 @@ class Simulation(Runs):
         t1 = time.perf_counter()
         cast_s = timings["cast"]
         chunk = self.cast(rays)
-        cloud = self.record(chunk, self.returns(chunk, self.evaluate(chunk)), window)
+        cloud = self.record(chunk, self.returns(chunk, self.evaluate), window)
         timings["schedule"] += t1 - t0
         # Casts inside the steps (adaptive sampling's) count as cast, not physics.
         timings["physics"] += time.perf_counter() - t1 - (timings["cast"] - cast_s)

@@ -49,6 +49,7 @@ from ..sensor.scanner import ScanPattern, SpinningPattern
 __all__ = [
     "NORMAL_TOLERANCE_DEG",
     "PLANE_TOLERANCE_M",
+    "Part",
     "Witnesses",
     "centre_sub_ray",
     "interleave",
@@ -99,6 +100,14 @@ def sub_pattern(beam: BeamPattern, which: NDArray[np.intp]) -> BeamPattern:
     then casts exactly those rays of each footprint; the weights are not renormalised)."""
     return BeamPattern(len(which), beam.offsets[which], beam.weights[which],
                        beam.half_angle_h_rad, beam.half_angle_v_rad)  # fmt: skip
+
+
+#: Some of the sub-rays of F footprints, cast together: ``(which, rays, hits,
+#: footprints)``: sub-rays ``which`` (W,) of each footprint, ``rays`` (R * W, 6) float32
+#: footprint-major and their ``hits``, of R footprints: the F footprints themselves
+#: (``footprints`` None), or more, of which rows ``footprints`` (F,) intp are taken (the
+#: probes of the pulses cast in full, read where the probes of every pulse lie).
+Part = tuple[NDArray[np.intp], NDArray[np.float32], Hits, NDArray[np.intp] | None]
 
 
 @dataclass(frozen=True)
@@ -212,29 +221,28 @@ def single_surface(
     return np.where(hit, ok, all_missed)
 
 
-def interleave(
-    parts: list[tuple[NDArray[np.intp], NDArray[np.float32], Hits]], samples: int
-) -> tuple[NDArray[np.float32], Hits]:
+def interleave(parts: list[Part], samples: int) -> tuple[NDArray[np.float32], Hits]:
     """Rays and hits of F footprints, pulse-major (sub-ray ``k`` of footprint ``f`` is row
     ``f * samples + k``), from parts that each cast some of the sub-rays of every
-    footprint: ``(which, rays, hits)`` with ``rays`` (F * len(which), 6),
-    footprint-major."""
-    f = len(parts[0][1]) // len(parts[0][0])
+    footprint (see :data:`Part`)."""
+    which0, r0, _, footprints0 = parts[0]
+    f = len(r0) // len(which0) if footprints0 is None else len(footprints0)
     rays = np.empty((f, samples, 6), dtype=np.float32)
     range_m = np.empty((f, samples), dtype=np.float32)
     obj = np.empty((f, samples), dtype=np.int32)
     normal = np.empty((f, samples, 3), dtype=np.float32)
     # (the material rows, where the scene has per-face materials)
-    faces = any(h.material_row is not None for _, _, h in parts)
+    faces = any(h.material_row is not None for _, _, h, _ in parts)
     face = np.zeros((f, samples) if faces else (0, 0), dtype=np.int32)
-    for which, r, h in parts:
+    for which, r, h, footprints in parts:
         n = len(which)
-        rays[:, which] = r.reshape(f, n, 6)
-        range_m[:, which] = h.range_m.reshape(f, n)
-        obj[:, which] = h.object_index.reshape(f, n)
-        normal[:, which] = h.normal.reshape(f, n, 3)
+        rows = slice(None) if footprints is None else footprints
+        rays[:, which] = r.reshape(-1, n, 6)[rows]
+        range_m[:, which] = h.range_m.reshape(-1, n)[rows]
+        obj[:, which] = h.object_index.reshape(-1, n)[rows]
+        normal[:, which] = h.normal.reshape(-1, n, 3)[rows]
         if faces:
-            face[:, which] = h.rows.reshape(f, n)
+            face[:, which] = h.rows.reshape(-1, n)[rows]
     hits = Hits(range_m.reshape(-1), obj.reshape(-1), normal.reshape(-1, 3),
                 face.reshape(-1) if faces else None)  # fmt: skip
     return rays.reshape(-1, 6), hits
