@@ -11,6 +11,7 @@ from simulator.backend import Backend
 from simulator.world.raycast import import_open3d
 from simulator.world.refine import (
     INVALID_ID,
+    OVERLAP_MARGIN_M,
     RefinedScene,
     Triangles,
     moller_trumbore,
@@ -109,6 +110,26 @@ def test_refine_kernel_matches_the_specification_where_partners_hold_the_hit(
     holders = np.bincount(k[holds], minlength=len(away))
     assert np.any(holders == 0) and np.any(holders == 1)
     assert np.any(holders >= 2) == (copies == 2)
+
+
+def test_partner_boxes_hold_their_faces_with_the_margin() -> None:
+    """Each partner's box (the kernel skips a partner whose box its ray misses) holds that
+    partner's three corners with at least :data:`OVERLAP_MARGIN_M` to spare on every side,
+    and by no more than float32's rounding beyond that: a partner that holds a hit is
+    never skipped, and most that do not are."""
+    v, f = _quad(0.0)
+    quads = [(v, f), (v, f), (v + np.array([1.0, 0.5, 0.0]), f), (v * 100.0 + 1e3, f)]
+    tri = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads]).triangles
+    boxes = tri.partner_boxes
+    assert boxes.dtype == np.float32 and boxes.shape == (len(tri.partner_faces), 6)
+    assert len(tri.partner_faces) == 3 * 2 * 2 * 2  # each of the first three's faces: 4
+    corners = tri.vertices_m[tri.faces[tri.partner_faces]]  # (Q, 3, 3)
+    lo, hi = corners.min(axis=1), corners.max(axis=1)
+    assert np.all(lo - boxes[:, :3] >= OVERLAP_MARGIN_M)
+    assert np.all(boxes[:, 3:] - hi >= OVERLAP_MARGIN_M)
+    spare = np.spacing(np.abs(boxes).astype(np.float32)).astype(np.float64) * 2
+    assert np.all(lo - boxes[:, :3] <= OVERLAP_MARGIN_M + spare[:, :3])
+    assert np.all(boxes[:, 3:] - hi <= OVERLAP_MARGIN_M + spare[:, 3:])
 
 
 def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(

@@ -186,11 +186,27 @@ class Triangles:
         """The coplanar partners of faces ``face`` (K,): pairs (k, partner) of (R,) int64."""
         return _expand(self.partner_start, self.partner_faces, face, 1)
 
+    @cached_property
+    def partner_boxes(self) -> NDArray[np.float32]:
+        """(Q, 6) float32: the bounding box ``(x, y, z lowest, x, y, z highest)`` (m) of
+        each entry of :attr:`partner_faces`, widened by :data:`OVERLAP_MARGIN_M` and
+        rounded outwards to float32, built on first use: where a ray cannot pass through
+        a partner's box, the partner cannot hold its hit, and the kernel skips its
+        float64 test (the same faces win: the boxes only spare work; read one after the
+        other, with the partners, instead of each face's vertices where they lie)."""
+        corners = self.vertices_m[self.faces[self.partner_faces]]  # (Q, 3, 3)
+        lo = (corners.min(axis=1) - OVERLAP_MARGIN_M).astype(np.float32)
+        hi = (corners.max(axis=1) + OVERLAP_MARGIN_M).astype(np.float32)
+        lo = np.nextafter(lo, np.float32(-np.inf))  # (outwards whatever float32 rounded to)
+        hi = np.nextafter(hi, np.float32(np.inf))
+        return np.ascontiguousarray(np.concatenate([lo, hi], axis=1).reshape(-1, 6))
+
     def kernel_args(self) -> tuple[NDArray[Any], ...]:
-        """The arrays a kernel takes: vertices, faces, face starts, partner starts and
-        faces."""
+        """The arrays a kernel takes: vertices, faces, face starts, partner starts,
+        faces and boxes."""
         return (
-            self.vertices_m, self.faces, self.face_start, self.partner_start, self.partner_faces
+            self.vertices_m, self.faces, self.face_start, self.partner_start,
+            self.partner_faces, self.partner_boxes,
         )  # fmt: skip
 
 
