@@ -107,8 +107,12 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
 
     A coplanar partner matters only where it holds the hit at most ``tie_rel`` beyond
     Embree's face (then it is nearer, or a tie): one whose box the ray does not pass
-    through before that range (:func:`_may_hold`) is not tested. (Those held farther
-    change nothing: the nearest and the faces within ``tie_rel`` of it are the same.)"""
+    through before that range (:func:`_may_hold`) is not tested, nor are those after the
+    first whose box begins beyond the ray's reach in x (``partner_faces`` and
+    ``partner_boxes``, :attr:`simulator.world.refine.Triangles.partner_boxes`, are by
+    their boxes' lowest x, face by face). Those held farther change nothing: the nearest
+    and the faces within ``tie_rel`` of it are the same, and which is the lowest does not
+    depend on the order they are met in."""
     invalid = np.int64(4294967295)  # INVALID_ID
     for i in prange(t_hit.shape[0]):
         t_out[i] = t_hit[i]
@@ -144,11 +148,15 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
         # the coplanar partners: the nearest that holds the hit, then the lowest face
         inv = (1.0 / d[0], 1.0 / d[1], 1.0 / d[2])  # (inf where 0: not read)
         reach = t * (1.0 + tie_rel)  # (the limit below is at most this)
+        x_reach = max(o[0], o[0] + reach * d[0])  # (the boxes' margin covers its rounding)
         nearest = t
         holders = 0
         held = np.int64(-1)  # the one partner that holds it, if only one does
         held_t = 0.0
         for j in range(first, last):
+            if partner_boxes[j, 0] > x_reach:
+                last = j  # (and every one after it: none holds the hit within reach)
+                break
             if not _may_hold(o, d, inv, reach, partner_boxes, j):
                 continue
             tq = _held_at(o, d, vertices, faces, partner_faces[j])
