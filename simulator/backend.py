@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from .beam import BeamPattern
 from .chunk import CastChunk, Hits, PulsePoses, Rays
+from .constants import PASS_THROUGH_M
 from .kernels import AVAILABLE as KERNELS_AVAILABLE
 from .pointcloud import PointCloud
 from .sensor.scanner import ScanPattern, SpinningPattern
@@ -104,6 +105,8 @@ STEPS: tuple[Step, ...] = (
     Step("pattern_rays", "steps.rays", "rays", kernel_name="spinning_rays", for_spinning=True),
     # the footprint sub-rays of each beam
     Step("sub_rays", "steps.rays", "rays"),
+    # the rays cast on behind the see-through surfaces they met
+    Step("rays_behind", "steps.rays", "rays"),
     # which rays can meet which moving objects: the ray engine's cull
     Step("rays_into_boxes", "world.raycast", "cull"),
     # the rays the cull kept, moved into a moving group's frame at each one's pose
@@ -195,6 +198,18 @@ class Backend(Protocol):
         beam: BeamPattern,
     ) -> NDArray[np.float32]:
         """The rays to cast (see :func:`simulator.steps.rays.sub_rays`)."""
+        ...
+
+    def rays_behind(
+        self,
+        rays: NDArray[np.float32],
+        on: NDArray[np.int64],
+        range_m: NDArray[np.floating],
+        passes: NDArray[np.int64],
+        pass_through_m: float = PASS_THROUGH_M,
+    ) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+        """The rays cast on behind see-through surfaces, and where they start (see
+        :func:`simulator.steps.rays.rays_behind`)."""
         ...
 
     def evaluate_hits(

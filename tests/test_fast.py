@@ -392,6 +392,36 @@ def test_sub_ray_kernel_is_the_specification_with_a_pose_per_pulse(
     assert np.abs(one - ref)[:, 3:].max() > 1e-3
 
 
+def test_rays_behind_kernel_is_the_specification(backend: Backend) -> None:
+    """The rays cast on behind see-through surfaces, bit for bit: the gather of ``on``, the
+    float64 starts of the surfaces' ranges, and the float32 step added to the float32
+    origins (the kernel adds in float64 and rounds once), far and near, any direction;
+    no ray: typed empties."""
+    rng = np.random.default_rng(7)
+    n = 50_000
+    direction = rng.normal(size=(n, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    origin = rng.uniform(-2e3, 2e3, (n, 3)) * rng.choice([1e-3, 1.0], (n, 1))
+    cast = np.concatenate([origin, direction], axis=1).astype(np.float32)
+    cast[:100, 3:] = (0.0, 0.0, -1.0)  # straight down: two components exactly 0
+    range_m = rng.uniform(0.0, 300.0, 30_000) ** rng.choice([1.0, 0.3], 30_000)
+    range_m = range_m.astype(np.float32)
+    passes = np.sort(rng.choice(len(range_m), 20_000, replace=False)).astype(np.int64)
+    on = np.sort(rng.choice(n, len(passes), replace=False)).astype(np.int64)
+    ref, ref_start = rays.rays_behind(cast, on, range_m, passes)
+    got, got_start = backend.rays_behind(cast, on, range_m, passes)
+    assert got.dtype == np.float32 and got.shape == (len(on), 6)
+    assert got_start.dtype == np.float64 and got_start.shape == (len(on),)
+    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+    np.testing.assert_array_equal(got_start.view(np.uint64), ref_start.view(np.uint64))
+    np.testing.assert_array_equal(got[:, 3:], cast[on, 3:])
+    moved = np.linalg.norm(got[:, :3].astype(np.float64) - cast[on, :3], axis=1)
+    np.testing.assert_allclose(moved, ref_start, rtol=1e-5, atol=1e-3)
+    assert np.count_nonzero(got[:, :3] != cast[on, :3]) > len(on)  # (it moved them)
+    empty, start = backend.rays_behind(cast, on[:0], range_m, passes[:0])
+    assert empty.shape == (0, 6) and empty.dtype == np.float32 and start.shape == (0,)
+
+
 @pytest.mark.parametrize("yaw_rate_deg_s", [0.0, 40.0])  # driving straight (one rotation), turning
 def test_moving_sensor_fast_path_matches_numpy(yaw_rate_deg_s: float, backend: Backend) -> None:
     """Per-pulse poses in the ray kernel: the same cloud as the numpy path."""

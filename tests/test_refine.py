@@ -11,6 +11,7 @@ from simulator.backend import Backend
 from simulator.world.raycast import import_open3d
 from simulator.world.refine import (
     INVALID_ID,
+    OVERLAP_MARGIN_M,
     RefinedScene,
     Triangles,
     moller_trumbore,
@@ -109,6 +110,33 @@ def test_refine_kernel_matches_the_specification_where_partners_hold_the_hit(
     holders = np.bincount(k[holds], minlength=len(away))
     assert np.any(holders == 0) and np.any(holders == 1)
     assert np.any(holders >= 2) == (copies == 2)
+
+
+def test_partner_boxes_hold_their_faces_with_the_margin() -> None:
+    """The kernel's partners (it skips one whose box its ray misses, and the rest once the
+    boxes begin beyond the ray's reach in x) are each face's own, by their boxes' lowest
+    x, and each box holds its partner's three corners with at least
+    :data:`OVERLAP_MARGIN_M` to spare on every side, and by no more than float32's
+    rounding beyond that: a partner that holds a hit is never skipped, and most that do
+    not are."""
+    v, f = _quad(0.0)
+    quads = [(v, f), (v, f), (v + np.array([1.0, 0.5, 0.0]), f), (v * 100.0 + 1e3, f)]
+    tri = RefinedScene(import_open3d(), [q[0] for q in quads], [q[1] for q in quads]).triangles
+    partner, boxes = tri.partner_boxes
+    assert boxes.dtype == np.float32 and boxes.shape == (len(tri.partner_faces), 6)
+    assert partner.dtype == tri.partner_faces.dtype
+    assert len(partner) == 3 * 2 * 2 * 2  # each of the first three's faces: 4
+    for face in range(len(tri.faces)):
+        rows = slice(tri.partner_start[face], tri.partner_start[face + 1])
+        np.testing.assert_array_equal(np.sort(partner[rows]), tri.partner_faces[rows])
+        assert np.all(np.diff(boxes[rows, 0]) >= 0)
+    corners = tri.vertices_m[tri.faces[partner]]  # (Q, 3, 3)
+    lo, hi = corners.min(axis=1), corners.max(axis=1)
+    assert np.all(lo - boxes[:, :3] >= OVERLAP_MARGIN_M)
+    assert np.all(boxes[:, 3:] - hi >= OVERLAP_MARGIN_M)
+    spare = np.spacing(np.abs(boxes).astype(np.float32)).astype(np.float64) * 2
+    assert np.all(lo - boxes[:, :3] <= OVERLAP_MARGIN_M + spare[:, :3])
+    assert np.all(boxes[:, 3:] - hi <= OVERLAP_MARGIN_M + spare[:, 3:])
 
 
 def test_refined_hits_lie_on_their_triangle_and_ties_go_to_the_lowest_ids(

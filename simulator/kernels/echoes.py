@@ -20,7 +20,15 @@ from ..steps.receiver import received_energies
 from ..steps.returns import Returns
 from ..steps.transmittance import Behind
 from .common import mix64
-from .grouping import ECHO_SLOTS, echoes_of_pulse, finish_echo, select_of_pulse
+from .grouping import (
+    ECHO_ROWS,
+    ENTRY_ROWS,
+    echo_table,
+    echoes_of_pulse,
+    finish_echo,
+    select_of_pulse,
+    selection_tables,
+)
 
 __all__ = [
     "echo_returns",
@@ -38,44 +46,24 @@ def _form_echoes(width, weights, hit_of_slot, entries, separation, count, echoes
     each echo (:func:`simulator.kernels.grouping.echoes_of_pulse`).
 
     Pulse ``p`` has the ``width`` slots ``p * width + j``: ``hit_of_slot`` maps each to a
-    row of ``entries`` (-1: none), and ``weights`` gives each its share of the pulse's
-    energy; its echoes go to the same slots of ``echoes``, ``count[p]`` of them."""
+    column of ``entries`` (-1: none), and ``weights`` gives each its share of the pulse's
+    energy; its echoes go to the same slots of ``echoes``, ``count[p]`` of them.
+    ``entries`` and ``echoes`` are the pairs (table, object index) of
+    :mod:`simulator.kernels.grouping`."""
     # The tuples taken apart once, before the parallel loop (by index: numba's parallel
     # loops lose writes to arrays unpacked from a tuple with ``a, b = t``).
-    rng = entries[0]
-    relief = entries[1]
-    b = entries[2]
-    spread = entries[3]
-    obj = entries[4]
-    cos_inc = entries[5]
-    cos_eff = entries[6]
-    e_energy = echoes[0]
-    e_norm = echoes[1]
-    e_range = echoes[2]
-    e_relief = echoes[3]
-    e_spread_plane = echoes[4]
-    e_between = echoes[5]
-    e_obj = echoes[6]
-    e_dom = echoes[7]
-    e_cos_inc = echoes[8]
-    e_cos_eff = echoes[9]
+    table = entries[0]
+    obj = entries[1]
+    e_table = echoes[0]
+    e_obj = echoes[1]
     pulses = hit_of_slot.shape[0] // width
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
-        order = np.zeros(width, dtype=np.int64)  # slots by range
-        hit = np.zeros(width, dtype=np.int64)  # their hits
-        objs = np.zeros(width, dtype=np.int64)
-        obj_e = np.zeros(width)
-        obj_w = np.zeros(width)
-        obj_wr = np.zeros(width)
-        keys = np.zeros(width)  # the ranges of the sorted slots
+        ints = np.zeros((3, width), dtype=np.int64)  # slots by range, their hits, objects
+        sums = np.zeros((4, width))  # the objects' sums, the sorted slots' ranges
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            count[p] = echoes_of_pulse(
-                p * width, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc,
-                cos_eff, separation, e_energy, e_norm, e_range, e_relief, e_spread_plane,
-                e_between, e_obj, e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w,
-                obj_wr, keys,
-            )  # fmt: skip
+            count[p] = echoes_of_pulse(p * width, width, weights, hit_of_slot, table, obj,
+                                       separation, e_table, e_obj, ints, sums)  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -83,31 +71,19 @@ def _select_echoes(width, count, echoes, pulse_id, noise_seed, model, selection)
     """Per pulse: measure its echoes (range jitter by pulse and echo rank,
     quantisation, detection, as :func:`simulator.steps.echoes.echo_returns`) and pick
     the reported ones (as :func:`simulator.steps.returns.select_returns`), in range order
-    into row ``p`` of ``selection`` (slot -1: none); pulse ``p``'s echoes are in slots
-    ``p * width ...`` of ``echoes``."""
-    energy = echoes[0]
-    range_true = echoes[2]
-    relief = echoes[3]
-    spread_plane = echoes[4]
-    between = echoes[5]
-    out_slot = selection[0]
-    out_number = selection[1]
-    out_total = selection[2]
-    out_range = selection[3]
-    out_spread = selection[4]
-    out_peak = selection[5]
+    into row ``p`` of the ``selection`` pair (slot -1: none); pulse ``p``'s echoes are in
+    slots ``p * width ...`` of the ``echoes`` table."""
+    table = echoes[0]
+    chosen = selection[0]
+    chosen_f = selection[1]
     pulses = count.shape[0]
     blocks = min(pulses, 256)  # scratch arrays once a block of pulses, not once a pulse
     for block in prange(blocks):
-        scratch = np.empty((4, width))
-        order = np.empty(width, dtype=np.int64)  # detected echoes by measured range
-        detected = np.empty(width, dtype=np.bool_)
+        measured = np.empty((4, width))
+        ranked = np.empty((2, width), dtype=np.int64)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            select_of_pulse(
-                p, count[p], p * width, energy, range_true, relief, spread_plane, between,
-                mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
-                out_range, out_spread, out_peak, scratch, order, detected,
-            )  # fmt: skip
+            select_of_pulse(p, count[p], p * width, table, mix64(noise_seed + pulse_id[p]),
+                            model, chosen, chosen_f, measured, ranked)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -120,6 +96,9 @@ def _layer_slots(  # type: ignore[no-untyped-def]
     ``two_way`` is not empty) and its hit there, if any and lit: the hit is appended to
     ``entries`` (:mod:`simulator.kernels.grouping`) from row ``used`` on. Returns the new
     ``used``.
+
+    ``entries`` is the tuple of :data:`simulator.kernels.grouping.ENTRY_ROWS`' rows with
+    the object index after the spread (a column an entry).
 
     Hit ``j`` is of the layer's row ``idx[j]`` (increasing), which is the cast ray
     ``rays[idx[j]]`` (``rays`` empty: the ray ``idx[j]``); ``range_m``,
@@ -197,8 +176,9 @@ def echo_slots(
     surfaces and each of ``behind``).
 
     Returns a dict of (P * width,) arrays ``energy, norm, range, relief, spread_plane,
-    between, object, dominant, cos_incidence, cos_effective``, the (P,) ``count`` and
-    the ``width``.
+    between, object, dominant, cos_incidence, cos_effective`` (all but the object rows
+    of one table: ``echoes``, the pair of :mod:`simulator.kernels.grouping`), the (P,)
+    ``count`` and the ``width``.
     """
     samples = beam.samples
     if pulses is None:
@@ -218,21 +198,19 @@ def echo_slots(
         # Every ray of the chunk, one layer, every sub-ray lit: hit j is the slot of its
         # ray, and the per-hit inputs are the hits' own, as _layer_slots lays them out.
         idx = np.ascontiguousarray(results.idx, dtype=np.int64)
-        range_m, object_index = np.empty(len(idx)), np.empty(len(idx), dtype=np.int64)
+        table = np.empty((len(ENTRY_ROWS), len(idx)))
+        object_index = np.empty(len(idx), dtype=np.int64)
         _every_ray_slots(idx, weights, hits.range_m, hits.object_index,
-                         hit_of_slot.reshape(-1), weight.reshape(-1), range_m,
+                         hit_of_slot.reshape(-1), weight.reshape(-1), table[0],
                          object_index)  # fmt: skip
-        relief_m, backscatter, spread_m, cos_inc, cos_eff = (
-            np.ascontiguousarray(v, dtype=np.float64)
-            for v in (results.relief_m, results.backscatter, results.spread_m,
-                      results.cos_incidence, results.cos_effective)
-        )  # fmt: skip
-        entries = (range_m, relief_m, backscatter, spread_m, object_index, cos_inc, cos_eff)
+        for row, values in zip(table[1:], (results.relief_m, results.backscatter,
+                                           results.spread_m, results.cos_incidence,
+                                           results.cos_effective), strict=True):  # fmt: skip
+            row[:] = values
     else:
-        capacity = hit_of_slot.size
-        entries = tuple(
-            np.empty(capacity, np.int64 if k == 4 else np.float64) for k in range(7)
-        )  # (range, relief, backscatter, spread, object, cos incidence, cos effective)
+        table = np.empty((len(ENTRY_ROWS), hit_of_slot.size))
+        object_index = np.empty(hit_of_slot.size, dtype=np.int64)
+        rows = (*table[:4], object_index, *table[4:])  # as _layer_slots writes them
         used = 0
         for layer, (rays, res, layer_hits, two_way) in enumerate(layers):
             per_hit = (res.relief_m, res.backscatter, res.spread_m, res.cos_incidence,
@@ -240,30 +218,31 @@ def echo_slots(
             used = _layer_slots(
                 layer, pulses, samples, res.idx, np.ascontiguousarray(rays, np.int64),
                 weights, np.zeros(0) if two_way is None else two_way, layer_hits.range_m,
-                layer_hits.object_index, per_hit, used, hit_of_slot, weight, entries,
+                layer_hits.object_index, per_hit, used, hit_of_slot, weight, rows,
             )  # fmt: skip
     # Only slots below a pulse's count are written and read: no need to zero the rest.
     out = _slots(len(pulses) * width, len(pulses))
-    _form_echoes(width, weight.ravel(), hit_of_slot.ravel(), entries, separation_m,
-                 out["count"], _echoes_of(out))  # fmt: skip
+    _form_echoes(width, weight.ravel(), hit_of_slot.ravel(), (table, object_index),
+                 separation_m, out["count"], _echoes_of(out))  # fmt: skip
     out["width"] = width
     return out
 
 
 def _slots(total: int, pulses: int) -> dict[str, Any]:
     """A slot dict of ``total`` slots (unset) of ``pulses`` pulses: an array a name of
-    :data:`simulator.kernels.grouping.ECHO_SLOTS` (float64, the object int64), and the
-    (pulses,) ``count``, zero."""
-    out: dict[str, Any] = {
-        k: np.empty(total, np.int64 if k == "object" else np.float64) for k in ECHO_SLOTS
-    }
+    :data:`simulator.kernels.grouping.ECHO_SLOTS` (float64, the object int64; the others
+    rows of one table, the ``echoes`` pair's), and the (pulses,) ``count``, zero."""
+    table, object_index = echo_table(total)
+    out: dict[str, Any] = dict(zip(ECHO_ROWS, table, strict=True))
+    out["object"] = object_index
+    out["echoes"] = (table, object_index)
     out["count"] = np.zeros(pulses, dtype=np.int64)
     return out
 
 
 def _echoes_of(slots: dict[str, Any]) -> tuple[NDArray[Any], ...]:
-    """The ``echoes`` tuple of a slot dict (:mod:`simulator.kernels.grouping`)."""
-    return tuple(slots[k] for k in ECHO_SLOTS)
+    """The ``echoes`` pair of a slot dict (:mod:`simulator.kernels.grouping`)."""
+    return slots["echoes"]
 
 
 def _echoes_in_slots(
@@ -295,17 +274,6 @@ def _echoes_in_slots(
     )
 
 
-def _selection(count: int, width: int) -> tuple[NDArray[Any], ...]:
-    """The selection kernels' outputs for ``count`` pulses of up to ``width`` returns:
-    slot (-1: none), return number, number of returns, range, spread and peak factor,
-    each (count, width)."""
-    out_slot = np.full((count, width), -1, dtype=np.int64)
-    out_number = np.zeros((count, width), dtype=np.uint8)
-    out_total = np.zeros((count, width), dtype=np.uint8)
-    out_range, out_spread, out_peak = (np.zeros((count, width)) for _ in range(3))
-    return out_slot, out_number, out_total, out_range, out_spread, out_peak
-
-
 def _selected_returns(
     slots: dict[str, Any],
     selection: tuple[NDArray[Any], ...],
@@ -314,11 +282,12 @@ def _selected_returns(
     streams: Streams,
     first_slot: NDArray[np.int64],
 ) -> Returns:
-    """The :class:`~simulator.steps.returns.Returns` a selection kernel chose (``selection`` as
-    :func:`_selection` made it) from the echoes in ``slots``, of pulses ``pulse_id``
-    (pulse ``p``'s echoes from slot ``first_slot[p]`` on, in their order: an echo's rank
-    is its slot less that, which keys the receiver's draws as the kernel drew them)."""
-    out_slot, out_number, out_total, out_range, out_spread, out_peak = selection
+    """The :class:`~simulator.steps.returns.Returns` a selection kernel chose (``selection``,
+    the pair :func:`simulator.kernels.grouping.selection_tables` made) from the echoes in
+    ``slots``, of pulses ``pulse_id`` (pulse ``p``'s echoes from slot ``first_slot[p]``
+    on, in their order: an echo's rank is its slot less that, which keys the receiver's
+    draws as the kernel drew them)."""
+    (out_slot, out_number, out_total), (out_range, out_spread, out_peak) = selection
     width = out_slot.shape[1]
     flat = np.flatnonzero(out_slot.ravel() >= 0)
     slot = out_slot.ravel()[flat]
@@ -335,8 +304,8 @@ def _selected_returns(
         range_m=range_m,
         intensity=reported_intensity(read, model, range_m, ids),
         object_index=slots["object"][slot].astype(np.int32),
-        return_number=out_number.ravel()[flat],
-        num_returns=out_total.ravel()[flat],
+        return_number=out_number.ravel()[flat].astype(np.uint8),
+        num_returns=out_total.ravel()[flat].astype(np.uint8),
         range_true_m=slots["range"][slot],
         cos_incidence=slots["cos_incidence"][slot],
         cos_effective=slots["cos_effective"][slot],
@@ -372,7 +341,7 @@ def echo_returns(
         pulse_id = np.asarray(pulse_id)[pulses]
     count = len(slots["count"])
     width = model.returns_per_pulse
-    selection = _selection(count, width)
+    selection = selection_tables(count, width)
     _select_echoes(
         slots["width"], slots["count"], _echoes_of(slots),
         np.ascontiguousarray(pulse_id, np.uint64), np.uint64(streams.sensor_noise),
@@ -385,50 +354,35 @@ def echo_returns(
 @njit(parallel=True, cache=True, nogil=True)
 def _form_entries(starts, weight, entries, separation, count, echoes):  # type: ignore[no-untyped-def]
     """:func:`simulator.steps.echoes.form_echoes` per pulse over ``entries`` sorted by pulse
-    (pulse ``p``'s are ``starts[p]`` to ``starts[p + 1]``, in the specification's order),
-    of energy shares ``weight``: sorted by range (stable), split at gaps, each echo
+    (pulse ``p``'s are columns ``starts[p]`` to ``starts[p + 1]``, in the specification's
+    order), of energy shares ``weight``: sorted by range (stable), split at gaps, each echo
     accumulated in the order the specification sums; echo ``k`` of pulse ``p`` goes to
-    slot ``starts[p] + k`` of ``echoes``."""
+    slot ``starts[p] + k`` of ``echoes``. ``entries`` and ``echoes`` are the pairs
+    (table, object index) of :mod:`simulator.kernels.grouping`."""
     # The tuples taken apart once, before the parallel loop (by index: numba's parallel
     # loops lose writes to arrays unpacked from a tuple with ``a, b = t``).
-    rng = entries[0]
-    relief = entries[1]
-    b = entries[2]
-    spread = entries[3]
-    obj = entries[4]
-    cos_inc = entries[5]
-    cos_eff = entries[6]
-    e_energy = echoes[0]
-    e_norm = echoes[1]
-    e_range = echoes[2]
-    e_relief = echoes[3]
-    e_spread_plane = echoes[4]
-    e_between = echoes[5]
-    e_obj = echoes[6]
-    e_dom = echoes[7]
-    e_cos_inc = echoes[8]
-    e_cos_eff = echoes[9]
+    table = entries[0]
+    obj = entries[1]
+    e_table = echoes[0]
+    e_obj = echoes[1]
     pulses = starts.shape[0] - 1
     blocks = min(pulses, 256)
     widest = 0
     for p in range(pulses):
         widest = max(widest, starts[p + 1] - starts[p])
     for block in prange(blocks):
-        order = np.zeros(widest, dtype=np.int64)  # the pulse's entries by range
-        objs = np.zeros(widest, dtype=np.int64)
-        obj_e = np.zeros(widest)
-        obj_w = np.zeros(widest)
-        obj_wr = np.zeros(widest)
+        ints = np.zeros((3, widest), dtype=np.int64)  # the pulse's entries by range; objects
+        sums = np.zeros((3, widest))  # the objects' sums
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
             base = starts[p]
             n = starts[p + 1] - base
             for k in range(n):  # insertion sort by range, stable
                 i = base + k
                 j = k
-                while j > 0 and rng[order[j - 1]] > rng[i]:
-                    order[j] = order[j - 1]
+                while j > 0 and table[0, ints[0, j - 1]] > table[0, i]:
+                    ints[0, j] = ints[0, j - 1]
                     j -= 1
-                order[j] = i
+                ints[0, j] = i
             echo = -1
             start = 0
             prev = 0.0
@@ -436,15 +390,11 @@ def _form_entries(starts, weight, entries, separation, count, echoes):  # type: 
                 close = q == n
                 r = 0.0
                 if not close:
-                    r = rng[order[q]]
+                    r = table[0, ints[0, q]]
                     close = q > 0 and r - prev > separation
                 if close and echo >= 0:  # finish echo `echo` over entries start..q-1
-                    finish_echo(
-                        base + echo, start, q, order, order, 0, weight, rng, relief, b,
-                        spread, obj, cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy,
-                        e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom,
-                        e_cos_inc, e_cos_eff,
-                    )  # fmt: skip
+                    finish_echo(base + echo, start, q, ints, 0, 0, weight, table, obj, sums,
+                                e_table, e_obj)  # fmt: skip
                 if q == n:
                     break
                 if q == 0 or close:
@@ -458,29 +408,17 @@ def _form_entries(starts, weight, entries, separation, count, echoes):  # type: 
 def _select_entries(starts, count, widest, echoes, pulse_id, noise_seed, model, selection):  # type: ignore[no-untyped-def]
     """:func:`_select_echoes` of echoes in the slots of :func:`_form_entries` (pulse
     ``p``'s from ``starts[p]`` on)."""
-    energy = echoes[0]
-    range_true = echoes[2]
-    relief = echoes[3]
-    spread_plane = echoes[4]
-    between = echoes[5]
-    out_slot = selection[0]
-    out_number = selection[1]
-    out_total = selection[2]
-    out_range = selection[3]
-    out_spread = selection[4]
-    out_peak = selection[5]
+    table = echoes[0]
+    chosen = selection[0]
+    chosen_f = selection[1]
     pulses = count.shape[0]
     blocks = min(pulses, 256)
     for block in prange(blocks):
-        scratch = np.empty((4, widest))
-        order = np.empty(widest, dtype=np.int64)
-        detected = np.empty(widest, dtype=np.bool_)
+        measured = np.empty((4, widest))
+        ranked = np.empty((2, widest), dtype=np.int64)
         for p in range(block * pulses // blocks, (block + 1) * pulses // blocks):
-            select_of_pulse(
-                p, count[p], starts[p], energy, range_true, relief, spread_plane, between,
-                mix64(noise_seed + pulse_id[p]), model, out_slot, out_number, out_total,
-                out_range, out_spread, out_peak, scratch, order, detected,
-            )  # fmt: skip
+            select_of_pulse(p, count[p], starts[p], table, mix64(noise_seed + pulse_id[p]),
+                            model, chosen, chosen_f, measured, ranked)  # fmt: skip
 
 
 def entry_slots(
@@ -499,24 +437,22 @@ def entry_slots(
     """The echoes :func:`_form_entries` forms from the entries of ``pulses`` pulses: a
     dict of (N,) slot arrays ``energy, norm, range, relief, spread_plane, between,
     object, dominant, cos_incidence, cos_effective`` (pulse ``p``'s ``count[p]`` echoes
-    in slots ``starts[p] ...``, by true range), the (P + 1,) ``starts``, the (P,)
-    ``count`` and the ``widest`` pulse's entries."""
+    in slots ``starts[p] ...``, by true range; the ``echoes`` pair as in
+    :func:`echo_slots`), the (P + 1,) ``starts``, the (P,) ``count`` and the ``widest``
+    pulse's entries."""
     by_pulse = np.argsort(pulse, kind="stable")
     per_pulse = np.bincount(pulse, minlength=pulses)
     starts = np.zeros(pulses + 1, dtype=np.int64)
     np.cumsum(per_pulse, out=starts[1:])
 
-    def sorted_(values: NDArray[Any], dtype: Any) -> NDArray[Any]:
-        return np.ascontiguousarray(values[by_pulse], dtype=dtype)
-
-    entries = tuple(
-        sorted_(v, np.int64 if k == 4 else np.float64)
-        for k, v in enumerate((range_m, relief_m, backscatter, spread_m, object_index,
-                               cos_incidence, cos_effective))
-    )  # fmt: skip
+    table = np.empty((len(ENTRY_ROWS), len(pulse)))
+    for row, values in zip(table, (range_m, relief_m, backscatter, spread_m, cos_incidence,
+                                   cos_effective), strict=True):  # fmt: skip
+        row[:] = values[by_pulse]
+    entries = (table, np.ascontiguousarray(object_index[by_pulse], dtype=np.int64))
     out = _slots(len(pulse), pulses)
-    _form_entries(starts, sorted_(weight, np.float64), entries, float(separation_m),
-                  out["count"], _echoes_of(out))  # fmt: skip
+    _form_entries(starts, np.ascontiguousarray(weight[by_pulse], dtype=np.float64), entries,
+                  float(separation_m), out["count"], _echoes_of(out))  # fmt: skip
     out["starts"] = starts
     out["widest"] = int(per_pulse.max()) if pulses else 0
     return out
@@ -572,7 +508,7 @@ def surface_returns(
     slots = entry_slots(*columns, model.separation_m, len(pulse_id))
     count = len(pulse_id)
     width = model.returns_per_pulse
-    selection = _selection(count, width)
+    selection = selection_tables(count, width)
     _select_entries(
         slots["starts"], slots["count"], max(slots["widest"], 1), _echoes_of(slots), pulse_id,
         np.uint64(streams.sensor_noise), model.kernel_args(), selection,

@@ -6,20 +6,27 @@ particles) of a pulse, measured, detected and chosen by the return mode, a pulse
 The kernels are handed their arrays from Python in tuples, always in these orders, and
 take them apart once, before their parallel loop, by index (``a = t[0]``: numba 0.68's
 parallel loops lose the writes to arrays unpacked from a tuple with ``a, b = t``). The
-helpers here, called once a pulse or once an echo, take the arrays one by one: an array
-taken out of a tuple costs numba a reference count each time (a third more time in the
-formation of layered footprints' echoes, a tenth in the see-through kernel, measured).
+helpers here, called once a pulse or once an echo, take a few 2D tables whose rows are
+the quantities, not an array a quantity: numba counts a reference (an atomic add, then a
+release) for every array an inlined helper is handed, at every call, even when the arrays
+are rows of one table; with an array a quantity (26 of them a pulse) two thirds of the
+see-through kernel's time went to these counts (measured with ``perf``).
 
-* ``entries``, what echoes are made of, one row an entry (a surface a sub-ray met, a
-  particle): ``(range_m, relief_m, backscatter, spread_m, object_index, cos_incidence,
-  cos_effective)``, float64 but the int64 object;
-* ``echoes``, the echoes, one row a slot: ``(energy, norm, range_true_m, relief_m,
-  spread_plane_m, between_var, object_index, dominant_energy, cos_incidence,
-  cos_effective)`` (:data:`ECHO_SLOTS`), float64 but the int64 object;
-* ``sums``, scratch of one echo's objects: ``(object, energy, weight, weight x range)``;
-* ``selection``, the reported returns, (P, R) each: ``(slot, return_number,
-  num_returns, range_m, spread_m, peak_factor)``, slot -1 where none (the ``out_*``
-  arrays of :func:`select_of_pulse`);
+* ``entries``, what echoes are made of, one column an entry (a surface a sub-ray met, a
+  particle): the (6, N) float64 table of :data:`ENTRY_ROWS` and the (N,) int64 object
+  index apart;
+* ``echoes``, the echoes, one column a slot: the (9, S) float64 table of
+  :data:`ECHO_ROWS` and the (S,) int64 object index apart (:data:`ECHO_SLOTS` names
+  both);
+* ``ints`` and ``sums``, one pulse's scratch: (3, W) int64 ``(order, entry, object)``
+  (the entries by range, and one echo's objects) and (4, W) float64 ``(energy, weight,
+  weight x range, range)`` (one echo's objects' sums, and the sorted ranges);
+* ``selection``, the reported returns of pulses: (3, P, R) int64 ``(slot,
+  return_number, num_returns)``, slot -1 where none, and (3, P, R) float64
+  ``(range_m, spread_m, peak_factor)`` (:func:`report_echoes`);
+* ``measured`` and ``ranked``, one pulse's echoes measured: (4, W) float64 ``(range_m,
+  received, spread_m, peak_factor)`` and (2, W) int64 ``(order, detected)`` (the
+  detected echoes by measured range, and whether each is);
 * ``model``: :meth:`simulator.steps.hits.ReturnModel.kernel_args` (a flat tuple: sliced
   by position);
 * ``out``, the returns of a chunk, one row a return: the fields :data:`RETURN_FIELDS` of
@@ -40,8 +47,11 @@ from .common import U, hash_normal, measured_range, mix64, peak_factor, received
 from .receiver import received_energies, soft_detected
 
 __all__ = [
+    "ECHO_ROWS",
     "ECHO_SLOTS",
+    "ENTRY_ROWS",
     "RETURN_FIELDS",
+    "echo_table",
     "echoes_of_pulse",
     "finish_echo",
     "insert_by_range",
@@ -49,12 +59,19 @@ __all__ = [
     "report_echoes",
     "returns_out",
     "select_of_pulse",
+    "selection_tables",
 ]
 
-#: The names of the ``echoes`` tuple's arrays (the module docstring), as the slot dicts of
+#: The names of the echoes' quantities (the module docstring), as the slot dicts of
 #: :func:`simulator.kernels.echoes.echo_slots` key them.
 ECHO_SLOTS = ("energy", "norm", "range", "relief", "spread_plane", "between", "object",
               "dominant", "cos_incidence", "cos_effective")  # fmt: skip
+
+#: The rows of the ``echoes`` table: :data:`ECHO_SLOTS` but the object index (int64, apart).
+ECHO_ROWS = tuple(name for name in ECHO_SLOTS if name != "object")
+
+#: The rows of the ``entries`` table; the object index (int64) apart.
+ENTRY_ROWS = ("range", "relief", "backscatter", "spread", "cos_incidence", "cos_effective")
 
 #: The fields of the ``out`` tuple: :class:`~simulator.steps.returns.Returns`' in this order.
 RETURN_FIELDS = ("pulse", "return_number", "num_returns", "range_m", "intensity", "object_index",
@@ -70,30 +87,42 @@ def returns_out(size: int, object_dtype: Any, diagnostics: bool = True) -> tuple
             *(np.empty(diag) for _ in DIAGNOSTIC_FIELDS))  # fmt: skip
 
 
+def echo_table(slots: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """An ``echoes`` pair of ``slots`` slots (unset): the (9, slots) float64 table of
+    :data:`ECHO_ROWS` and the (slots,) int64 object index."""
+    return np.empty((len(ECHO_ROWS), slots)), np.empty(slots, dtype=np.int64)
+
+
+def selection_tables(pulses: int, width: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """A ``selection`` pair for ``pulses`` pulses of up to ``width`` returns, no return
+    chosen: (3, pulses, width) int64 ``(slot, return_number, num_returns)``, the slot -1
+    and the numbers 0, and (3, pulses, width) float64 ``(range_m, spread_m,
+    peak_factor)``, 0."""
+    chosen = np.zeros((3, pulses, width), dtype=np.int64)
+    chosen[0] = -1
+    return chosen, np.zeros((3, pulses, width))
+
+
 @njit(inline="always", cache=True)
 def echoes_of_pulse(  # type: ignore[no-untyped-def]
-    base, width, weights, hit_of_slot, rng, relief, b, spread, obj, cos_inc, cos_eff,
-    separation, e_energy, e_norm, e_range, e_relief, e_spread_plane, e_between, e_obj,
-    e_dom, e_cos_inc, e_cos_eff, order, hit, objs, obj_e, obj_w, obj_wr, keys,
+    base, width, weights, hit_of_slot, entries, obj, separation, echoes, e_obj, ints, sums
 ):  # fmt: skip
     """The echoes of the pulse whose ``width`` slots start at ``base``: ``hit_of_slot``
-    maps each slot to an entry (-1: none; ``rng`` to ``cos_eff``, the ``entries``), and
+    maps each slot to an entry (-1: none; a column of ``entries`` and of ``obj``), and
     ``weights`` gives each slot its share of the pulse's energy. The entries sorted by
     range, split at gaps of more than ``separation``, each echo accumulated
-    (:func:`finish_echo`) into slot ``base + e`` of the ``e_*`` arrays (the ``echoes``).
-    Returns how many (``order`` to ``keys`` are scratch).
-
-    The arrays one by one, not in tuples, as :func:`finish_echo`'s: called once a pulse."""
+    (:func:`finish_echo`) into slot ``base + e`` of ``echoes`` and ``e_obj``. Returns how
+    many (``ints`` and ``sums``, the module docstring's, are scratch)."""
     n = 0
     for k in range(width):  # insertion sort of the slots that hit, by range (stable)
         h = hit_of_slot[base + k]
         if h >= 0:
-            r = rng[h]
+            r = entries[0, h]
             j = n
-            while j > 0 and keys[j - 1] > r:  # (the ranges at hand: no load through hit)
-                order[j], hit[j], keys[j] = order[j - 1], hit[j - 1], keys[j - 1]
+            while j > 0 and sums[3, j - 1] > r:  # (the ranges at hand: no load through hit)
+                ints[0, j], ints[1, j], sums[3, j] = ints[0, j - 1], ints[1, j - 1], sums[3, j - 1]
                 j -= 1
-            order[j], hit[j], keys[j] = k, h, r
+            ints[0, j], ints[1, j], sums[3, j] = k, h, r
             n += 1
     echo = -1
     start = 0
@@ -101,15 +130,11 @@ def echoes_of_pulse(  # type: ignore[no-untyped-def]
     for q in range(n + 1):
         close = q == n
         if not close:
-            r = keys[q]
+            r = sums[3, q]
             close = q > 0 and r - prev > separation
         if close and echo >= 0:  # finish echo `echo` over sub-rays start..q-1
-            finish_echo(
-                base + echo, start, q, hit, order, base, weights, rng, relief, b, spread,
-                obj, cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy, e_norm,
-                e_range, e_relief, e_spread_plane, e_between, e_obj, e_dom, e_cos_inc,
-                e_cos_eff,
-            )  # fmt: skip
+            finish_echo(base + echo, start, q, ints, 1, base, weights, entries, obj, sums,
+                        echoes, e_obj)  # fmt: skip
         if q == n:
             break
         if q == 0 or close:
@@ -121,114 +146,106 @@ def echoes_of_pulse(  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def finish_echo(  # type: ignore[no-untyped-def]
-    slot, start, stop, entry, weight_at, weight_base, weights, rng, relief, b, spread, obj,
-    cos_inc, cos_eff, objs, obj_e, obj_w, obj_wr, e_energy, e_norm, e_range, e_relief,
-    e_spread_plane, e_between, e_obj, e_dom, e_cos_inc, e_cos_eff,
+    slot, start, stop, ints, entry_row, weight_base, weights, entries, obj, sums, echoes, e_obj
 ):  # fmt: skip
-    """Accumulate one echo into ``slot``: the entries ``entry[start:stop]`` (indices of the
-    per-entry inputs), entry ``t`` weighing ``weights[weight_base + weight_at[t]]``, summed
-    in the order the specification sums them (``objs`` to ``obj_wr`` are scratch).
-
-    Its arrays one by one (``entries``, ``sums``, ``echoes``), not in tuples: called once
-    an echo, and an array taken out of a tuple costs numba a reference count (an atomic
-    add and a release) each call, a third more time in the formation of layered
-    footprints' echoes (measured)."""
+    """Accumulate one echo into ``slot`` of ``echoes`` and ``e_obj``: the entries
+    ``ints[entry_row, start:stop]`` (columns of ``entries`` and ``obj``), entry ``t``
+    weighing ``weights[weight_base + ints[0, t]]``, summed in the order the specification
+    sums them (``ints``' row 2 and ``sums``' rows 0 to 2 are scratch)."""
     energy = 0.0
     for t in range(start, stop):
-        energy += weights[weight_base + weight_at[t]] * b[entry[t]]
+        energy += weights[weight_base + ints[0, t]] * entries[2, ints[entry_row, t]]
     wsum = wr = wrel = wsp = wci = wce = 0.0
     m = 0
     for t in range(start, stop):
-        i = entry[t]
-        w = weights[weight_base + weight_at[t]]
-        e = w * b[i]
+        i = ints[entry_row, t]
+        w = weights[weight_base + ints[0, t]]
+        e = w * entries[2, i]
         ew = e if energy > 0.0 else w
         wsum += ew
-        wr += ew * rng[i]
-        wrel += ew * relief[i]
-        wsp += ew * spread[i]
-        wci += ew * cos_inc[i]
-        wce += ew * cos_eff[i]
+        wr += ew * entries[0, i]
+        wrel += ew * entries[1, i]
+        wsp += ew * entries[3, i]
+        wci += ew * entries[4, i]
+        wce += ew * entries[5, i]
         f = 0
-        while f < m and objs[f] != obj[i]:
+        while f < m and ints[2, f] != obj[i]:
             f += 1
         if f == m:
-            objs[m] = obj[i]
-            obj_e[m] = obj_w[m] = obj_wr[m] = 0.0
+            ints[2, m] = obj[i]
+            sums[0, m] = sums[1, m] = sums[2, m] = 0.0
             m += 1
-        obj_e[f] += e
-        obj_w[f] += ew
-        obj_wr[f] += ew * rng[i]
+        sums[0, f] += e
+        sums[1, f] += ew
+        sums[2, f] += ew * entries[0, i]
     mean_r = wr / wsum
     for f in range(1, m):  # the objects by index, as the spec sums them
         g = f
-        while g > 0 and objs[g - 1] > objs[g]:
-            objs[g - 1], objs[g] = objs[g], objs[g - 1]
-            obj_e[g - 1], obj_e[g] = obj_e[g], obj_e[g - 1]
-            obj_w[g - 1], obj_w[g] = obj_w[g], obj_w[g - 1]
-            obj_wr[g - 1], obj_wr[g] = obj_wr[g], obj_wr[g - 1]
+        while g > 0 and ints[2, g - 1] > ints[2, g]:
+            ints[2, g - 1], ints[2, g] = ints[2, g], ints[2, g - 1]
+            for row in range(3):
+                sums[row, g - 1], sums[row, g] = sums[row, g], sums[row, g - 1]
             g -= 1
     var = 0.0
     best = 0
     for f in range(m):
-        dr = obj_wr[f] / max(obj_w[f], 1e-300) - mean_r
-        var += obj_w[f] * (dr * dr)  # x * x, as numpy squares (pow may differ)
+        dr = sums[2, f] / max(sums[1, f], 1e-300) - mean_r
+        var += sums[1, f] * (dr * dr)  # x * x, as numpy squares (pow may differ)
         # Most energy; on a tie the higher object index, as the numpy spec.
-        if obj_e[f] >= obj_e[best]:
+        if sums[0, f] >= sums[0, best]:
             best = f
-    e_energy[slot] = energy
-    e_norm[slot] = wsum
-    e_range[slot] = mean_r
-    e_relief[slot] = wrel / wsum
-    e_spread_plane[slot] = wsp / wsum
-    e_between[slot] = var / max(wsum, 1e-300)
-    e_obj[slot] = objs[best]
-    e_dom[slot] = obj_e[best]
-    e_cos_inc[slot] = wci / wsum
-    e_cos_eff[slot] = wce / wsum
+    echoes[0, slot] = energy
+    echoes[1, slot] = wsum
+    echoes[2, slot] = mean_r
+    echoes[3, slot] = wrel / wsum
+    echoes[4, slot] = wsp / wsum
+    echoes[5, slot] = var / max(wsum, 1e-300)
+    echoes[6, slot] = sums[0, best]
+    echoes[7, slot] = wci / wsum
+    echoes[8, slot] = wce / wsum
+    e_obj[slot] = ints[2, best]
 
 
 @njit(inline="always", cache=True)
-def insert_by_range(order, m, rm, k):  # type: ignore[no-untyped-def]
-    """Echo ``k`` inserted among the ``m`` in ``order`` (sorted by measured range
-    ``rm``), after those of equal range (a stable insertion): returns ``m + 1``."""
+def insert_by_range(ranked, measured, m, k):  # type: ignore[no-untyped-def]
+    """Echo ``k`` inserted among the ``m`` in ``ranked[0]`` (sorted by measured range,
+    ``measured[0]``), after those of equal range (a stable insertion): returns ``m + 1``."""
     j = m
-    r = rm[k]
-    while j > 0 and rm[order[j - 1]] > r:
-        order[j] = order[j - 1]
+    r = measured[0, k]
+    while j > 0 and measured[0, ranked[0, j - 1]] > r:
+        ranked[0, j] = ranked[0, j - 1]
         j -= 1
-    order[j] = k
+    ranked[0, j] = k
     return m + 1
 
 
 @njit(inline="always", cache=True)
 def report_echoes(  # type: ignore[no-untyped-def]
-    p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
-    out_slot, out_number, out_total, out_range, out_spread, out_peak,
+    p, base, n, m, ranked, measured, mode, max_returns, chosen, chosen_f
 ):  # fmt: skip
     """The reported returns of pulse ``p`` (the return mode's choice, as
     :func:`simulator.steps.returns.select_returns`) among its ``n`` echoes, ``m`` of them
-    detected (``order``: their indices by measured range; ``received``, ``rm``, ``spread``
-    and ``peak``: each echo's), into row ``p`` of the outputs, slot ``base + k`` for echo
-    ``k``: numbered in range order. The strongest and second strongest are taken in echo
-    order on ties (a stable sort). ``detected`` is (n or more,) bool scratch. Returns how
-    many."""
+    detected (``ranked[0]``: their indices by measured range; ``measured``: each echo's
+    range, received peak, spread and peak factor), into row ``p`` of the ``selection``
+    pair ``chosen``, ``chosen_f``, slot ``base + k`` for echo ``k``: numbered in range
+    order. The strongest and second strongest are taken in echo order on ties (a stable
+    sort). ``ranked[1]`` is (n or more,) scratch. Returns how many."""
     for k in range(n):
-        detected[k] = False
+        ranked[1, k] = 0
     for t in range(m):
-        detected[order[t]] = True
+        ranked[1, ranked[0, t]] = 1
     first = second = -1
     for k in range(n):
-        if not detected[k]:
+        if ranked[1, k] == 0:
             continue
-        if first < 0 or received[k] > received[first]:
+        if first < 0 or measured[1, k] > measured[1, first]:
             first, second = k, first
-        elif second < 0 or received[k] > received[second]:
+        elif second < 0 or measured[1, k] > measured[1, second]:
             second = k
-    last = order[m - 1]
+    last = ranked[0, m - 1]
     out = 0
     for t in range(m):
-        k = order[t]
+        k = ranked[0, t]
         if mode == 0:
             keep = k == first
         elif mode == 1:
@@ -240,28 +257,26 @@ def report_echoes(  # type: ignore[no-untyped-def]
         else:
             keep = t < max_returns
         if keep:
-            out_slot[p, out] = base + k
-            out_range[p, out] = rm[k]
-            out_spread[p, out] = spread[k]
-            out_peak[p, out] = peak[k]
+            chosen[0, p, out] = base + k
+            chosen_f[0, p, out] = measured[0, k]
+            chosen_f[1, p, out] = measured[2, k]
+            chosen_f[2, p, out] = measured[3, k]
             out += 1
     for t in range(out):
-        out_number[p, t] = t + 1
-        out_total[p, t] = out
+        chosen[1, p, t] = t + 1
+        chosen[2, p, t] = out
     return out
 
 
 @njit(inline="always", cache=True)
 def select_of_pulse(  # type: ignore[no-untyped-def]
-    p, n, base, energy, range_true, relief, spread_plane, between, key0, model, out_slot,
-    out_number, out_total, out_range, out_spread, out_peak, scratch, order, detected,
+    p, n, base, echoes, key0, model, chosen, chosen_f, measured, ranked
 ):  # fmt: skip
-    """Pulse ``p``'s returns among its ``n`` echoes, in slots ``base ...`` of the
-    ``echoes``' arrays: measured (``key0`` is the hash key of its first echo's jitter),
-    detected, and chosen by the return mode into row ``p`` of the ``selection``'s arrays
-    (``scratch``, (4, n or more) float64, ``order`` and ``detected`` are scratch).
-    Returns how many. Called once a pulse, so its arrays one by one (see
-    :func:`finish_echo`); ``model``'s numbers are taken out of it here."""
+    """Pulse ``p``'s returns among its ``n`` echoes, in slots ``base ...`` of
+    ``echoes``: measured (``key0`` is the hash key of its first echo's jitter), detected,
+    and chosen by the return mode into row ``p`` of the ``selection`` pair ``chosen``,
+    ``chosen_f`` (``measured`` and ``ranked``, (4, n or more) float64 and (2, n or more)
+    int64, are scratch). Returns how many. ``model``'s numbers are taken out of it here."""
     pulse_m = model[2]
     threshold = model[3]
     ext = model[4]
@@ -272,26 +287,25 @@ def select_of_pulse(  # type: ignore[no-untyped-def]
     mode = model[18]
     max_returns = model[19]
     rec = model[20:26]
-    rm, received, spread, peak = scratch[0], scratch[1], scratch[2], scratch[3]
     m = 0
     for k in range(n):
         s = base + k
-        spread[k] = math.sqrt(spread_plane[s] * spread_plane[s] + 4.0 * between[s])
-        peak[k] = peak_factor(pulse_m, spread[k])
+        spread = math.sqrt(echoes[4, s] * echoes[4, s] + 4.0 * echoes[5, s])
+        peak = peak_factor(pulse_m, spread)
+        measured[2, k] = spread
+        measured[3, k] = peak
         key = key0 if k == 0 else mix64(key0 + U(k))
         # the receiver's overlap and speckle (the reading's: where it is reported)
-        e = received_energies(rec, key, range_true[s], energy[s])[0]
-        received[k] = received_peak(e, peak[k], range_true[s], ext)
-        r = measured_range(range_true[s], relief[s], noise_m * hash_normal(key), resolution)
-        rm[k] = r
-        if soft_detected(rec, received[k], threshold, key) and r >= rmin and r <= rmax:
-            m = insert_by_range(order, m, rm, k)
+        e = received_energies(rec, key, echoes[2, s], echoes[0, s])[0]
+        received = received_peak(e, peak, echoes[2, s], ext)
+        measured[1, k] = received
+        r = measured_range(echoes[2, s], echoes[3, s], noise_m * hash_normal(key), resolution)
+        measured[0, k] = r
+        if soft_detected(rec, received, threshold, key) and r >= rmin and r <= rmax:
+            m = insert_by_range(ranked, measured, m, k)
     if m == 0:
         return 0
-    return report_echoes(
-        p, base, n, m, order, detected, received, rm, spread, peak, mode, max_returns,
-        out_slot, out_number, out_total, out_range, out_spread, out_peak,
-    )  # fmt: skip
+    return report_echoes(p, base, n, m, ranked, measured, mode, max_returns, chosen, chosen_f)
 
 
 def joined(arrays: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:

@@ -1,4 +1,5 @@
-"""Ray kernels: a spinning pattern's rays with the sensor's pose, and footprint sub-rays."""
+"""Ray kernels: a spinning pattern's rays with the sensor's pose, footprint sub-rays, and the
+rays cast on behind see-through surfaces."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from numpy.typing import NDArray
 
 from ..beam import BeamPattern
 from ..chunk import PulsePoses
+from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import SpinningPattern
 from .common import TWO_PI
 
-__all__ = ["spinning_rays", "sub_rays"]
+__all__ = ["rays_behind", "spinning_rays", "sub_rays"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -133,3 +135,40 @@ def sub_rays(
     fwd = np.ascontiguousarray(np.asarray(sensor_forward, np.float64).reshape(-1, 3))
     _sub_rays(rays, up, fwd, tan_h, tan_v, out)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _rays_behind(rays, on, range_m, passes, pass_through_m, out, start_m):  # type: ignore[no-untyped-def]
+    """Ray ``on[k]`` from ``start_m[k]`` along itself into ``out[k]``, one pass (one
+    thread: a layer's rays are too few to pay for a parallel launch). The step rounded to
+    float32, then added in float64 and rounded once: float32's own sum, as numpy's (a sum
+    of two float32 is exact in float64, or rounds once there and once more to the same
+    float32)."""
+    for k in range(on.shape[0]):
+        r = on[k]
+        s = np.float64(range_m[passes[k]]) + pass_through_m
+        start_m[k] = s
+        for c in range(3):
+            d = rays[r, 3 + c]
+            step = np.float32(s * np.float64(d))
+            out[k, c] = np.float32(np.float64(rays[r, c]) + np.float64(step))
+            out[k, 3 + c] = d
+
+
+def rays_behind(
+    rays: NDArray[np.float32],
+    on: NDArray[np.int64],
+    range_m: NDArray[np.floating],
+    passes: NDArray[np.int64],
+    pass_through_m: float = PASS_THROUGH_M,
+) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    """:func:`simulator.steps.rays.rays_behind` in one kernel pass: the (K, 6) float32 rays
+    and (K,) float64 starts (m), value for value (the gather, the float64 starts and the
+    float32 step without numpy's temporaries)."""
+    on = np.ascontiguousarray(on, dtype=np.int64)
+    out = np.empty((len(on), 6), dtype=np.float32)  # every row is written
+    start_m = np.empty(len(on))
+    _rays_behind(np.ascontiguousarray(rays, dtype=np.float32), on, np.ascontiguousarray(range_m),
+                 np.ascontiguousarray(passes, dtype=np.int64), float(pass_through_m), out,
+                 start_m)  # fmt: skip
+    return out, start_m

@@ -72,13 +72,47 @@ def _held_at(o, d, vertices, faces, f):  # type: ignore[no-untyped-def]
     return t if t >= 0.0 and t < np.inf else -1.0
 
 
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _may_hold(o, d, inv, reach, boxes, j):  # type: ignore[no-untyped-def]
+    """Whether the ray (``o``, ``d``, ``inv`` the reciprocals of ``d``'s components)
+    passes through ``boxes[j]`` (:attr:`simulator.world.refine.Triangles.partner_boxes`)
+    between ranges 0 and ``reach``: where it does not, the partner cannot hold its hit
+    there. The box's margin (10 um) is far more than this test's rounding (about 1e-16 of
+    the distances), so a partner that holds the hit is never skipped."""
+    s0 = 0.0
+    s1 = reach
+    for k in range(3):
+        lo = np.float64(boxes[j, k])
+        hi = np.float64(boxes[j, k + 3])
+        if abs(d[k]) < 1e-200:  # (parallel to the slab: in it or never)
+            if o[k] < lo or o[k] > hi:
+                return False
+        else:
+            a = (lo - o[k]) * inv[k]
+            b = (hi - o[k]) * inv[k]
+            if a > b:
+                a, b = b, a
+            s0 = max(s0, a)
+            s1 = min(s1, b)
+    return s0 <= s1
+
+
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_start,
-            partner_start, partner_faces, band_scale, tie_rel, t_out, n_out, face_out,
-            tie):  # type: ignore[no-untyped-def]  # fmt: skip
+            partner_start, partner_faces, partner_boxes, band_scale, tie_rel, t_out, n_out,
+            face_out, tie):  # type: ignore[no-untyped-def]  # fmt: skip
     """Refine hit ``i`` into ``t_out[i]``, ``n_out[i]``, ``face_out[i]``; ``tie[i]``:
     whether it may be a tie with a neighbour. (The constants are arguments: numba's cache
-    would keep an imported one's old value.)"""
+    would keep an imported one's old value.)
+
+    A coplanar partner matters only where it holds the hit at most ``tie_rel`` beyond
+    Embree's face (then it is nearer, or a tie): one whose box the ray does not pass
+    through before that range (:func:`_may_hold`) is not tested, nor are those after the
+    first whose box begins beyond the ray's reach in x (``partner_faces`` and
+    ``partner_boxes``, :attr:`simulator.world.refine.Triangles.partner_boxes`, are by
+    their boxes' lowest x, face by face). Those held farther change nothing: the nearest
+    and the faces within ``tie_rel`` of it are the same, and which is the lowest does not
+    depend on the order they are met in."""
     invalid = np.int64(4294967295)  # INVALID_ID
     for i in prange(t_hit.shape[0]):
         t_out[i] = t_hit[i]
@@ -112,11 +146,19 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
         if first == last:
             continue
         # the coplanar partners: the nearest that holds the hit, then the lowest face
+        inv = (1.0 / d[0], 1.0 / d[1], 1.0 / d[2])  # (inf where 0: not read)
+        reach = t * (1.0 + tie_rel)  # (the limit below is at most this)
+        x_reach = max(o[0], o[0] + reach * d[0])  # (the boxes' margin covers its rounding)
         nearest = t
         holders = 0
         held = np.int64(-1)  # the one partner that holds it, if only one does
         held_t = 0.0
         for j in range(first, last):
+            if partner_boxes[j, 0] > x_reach:
+                last = j  # (and every one after it: none holds the hit within reach)
+                break
+            if not _may_hold(o, d, inv, reach, partner_boxes, j):
+                continue
             tq = _held_at(o, d, vertices, faces, partner_faces[j])
             if tq >= 0.0:
                 nearest = min(nearest, tq)
@@ -131,6 +173,8 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
                 best = held
         else:
             for j in range(first, last):
+                if not _may_hold(o, d, inv, reach, partner_boxes, j):
+                    continue
                 q = np.int64(partner_faces[j])
                 tq = _held_at(o, d, vertices, faces, q)
                 if tq >= 0.0 and tq <= limit and q < best:

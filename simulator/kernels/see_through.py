@@ -131,8 +131,9 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     numpy's error model, as the specification divides: a division by zero gives an
     infinity or a NaN instead of raising. The raising paths of Python's model also kept
     numba from pruning the reference counts of the arrays the inlined per-pulse helpers
-    are handed (an atomic increment and decrement each, each pulse): two thirds of this
-    kernel's time went to them; a third less time with numpy's (docs/performance.md)."""
+    are handed (an atomic increment and decrement each, each pulse): a third less time
+    with numpy's (docs/performance.md). The helpers take a few tables
+    (:mod:`simulator.kernels.grouping`), not an array a quantity: half the time again."""
     idx = first[0]
     keep = first[1]
     range_meas = first[2]
@@ -178,24 +179,20 @@ def _see_through_block(  # type: ignore[no-untyped-def]
     layers = row_start.shape[0] - 1
     width = layers + 1
     hits = idx.shape[0]
-    # scratch: one pulse's surfaces (slot l: layer l) and its echoes
-    f8 = np.zeros((20, width))
-    w_slot, s_rng, s_rel, s_b, s_spr = f8[0], f8[1], f8[2], f8[3], f8[4]
-    s_ci, s_ce, e_energy, e_norm, e_range = f8[5], f8[6], f8[7], f8[8], f8[9]
-    e_relief, e_sp, e_between, e_dom, e_ci = f8[10], f8[11], f8[12], f8[13], f8[14]
-    e_ce, obj_e, obj_w, obj_wr, keys = f8[15], f8[16], f8[17], f8[18], f8[19]
-    i8 = np.zeros((6, width), dtype=np.int64)
-    hit_of_slot, s_obj, e_obj, order, hit, objs = i8[0], i8[1], i8[2], i8[3], i8[4], i8[5]
-    count = np.zeros(1, dtype=np.int64)
-    scratch = np.empty((4, width))
-    s_order = np.empty(width, dtype=np.int64)
-    detected = np.empty(width, dtype=np.bool_)
-    out_slot = np.empty((1, max_returns), dtype=np.int64)
-    out_number = np.empty((1, max_returns), dtype=np.uint8)
-    out_total = np.empty((1, max_returns), dtype=np.uint8)
-    out_range = np.empty((1, max_returns))
-    out_spread = np.empty((1, max_returns))
-    out_peak = np.empty((1, max_returns))
+    # scratch, the tables of kernels.grouping: one pulse's surfaces (column l: layer l),
+    # their shares of the pulse, its echoes, and their measures and choice
+    entries = np.zeros((6, width))  # (ENTRY_ROWS)
+    s_obj = np.zeros(width, dtype=np.int64)
+    w_slot = np.zeros(width)
+    hit_of_slot = np.zeros(width, dtype=np.int64)
+    echoes = np.zeros((9, width))  # (ECHO_ROWS)
+    e_obj = np.zeros(width, dtype=np.int64)
+    ints = np.zeros((3, width), dtype=np.int64)
+    sums = np.zeros((4, width))
+    measured = np.empty((4, width))
+    ranked = np.empty((2, width), dtype=np.int64)
+    chosen = np.empty((3, 1, max_returns), dtype=np.int64)
+    chosen_f = np.empty((3, 1, max_returns))
     # merge walks over the first surfaces' hits and the first layer's rays
     at = p0 * max_returns  # the block's returns from here, to be moved together
     j = np.searchsorted(idx, p0)
@@ -227,10 +224,10 @@ def _see_through_block(  # type: ignore[no-untyped-def]
         # Its surfaces, slot by slot as _layer_slots lays them out.
         w_slot[0] = weight
         hit_of_slot[0] = 0 if weight > 0.0 else -1
-        s_rng[0] = np.float64(range_true[p])
+        entries[0, 0] = np.float64(range_true[p])
         s_obj[0] = obj[p]
-        s_rel[0], s_b[0], s_spr[0] = relief[j], b[j], spread[j]
-        s_ci[0], s_ce[0] = cos_inc[j], cos_eff[j]
+        entries[1, 0], entries[2, 0], entries[3, 0] = relief[j], b[j], spread[j]
+        entries[4, 0], entries[5, 0] = cos_inc[j], cos_eff[j]
         used = 1 if weight > 0.0 else 0
         row = f
         for layer in range(layers):
@@ -245,45 +242,40 @@ def _see_through_block(  # type: ignore[no-untyped-def]
                 h = l_hit[row]
                 if h >= 0 and w > 0.0:
                     hit_of_slot[layer + 1] = used
-                    s_rng[used] = np.float64(l_range[row])
+                    entries[0, used] = np.float64(l_range[row])
                     s_obj[used] = l_obj[row]
-                    s_rel[used], s_b[used], s_spr[used] = l_relief[h], l_b[h], l_spread[h]
-                    s_ci[used], s_ce[used] = l_cos_inc[h], l_cos_eff[h]
+                    entries[1, used], entries[2, used] = l_relief[h], l_b[h]
+                    entries[3, used], entries[4, used] = l_spread[h], l_cos_inc[h]
+                    entries[5, used] = l_cos_eff[h]
                     used += 1
             w_slot[layer + 1] = w
-        count[0] = echoes_of_pulse(
-            0, width, w_slot, hit_of_slot, s_rng, s_rel, s_b, s_spr, s_obj, s_ci, s_ce,
-            separation, e_energy, e_norm, e_range, e_relief, e_sp, e_between, e_obj, e_dom,
-            e_ci, e_ce, order, hit, objs, obj_e, obj_w, obj_wr, keys,
-        )  # fmt: skip
+        count = echoes_of_pulse(0, width, w_slot, hit_of_slot, entries, s_obj, separation,
+                                echoes, e_obj, ints, sums)  # fmt: skip
         key0 = mix64(noise_seed + pulse_id[p])
-        n_out = select_of_pulse(
-            0, count[0], 0, e_energy, e_range, e_relief, e_sp, e_between, key0, model,
-            out_slot, out_number, out_total, out_range, out_spread, out_peak, scratch,
-            s_order, detected,
-        )  # fmt: skip
+        n_out = select_of_pulse(0, count, 0, echoes, key0, model, chosen, chosen_f, measured,
+                                ranked)  # fmt: skip
         for t in range(n_out):
-            k = out_slot[0, t]
-            energy = e_energy[k]
+            k = chosen[0, 0, t]
+            energy = echoes[0, k]
             read = energy
             if rec[0] != 0.0:  # the reading's share of the receiver's gains (its jitter key)
                 key = key0 if k == 0 else mix64(key0 + U(k))
-                read = received_energies(rec, key, e_range[k], energy)[1]
+                read = received_energies(rec, key, echoes[2, k], energy)[1]
             o_pulse[at + t] = p
-            o_number[at + t] = out_number[0, t]
-            o_total[at + t] = out_total[0, t]
-            o_range[at + t] = out_range[0, t]
+            o_number[at + t] = chosen[1, 0, t]
+            o_total[at + t] = chosen[2, 0, t]
+            o_range[at + t] = chosen_f[0, 0, t]
             o_intensity[at + t] = intensity_of(
-                read, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                read, chosen_f[0, 0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
             )
             o_obj[at + t] = e_obj[k]
             if diagnostics:
-                o_range_true[at + t] = e_range[k]
-                o_cos_inc[at + t] = e_ci[k]
-                o_cos_eff[at + t] = e_ce[k]
-                o_spread[at + t] = out_spread[0, t]
-                o_peak[at + t] = out_peak[0, t]
-                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+                o_range_true[at + t] = echoes[2, k]
+                o_cos_inc[at + t] = echoes[7, k]
+                o_cos_eff[at + t] = echoes[8, k]
+                o_spread[at + t] = chosen_f[1, 0, t]
+                o_peak[at + t] = chosen_f[2, 0, t]
+                o_fraction[at + t] = echoes[6, k] / max(energy, 1e-300) if energy > 0.0 else 1.0
         at += n_out
     return at - p0 * max_returns
 

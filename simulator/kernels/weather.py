@@ -207,14 +207,12 @@ _MOST_NORMAL = 9.0
 
 
 @njit(inline="always", cache=True)
-def _choose(  # type: ignore[no-untyped-def]
-    p, n, energy, range_true, relief, spread_plane, between, key, model, out_slot, out_number,
-    out_total, out_range, out_spread, out_peak, rm, received, spread, peak, order, detected,
-):  # fmt: skip
+def _choose(p, n, echoes, key, model, chosen, chosen_f, measured, ranked):  # type: ignore[no-untyped-def]
     """:func:`simulator.kernels.grouping.select_of_pulse` of a pulse's ``n`` echoes in
-    slots ``0 ...`` of the ``echoes``' arrays, each with the hash key of its jitter given
+    slots ``0 ...`` of the ``echoes`` table, each with the hash key of its jitter given
     (``key``): measured, detected and chosen by the return mode into row ``p`` of the
-    ``selection``'s arrays. Returns how many.
+    ``selection`` pair ``chosen``, ``chosen_f`` (``measured`` and ``ranked`` scratch, as
+    there). Returns how many.
 
     Strongest (mode 0) reports one echo, whatever the order of the others: an echo's
     measured range is then made only where its jitter could take it out of the range
@@ -234,51 +232,53 @@ def _choose(  # type: ignore[no-untyped-def]
     margin = _MOST_NORMAL * noise_m + resolution
     strongest = -1
     for k in range(n):
-        spread[k] = math.sqrt(spread_plane[k] * spread_plane[k] + 4.0 * between[k])
+        range_true = echoes[2, k]
+        relief = echoes[3, k]
+        spread = math.sqrt(echoes[4, k] * echoes[4, k] + 4.0 * echoes[5, k])
         # (a spread of 0 has a peak factor of exactly 1: 1 / hypot(1, 0))
-        peak[k] = 1.0 if spread[k] == 0.0 else peak_factor(pulse_m, spread[k])
+        peak = 1.0 if spread == 0.0 else peak_factor(pulse_m, spread)
+        measured[2, k] = spread
+        measured[3, k] = peak
         # the receiver's speckle (the reading's: where it is reported)
-        e = received_energies(rec, key[k], range_true[k], energy[k])[0]
-        received[k] = received_peak(e, peak[k], range_true[k], ext)
-        if not soft_detected(rec, received[k], threshold, key[k]):
+        e = received_energies(rec, key[k], range_true, echoes[0, k])[0]
+        received = received_peak(e, peak, range_true, ext)
+        measured[1, k] = received
+        if not soft_detected(rec, received, threshold, key[k]):
             continue  # (its measured range is never read)
         if mode == 0:
-            mid = range_true[k] + relief[k]
+            mid = range_true + relief
             slack = margin + 1e-9 * abs(mid)
             if mid - slack < rmin or mid + slack > rmax:
                 jitter = noise_m * hash_normal(key[k])
-                r = measured_range(range_true[k], relief[k], jitter, resolution)
+                r = measured_range(range_true, relief, jitter, resolution)
                 if r < rmin or r > rmax:
                     continue
-                rm[k] = r
+                measured[0, k] = r
             else:
-                rm[k] = math.nan  # in the window whatever its jitter: made if reported
-            if strongest < 0 or received[k] > received[strongest]:
+                measured[0, k] = math.nan  # in the window whatever its jitter: made if reported
+            if strongest < 0 or received > measured[1, strongest]:
                 strongest = k
             m += 1
             continue
-        r = measured_range(range_true[k], relief[k], noise_m * hash_normal(key[k]), resolution)
-        rm[k] = r
+        r = measured_range(range_true, relief, noise_m * hash_normal(key[k]), resolution)
+        measured[0, k] = r
         if r >= rmin and r <= rmax:
-            m = insert_by_range(order, m, rm, k)
+            m = insert_by_range(ranked, measured, m, k)
     if m == 0:
         return 0
     if mode == 0:  # the strongest, the first of equals
         k = strongest
-        if math.isnan(rm[k]):
-            rm[k] = measured_range(range_true[k], relief[k], noise_m * hash_normal(key[k]),
-                                   resolution)  # fmt: skip
-        out_slot[p, 0] = k
-        out_range[p, 0] = rm[k]
-        out_spread[p, 0] = spread[k]
-        out_peak[p, 0] = peak[k]
-        out_number[p, 0] = 1
-        out_total[p, 0] = 1
+        if math.isnan(measured[0, k]):
+            measured[0, k] = measured_range(echoes[2, k], echoes[3, k],
+                                            noise_m * hash_normal(key[k]), resolution)  # fmt: skip
+        chosen[0, p, 0] = k
+        chosen_f[0, p, 0] = measured[0, k]
+        chosen_f[1, p, 0] = measured[2, k]
+        chosen_f[2, p, 0] = measured[3, k]
+        chosen[1, p, 0] = 1
+        chosen[2, p, 0] = 1
         return 1
-    return report_echoes(
-        p, 0, n, m, order, detected, received, rm, spread, peak, mode, max_returns, out_slot,
-        out_number, out_total, out_range, out_spread, out_peak,
-    )  # fmt: skip
+    return report_echoes(p, 0, n, m, ranked, measured, mode, max_returns, chosen, chosen_f)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -350,29 +350,22 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
     echoes_most = widest + n_softs
     blocks = min(pulses, 256)
     for block in prange(blocks):
+        # scratch, the tables of kernels.grouping: one pulse's entries (surfaces, then
+        # particles from column `samples` on) and their shares, its echoes, their keys,
+        # measures and choice
         passed = np.empty(samples)
-        w_s, rng_s, rel_s = np.empty(widest), np.empty(widest), np.empty(widest)
-        b_s, sp_s = np.empty(widest), np.empty(widest)
-        ci_s, ce_s = np.empty(widest), np.empty(widest)
+        w_s = np.empty(widest)
+        entries = np.empty((6, widest))  # (ENTRY_ROWS)
         obj_s = np.empty(widest, dtype=np.int64)
-        order = np.empty(widest, dtype=np.int64)
-        objs = np.empty(widest, dtype=np.int64)
-        obj_e, obj_w, obj_wr = np.empty(widest), np.empty(widest), np.empty(widest)
-        e_energy, e_norm = np.empty(echoes_most), np.empty(echoes_most)
-        e_range, e_relief = np.empty(echoes_most), np.empty(echoes_most)
-        e_sp, e_between = np.empty(echoes_most), np.empty(echoes_most)
+        ints = np.empty((3, widest), dtype=np.int64)
+        sums = np.empty((3, widest))
+        echoes = np.empty((9, echoes_most))  # (ECHO_ROWS)
         e_obj = np.empty(echoes_most, dtype=np.int64)
-        e_dom, e_ci, e_ce = np.empty(echoes_most), np.empty(echoes_most), np.empty(echoes_most)
         e_key = np.empty(echoes_most, dtype=np.uint64)
-        rm, received = np.empty(echoes_most), np.empty(echoes_most)
-        spread, peak = np.empty(echoes_most), np.empty(echoes_most)
-        e_order = np.empty(echoes_most, dtype=np.int64)
-        detected = np.empty(echoes_most, dtype=np.bool_)
-        out_slot = np.empty((1, max_returns), dtype=np.int64)
-        out_number = np.empty((1, max_returns), dtype=np.uint8)
-        out_total = np.empty((1, max_returns), dtype=np.uint8)
-        out_range = np.empty((1, max_returns))
-        out_spread, out_peak = np.empty((1, max_returns)), np.empty((1, max_returns))
+        measured = np.empty((4, echoes_most))
+        ranked = np.empty((2, echoes_most), dtype=np.int64)
+        chosen = np.empty((3, 1, max_returns), dtype=np.int64)
+        chosen_f = np.empty((3, 1, max_returns))
         p0 = block * pulses // blocks
         at = p0 * max_returns
         for p in range(p0, (block + 1) * pulses // blocks):
@@ -395,8 +388,9 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                     energy = pop_reflectance[q] * q_overlap[i]
                     if energy > 0.0:
                         e = samples + n_q
-                        w_s[e], rng_s[e], rel_s[e], b_s[e], sp_s[e] = share, r, 0.0, energy, 0.0
-                        obj_s[e], ci_s[e], ce_s[e] = pop_object[q], 1.0, 1.0
+                        w_s[e], entries[0, e], entries[1, e] = share, r, 0.0
+                        entries[2, e], entries[3, e] = energy, 0.0
+                        obj_s[e], entries[4, e], entries[5, e] = pop_object[q], 1.0, 1.0
                         n_q += 1
             n_h = 0
             for k in range(samples):
@@ -406,18 +400,19 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 w = weights[k]
                 weight = max(w - w * (1.0 - passed[k] * passed[k]), 0.0)
                 if weight > 0.0:
-                    w_s[n_h], rng_s[n_h], rel_s[n_h] = weight, ray_range[base + k], h_relief[h]
-                    b_s[n_h], sp_s[n_h], obj_s[n_h] = h_b[h], h_spread[h], ray_obj[base + k]
-                    ci_s[n_h], ce_s[n_h] = h_ci[h], h_ce[h]
+                    w_s[n_h], entries[0, n_h] = weight, ray_range[base + k]
+                    entries[1, n_h], entries[2, n_h] = h_relief[h], h_b[h]
+                    entries[3, n_h], obj_s[n_h] = h_spread[h], ray_obj[base + k]
+                    entries[4, n_h], entries[5, n_h] = h_ci[h], h_ce[h]
                     n_h += 1
             n = n_h + n_q
             for t in range(n):  # insertion sort by range, stable, of surfaces then particles
                 i = t if t < n_h else samples + t - n_h
                 j = t
-                while j > 0 and rng_s[order[j - 1]] > rng_s[i]:
-                    order[j] = order[j - 1]
+                while j > 0 and entries[0, ints[0, j - 1]] > entries[0, i]:
+                    ints[0, j] = ints[0, j - 1]
                     j -= 1
-                order[j] = i
+                ints[0, j] = i
             echo = -1
             start = 0
             prev = 0.0
@@ -425,14 +420,11 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 close = t == n
                 r = 0.0
                 if not close:
-                    r = rng_s[order[t]]
+                    r = entries[0, ints[0, t]]
                     close = t > 0 and r - prev > separation
                 if close and echo >= 0:
-                    finish_echo(
-                        echo, start, t, order, order, 0, w_s, rng_s, rel_s, b_s, sp_s, obj_s,
-                        ci_s, ce_s, objs, obj_e, obj_w, obj_wr, e_energy, e_norm, e_range,
-                        e_relief, e_sp, e_between, e_obj, e_dom, e_ci, e_ce,
-                    )  # fmt: skip
+                    finish_echo(echo, start, t, ints, 0, 0, w_s, entries, obj_s, sums, echoes,
+                                e_obj)  # fmt: skip
                 if t == n:
                     break
                 if t == 0 or close:
@@ -451,43 +443,41 @@ def _medium_pulses(  # type: ignore[no-untyped-def]
                 theirs = -1.0  # (made when an echo is near)
                 wins = False
                 for k in range(count):
-                    if abs(e_range[k] - s_range) <= separation:
+                    if abs(echoes[2, k] - s_range) <= separation:
                         if theirs < 0.0:
                             theirs = received_peak(s_energy, 1.0, s_range, ext)
-                        sp = math.sqrt(e_sp[k] * e_sp[k] + 4.0 * e_between[k])
+                        sp = math.sqrt(echoes[4, k] * echoes[4, k] + 4.0 * echoes[5, k])
                         f = 1.0 if sp == 0.0 else peak_factor(pulse_m, sp)
-                        mine = received_peak(e_energy[k], f, e_range[k], ext)
+                        mine = received_peak(echoes[0, k], f, echoes[2, k], ext)
                         if mine < theirs:
-                            e_energy[k] = 0.0
+                            echoes[0, k] = 0.0
                         else:
                             wins = True
                 k = count + t
-                e_energy[k] = 0.0 if wins else s_energy
-                e_range[k], e_relief[k], e_sp[k], e_between[k] = s_range, 0.0, 0.0, 0.0
-                e_obj[k], e_dom[k], e_ci[k], e_ce[k] = soft_object[t], e_energy[k], 1.0, 1.0
+                echoes[0, k] = 0.0 if wins else s_energy
+                echoes[2, k], echoes[3, k], echoes[4, k], echoes[5, k] = s_range, 0.0, 0.0, 0.0
+                e_obj[k], echoes[6, k] = soft_object[t], echoes[0, k]
+                echoes[7, k], echoes[8, k] = 1.0, 1.0
                 e_key[k] = mix64(soft_stream[t] + pulse_id[p])
-            n_out = _choose(
-                0, count + n_softs, e_energy, e_range, e_relief, e_sp, e_between, e_key, model,
-                out_slot, out_number, out_total, out_range, out_spread, out_peak, rm, received,
-                spread, peak, e_order, detected,
-            )  # fmt: skip
+            n_out = _choose(0, count + n_softs, echoes, e_key, model, chosen, chosen_f, measured,
+                            ranked)  # fmt: skip
             for t in range(n_out):
-                k = out_slot[0, t]
-                energy = e_energy[k]
-                read = received_energies(rec, e_key[k], e_range[k], energy)[1]
+                k = chosen[0, 0, t]
+                energy = echoes[0, k]
+                read = received_energies(rec, e_key[k], echoes[2, k], energy)[1]
                 o_pulse[at + t] = p
-                o_number[at + t] = out_number[0, t]
-                o_total[at + t] = out_total[0, t]
-                o_range[at + t] = out_range[0, t]
+                o_number[at + t] = chosen[1, 0, t]
+                o_total[at + t] = chosen[2, 0, t]
+                o_range[at + t] = chosen_f[0, 0, t]
                 o_intensity[at + t] = intensity_of(
-                    read, out_range[0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
+                    read, chosen_f[0, 0, t], np.int64(pulse_id[p]), iscale, imax, istep, response
                 )
                 o_obj[at + t] = e_obj[k]
-                o_range_true[at + t] = e_range[k]
-                o_cos_inc[at + t] = e_ci[k]
-                o_cos_eff[at + t] = e_ce[k]
-                o_spread[at + t] = out_spread[0, t]
-                o_peak[at + t] = out_peak[0, t]
-                o_fraction[at + t] = e_dom[k] / max(energy, 1e-300) if energy > 0.0 else 1.0
+                o_range_true[at + t] = echoes[2, k]
+                o_cos_inc[at + t] = echoes[7, k]
+                o_cos_eff[at + t] = echoes[8, k]
+                o_spread[at + t] = chosen_f[1, 0, t]
+                o_peak[at + t] = chosen_f[2, 0, t]
+                o_fraction[at + t] = echoes[6, k] / max(energy, 1e-300) if energy > 0.0 else 1.0
             at += n_out
         block_count[block] = at - p0 * max_returns

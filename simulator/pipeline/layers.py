@@ -20,7 +20,6 @@ from ..backend import Backend
 from ..beam import BeamPattern
 from ..chunk import CastChunk, Hits, Layer, Rays
 from ..config.scene import TRANSMITTANCE_LAWS
-from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import ScanPattern
 from ..steps.echoes import of_pulses
 from ..steps.hits import HitResults, ReturnModel
@@ -125,9 +124,7 @@ def surfaces_behind(sim: Scanning, rays: Rays, hits: Hits, max_surfaces: int) ->
         if len(passes) == 0:  # (a miss passes nothing: its transmittance is 0)
             break
         on = passes if front_rays is None else front_rays[passes]
-        start_m = front.range_m[passes].astype(np.float64) + PASS_THROUGH_M
-        cast = rays.cast[on]
-        cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
+        cast, start_m = sim.backend.rays_behind(rays.cast, on, front.range_m, passes)
         met = sim.cast_rays(cast, None if rays.cast_time_s is None else rays.cast_time_s[on])
         met_rows = np.flatnonzero(met.hit)
         if len(met_rows) == 0:

@@ -1,5 +1,6 @@
 """The rays of a chunk, the numpy specification: a scan pattern's firing schedule moved to
-the world by the sensor's pose at each pulse, and the footprint sub-rays of each beam.
+the world by the sensor's pose at each pulse, the footprint sub-rays of each beam, and the
+rays cast on behind the see-through surfaces they met.
 
 The numba kernels of the same names are in :mod:`simulator.kernels.rays`; they fuse the
 spinning pattern's schedule with the pose (one sine and cosine a firing) and write the
@@ -13,9 +14,10 @@ from numpy.typing import NDArray
 
 from ..beam import BeamPattern, sub_ray_directions
 from ..chunk import PulsePoses
+from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import ScanPattern
 
-__all__ = ["pattern_rays", "sub_rays"]
+__all__ = ["pattern_rays", "rays_behind", "sub_rays"]
 
 
 def pattern_rays(
@@ -86,3 +88,40 @@ def sub_rays(
     out[:, :, :3] = rays[:, None, :3]
     out[:, :, 3:] = directions
     return out.reshape(-1, 6)
+
+
+def rays_behind(
+    rays: NDArray[np.float32],
+    on: NDArray[np.int64],
+    range_m: NDArray[np.floating],
+    passes: NDArray[np.int64],
+    pass_through_m: float = PASS_THROUGH_M,
+) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    """The rays ``rays[on]`` cast on from just behind the surfaces they met: ray ``k``'s
+    origin moved along its direction to ``range_m[passes[k]] + pass_through_m``.
+
+    Parameters
+    ----------
+    rays : (N, 6) float32
+        The cast rays (Open3D layout; directions of unit length, so ranges are in m).
+    on : (K,) int64
+        The rays that go on.
+    range_m : (M,) float
+        The ranges of the surfaces they met (m), from the rays' origins.
+    passes : (K,) int64
+        Each one's row of ``range_m``.
+    pass_through_m : float
+        How far behind its surface a ray starts again (m).
+
+    Returns
+    -------
+    rays : (K, 6) float32
+        The rays from there: the origin the float32 sum of the old one and the float32
+        step, the direction as it was.
+    start_m : (K,) float64
+        Where each starts, along the old ray (m): its new ranges add to this.
+    """
+    start_m = range_m[passes].astype(np.float64) + pass_through_m
+    cast = rays[on]
+    cast[:, :3] += (start_m[:, None] * cast[:, 3:].astype(np.float64)).astype(np.float32)
+    return cast, start_m
