@@ -46,7 +46,7 @@ from .steps.returns import Returns
 from .steps.tables import SceneTables, Streams
 from .steps.transmittance import Behind
 from .steps.weather import Medium
-from .world.refine import Triangles
+from .world.triangles import Triangles
 
 __all__ = [
     "COMPILE_NOTE",

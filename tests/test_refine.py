@@ -11,14 +11,12 @@ from simulator.backend import Backend
 from simulator.world.raycast import import_open3d
 from simulator.world.refine import (
     INVALID_ID,
-    OVERLAP_MARGIN_M,
     RefinedScene,
-    Triangles,
     moller_trumbore,
     refine_hits,
     resolve_ties,
-    vertex_points,
 )
+from simulator.world.triangles import OVERLAP_MARGIN_M, Triangles, vertex_points
 
 
 def _quad(z: float, size: float = 2.0) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,8 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-from ..world.refine import EDGE_ULPS, TIE_REL, Triangles
+from ..world.refine import EDGE_ULPS, TIE_REL
+from ..world.triangles import Triangles
 
 __all__ = ["refine_hits"]
 
@@ -75,7 +76,7 @@ def _held_at(o, d, vertices, faces, f):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _may_hold(o, d, inv, reach, boxes, j):  # type: ignore[no-untyped-def]
     """Whether the ray (``o``, ``d``, ``inv`` the reciprocals of ``d``'s components)
-    passes through ``boxes[j]`` (:attr:`simulator.world.refine.Triangles.partner_boxes`)
+    passes through ``boxes[j]`` (:attr:`simulator.world.triangles.Triangles.partner_boxes`)
     between ranges 0 and ``reach``: where it does not, the partner cannot hold its hit
     there. The box's margin (10 um) is far more than this test's rounding (about 1e-16 of
     the distances), so a partner that holds the hit is never skipped."""
@@ -109,7 +110,7 @@ def _refine(rays, t_hit, geometry, primitive, normal, vertices, faces, face_star
     Embree's face (then it is nearer, or a tie): one whose box the ray does not pass
     through before that range (:func:`_may_hold`) is not tested, nor are those after the
     first whose box begins beyond the ray's reach in x (``partner_faces`` and
-    ``partner_boxes``, :attr:`simulator.world.refine.Triangles.partner_boxes`, are by
+    ``partner_boxes``, :attr:`simulator.world.triangles.Triangles.partner_boxes`, are by
     their boxes' lowest x, face by face). Those held farther change nothing: the nearest
     and the faces within ``tie_rel`` of it are the same, and which is the lowest does not
     depend on the order they are met in."""
