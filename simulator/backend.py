@@ -111,6 +111,8 @@ STEPS: tuple[Step, ...] = (
     Step("rays_into_boxes", "world.raycast", "cull"),
     # the rays the cull kept, moved into a moving group's frame at each one's pose
     Step("into_group_frame", "world.raycast", "cull"),
+    # a moving group's hits put in place of the hits so far where nearer
+    Step("nearer_hits", "world.raycast", "cull"),
     # the hits' range and normal recomputed in float64, and the ties among them
     Step("refine_hits", "world.refine", "refine"),
     # the per-hit model
@@ -313,6 +315,22 @@ class Backend(Protocol):
     ) -> NDArray[np.float32]:
         """Rays in a moving group's frame (see
         :func:`simulator.world.raycast.into_group_frame`)."""
+        ...
+
+    def nearer_hits(
+        self,
+        range_m: NDArray[np.float32],
+        object_index: NDArray[np.int32],
+        normal: NDArray[np.float32],
+        rows: NDArray[np.int64],
+        t: NDArray[np.float32],
+        geometry: NDArray[np.int32],
+        normal_local: NDArray[np.float32],
+        rotation: NDArray[np.float64],
+        members: NDArray[np.int32],
+    ) -> NDArray[np.int64]:
+        """A moving group's hits put in place where nearer (see
+        :func:`simulator.world.raycast.nearer_hits`)."""
         ...
 
     def refine_hits(

@@ -591,6 +591,46 @@ def test_cull_kernel_matches_the_specification(
         )
 
 
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_nearer_hits_kernel_matches_the_specification(backend: Backend, broadcast: bool) -> None:
+    """A moving group's hits put in place of the hits so far where nearer: the kernel
+    changes the same rays to the same bits as the specification (ranges, objects, normals
+    turned to the world) and names the same rays, with misses on both sides, ties (the
+    hit so far kept) and a rotation broadcast over the rays or one a ray."""
+    rng = np.random.default_rng(11)
+    n, k = 5_000, 1_500
+    range_m = rng.uniform(1.0, 30.0, n).astype(np.float32)
+    range_m[rng.random(n) < 0.2] = np.inf  # misses so far
+    object_index = np.where(np.isinf(range_m), -1, rng.integers(0, 9, n)).astype(np.int32)
+    normal = rng.normal(size=(n, 3)).astype(np.float32)
+    rows = np.sort(rng.choice(n, k, replace=False)).astype(np.int64)
+    t = rng.uniform(1.0, 30.0, k).astype(np.float32)
+    t[rng.random(k) < 0.2] = np.inf  # the group missed
+    tie = rng.random(k) < 0.1
+    t[tie] = range_m[rows[tie]]
+    geometry = np.where(np.isinf(t), -1, rng.integers(0, 4, k)).astype(np.int32)
+    local = rng.normal(size=(k, 3))
+    local /= np.linalg.norm(local, axis=1, keepdims=True)
+    local = local.astype(np.float32)
+    local[: k // 10, 1:] = 0.0  # zero components: a sum of zeros is +0
+    q, _ = np.linalg.qr(rng.normal(size=(k, 3, 3)))
+    rotation = np.broadcast_to(q[0], (k, 3, 3)) if broadcast else q
+    members = np.array([10, 11, 12, 13], np.int32)
+    want = [a.copy() for a in (range_m, object_index, normal)]
+    got = [a.copy() for a in (range_m, object_index, normal)]
+    w = raycast.nearer_hits(*want, rows, t, geometry, local, rotation, members)
+    g = backend.nearer_hits(*got, rows, t, geometry, local, rotation, members)
+    np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(w, np.flatnonzero(t < range_m[rows]))
+    assert 0 < len(w) < k - tie.sum()
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()  # bit for bit, signed zeros included
+    untouched = np.setdiff1d(np.arange(n), rows[w])
+    assert want[0][untouched].tobytes() == range_m[untouched].tobytes()
+    np.testing.assert_array_equal(want[1][rows[w]], members[geometry[w]])
+
+
 def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None:
     """Echoes with the surfaces behind glass and foliage (a generated street, footprints
     of 7 sub-rays, up to 4 surfaces a ray), of every pulse and of a selection: the

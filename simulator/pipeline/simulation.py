@@ -109,7 +109,8 @@ class Simulation(Runs):
         backend = self.backend
         self.engine = RayEngine(self.scene, cull=backend.rays_into_boxes,
                                 refine=backend.refine_hits,
-                                into_frame=backend.into_group_frame)  # fmt: skip
+                                into_frame=backend.into_group_frame,
+                                nearer=backend.nearer_hits)  # fmt: skip
         self.tables = SceneTables.from_scene(self.scene)
         optics = self.see_through = SeeThrough.of(self.tables, self.scene)
         self.model = ReturnModel.from_scanner(
