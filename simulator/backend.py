@@ -102,6 +102,8 @@ class Step:
 #: Every step of a backend, in the pipeline's order: the one list of them.
 STEPS: tuple[Step, ...] = (
     # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
+    # each pulse's firing time (the kernel: spinning patterns)
+    Step("pulse_times", "steps.rays", "rays", kernel_name="spinning_times", for_spinning=True),
     Step("pattern_rays", "steps.rays", "rays", kernel_name="spinning_rays", for_spinning=True),
     # the footprint sub-rays of each beam
     Step("sub_rays", "steps.rays", "rays"),
@@ -180,6 +182,11 @@ class Backend(Protocol):
     """The steps a backend computes (see the module docstring)."""
 
     name: str
+
+    def pulse_times(self, pattern: ScanPattern, start: int, stop: int) -> NDArray[np.float64]:
+        """Firing times of pulses ``start..stop`` (see
+        :func:`simulator.steps.rays.pulse_times`)."""
+        ...
 
     def pattern_rays(
         self,

@@ -113,6 +113,30 @@ def test_spinning_rays_match_the_schedule(sim: simulator.Simulation, backend: Ba
     assert np.mean(got == ref) > 0.999
 
 
+@pytest.mark.parametrize("name", ["rs-helios-5515", "vlp-16", "vls-128", "pandar128"])
+@pytest.mark.parametrize("start", [0, 7, 2_073_600_001])  # the first pulses, an hour in
+def test_pulse_times_kernel_matches_the_specification(
+    name: str, start: int, backend: Backend
+) -> None:
+    """Each pulse's firing time: the kernel's equals the pattern's own
+    (``time_and_channel``) bit for bit, from any start (mid-firing, an hour in), with
+    each channel's firing offset (at least 16 different ones in each preset here)."""
+    from simulator.config import load_scanner
+    from simulator.sensor.scanner import pattern_for
+
+    pattern = pattern_for(load_scanner(name))
+    stop = start + 3 * pattern.channels * 1000 + 5
+    got = backend.pulse_times(pattern, start, stop)
+    want, _ = pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+    assert got.dtype == np.float64
+    assert got.tobytes() == want.tobytes()
+    assert len(backend.pulse_times(pattern, start, start)) == 0
+    firing = (start + np.arange(stop - start)) // pattern.channels
+    channel = (start + np.arange(stop - start)) % pattern.channels
+    np.testing.assert_array_equal(got, firing * pattern.period_s + pattern.firing_offset_s[channel])
+    assert len(np.unique(pattern.firing_offset_s)) >= 16  # offsets that differ by channel
+
+
 @pytest.mark.parametrize(
     "name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e", "pandar64:block"]
 )
