@@ -290,15 +290,18 @@ class RayEngine:
     ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
         """The boxes the moving groups' bounding spheres sweep over each time slot
         ``[k, k + 1) * SWEEP_STEP_S`` the times span: the first slot ``k``, and the
-        (G, S, 3) lower and upper corners (m, world). Kept for the next cast: the casts
-        behind see-through surfaces span slots of the same chunk."""
+        (G, S, 3) lower and upper corners (m, world). Kept for the next casts: those
+        behind see-through surfaces span slots of the same chunk, and the next chunks'
+        the slots after it (made :data:`SWEEP_AHEAD_SLOTS` at a time, so that a chunk's
+        cast does not sample every group's path again: each slot's box is its own, the
+        same whichever span it is made in)."""
         first = int(np.floor(time_s.min() / SWEEP_STEP_S))
         last = int(np.floor(time_s.max() / SWEEP_STEP_S))
         kept = self._boxes
         if kept is not None and kept[0] <= first and last < kept[0] + kept[1].shape[1]:
             a, b = first - kept[0], last + 1 - kept[0]
             return first, kept[1][:, a:b], kept[2][:, a:b]
-        edges_s = np.arange(first, last + 2) * SWEEP_STEP_S
+        edges_s = np.arange(first, max(last, first + SWEEP_AHEAD_SLOTS - 1) + 2) * SWEEP_STEP_S
         shape = (len(self._moving), len(edges_s) - 1, 3)
         lo, hi = np.empty(shape), np.empty(shape)
         for g, group in enumerate(self._moving):
@@ -309,11 +312,14 @@ class RayEngine:
             lo[g] = np.minimum(a, b) - pad[:, None]
             hi[g] = np.maximum(a, b) + pad[:, None]
         self._boxes = (first, lo, hi)
-        return first, lo, hi
+        return first, lo[:, : last + 1 - first], hi[:, : last + 1 - first]
 
 
 #: Time step (s) at which a moving group's path is sampled to bound where it can be.
 SWEEP_STEP_S = 0.005
+#: Time slots whose swept boxes are made at once, from a cast's first (100: 0.5 s, five
+#: frames at 10 Hz).
+SWEEP_AHEAD_SLOTS = 100
 #: Extra margin (m) around a moving group's swept box.
 SWEEP_MARGIN_M = 0.05
 
