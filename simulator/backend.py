@@ -102,6 +102,8 @@ class Step:
 #: Every step of a backend, in the pipeline's order: the one list of them.
 STEPS: tuple[Step, ...] = (
     # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
+    # each pulse's firing time (the kernel: spinning patterns)
+    Step("pulse_times", "steps.rays", "rays", kernel_name="spinning_times", for_spinning=True),
     Step("pattern_rays", "steps.rays", "rays", kernel_name="spinning_rays", for_spinning=True),
     # the footprint sub-rays of each beam
     Step("sub_rays", "steps.rays", "rays"),
@@ -111,6 +113,8 @@ STEPS: tuple[Step, ...] = (
     Step("rays_into_boxes", "world.raycast", "cull"),
     # the rays the cull kept, moved into a moving group's frame at each one's pose
     Step("into_group_frame", "world.raycast", "cull"),
+    # a moving group's hits put in place of the hits so far where nearer
+    Step("nearer_hits", "world.raycast", "cull"),
     # the hits' range and normal recomputed in float64, and the ties among them
     Step("refine_hits", "world.refine", "refine"),
     # the per-hit model
@@ -178,6 +182,11 @@ class Backend(Protocol):
     """The steps a backend computes (see the module docstring)."""
 
     name: str
+
+    def pulse_times(self, pattern: ScanPattern, start: int, stop: int) -> NDArray[np.float64]:
+        """Firing times of pulses ``start..stop`` (see
+        :func:`simulator.steps.rays.pulse_times`)."""
+        ...
 
     def pattern_rays(
         self,
@@ -313,6 +322,22 @@ class Backend(Protocol):
     ) -> NDArray[np.float32]:
         """Rays in a moving group's frame (see
         :func:`simulator.world.raycast.into_group_frame`)."""
+        ...
+
+    def nearer_hits(
+        self,
+        range_m: NDArray[np.float32],
+        object_index: NDArray[np.int32],
+        normal: NDArray[np.float32],
+        rows: NDArray[np.int64],
+        t: NDArray[np.float32],
+        geometry: NDArray[np.int32],
+        normal_local: NDArray[np.float32],
+        rotation: NDArray[np.float64],
+        members: NDArray[np.int32],
+    ) -> NDArray[np.int64]:
+        """A moving group's hits put in place where nearer (see
+        :func:`simulator.world.raycast.nearer_hits`)."""
         ...
 
     def refine_hits(

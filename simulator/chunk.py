@@ -252,11 +252,12 @@ class CastChunk(Rays):
         """The rays of a layer behind see-through surfaces, with their hits there: what
         the per-hit model evaluates (ray ``j`` is the chunk's ray ``layer.rays[j]``;
         only ``cast``, ``shift_m``, ``cast_up`` and ``hits`` are the layer's)."""
-        up, times = self.cast_up, self.cast_time_s
+        up, times, rays = self.cast_up, self.cast_time_s, layer.rays
+        # (take: the rows gathered in half the time of indexing, the same values)
         return CastChunk(
-            self.start, self.beams, self.cast[layer.rays], self.shift_m, self.poses,
-            up if len(up) == 1 else up[layer.rays],
-            None if times is None else times[layer.rays], layer.hits,
+            self.start, self.beams, self.cast.take(rays, axis=0), self.shift_m, self.poses,
+            up if len(up) == 1 else up.take(rays, axis=0),
+            None if times is None else times.take(rays), layer.hits,
         )  # fmt: skip
 
 

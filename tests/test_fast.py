@@ -113,6 +113,30 @@ def test_spinning_rays_match_the_schedule(sim: simulator.Simulation, backend: Ba
     assert np.mean(got == ref) > 0.999
 
 
+@pytest.mark.parametrize("name", ["rs-helios-5515", "vlp-16", "vls-128", "pandar128"])
+@pytest.mark.parametrize("start", [0, 7, 2_073_600_001])  # the first pulses, an hour in
+def test_pulse_times_kernel_matches_the_specification(
+    name: str, start: int, backend: Backend
+) -> None:
+    """Each pulse's firing time: the kernel's equals the pattern's own
+    (``time_and_channel``) bit for bit, from any start (mid-firing, an hour in), with
+    each channel's firing offset (at least 16 different ones in each preset here)."""
+    from simulator.config import load_scanner
+    from simulator.sensor.scanner import pattern_for
+
+    pattern = pattern_for(load_scanner(name))
+    stop = start + 3 * pattern.channels * 1000 + 5
+    got = backend.pulse_times(pattern, start, stop)
+    want, _ = pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+    assert got.dtype == np.float64
+    assert got.tobytes() == want.tobytes()
+    assert len(backend.pulse_times(pattern, start, start)) == 0
+    firing = (start + np.arange(stop - start)) // pattern.channels
+    channel = (start + np.arange(stop - start)) % pattern.channels
+    np.testing.assert_array_equal(got, firing * pattern.period_s + pattern.firing_offset_s[channel])
+    assert len(np.unique(pattern.firing_offset_s)) >= 16  # offsets that differ by channel
+
+
 @pytest.mark.parametrize(
     "name", ["rs-helios-5515", "vlp-16", "os1-64", "hdl-64e", "pandar64:block"]
 )
@@ -589,6 +613,46 @@ def test_cull_kernel_matches_the_specification(
         np.testing.assert_array_equal(
             want[1][want[0][g] : want[0][g + 1]], np.flatnonzero(enter <= leave)
         )
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_nearer_hits_kernel_matches_the_specification(backend: Backend, broadcast: bool) -> None:
+    """A moving group's hits put in place of the hits so far where nearer: the kernel
+    changes the same rays to the same bits as the specification (ranges, objects, normals
+    turned to the world) and names the same rays, with misses on both sides, ties (the
+    hit so far kept) and a rotation broadcast over the rays or one a ray."""
+    rng = np.random.default_rng(11)
+    n, k = 5_000, 1_500
+    range_m = rng.uniform(1.0, 30.0, n).astype(np.float32)
+    range_m[rng.random(n) < 0.2] = np.inf  # misses so far
+    object_index = np.where(np.isinf(range_m), -1, rng.integers(0, 9, n)).astype(np.int32)
+    normal = rng.normal(size=(n, 3)).astype(np.float32)
+    rows = np.sort(rng.choice(n, k, replace=False)).astype(np.int64)
+    t = rng.uniform(1.0, 30.0, k).astype(np.float32)
+    t[rng.random(k) < 0.2] = np.inf  # the group missed
+    tie = rng.random(k) < 0.1
+    t[tie] = range_m[rows[tie]]
+    geometry = np.where(np.isinf(t), -1, rng.integers(0, 4, k)).astype(np.int32)
+    local = rng.normal(size=(k, 3))
+    local /= np.linalg.norm(local, axis=1, keepdims=True)
+    local = local.astype(np.float32)
+    local[: k // 10, 1:] = 0.0  # zero components: a sum of zeros is +0
+    q, _ = np.linalg.qr(rng.normal(size=(k, 3, 3)))
+    rotation = np.broadcast_to(q[0], (k, 3, 3)) if broadcast else q
+    members = np.array([10, 11, 12, 13], np.int32)
+    want = [a.copy() for a in (range_m, object_index, normal)]
+    got = [a.copy() for a in (range_m, object_index, normal)]
+    w = raycast.nearer_hits(*want, rows, t, geometry, local, rotation, members)
+    g = backend.nearer_hits(*got, rows, t, geometry, local, rotation, members)
+    np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(w, np.flatnonzero(t < range_m[rows]))
+    assert 0 < len(w) < k - tie.sum()
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()  # bit for bit, signed zeros included
+    untouched = np.setdiff1d(np.arange(n), rows[w])
+    assert want[0][untouched].tobytes() == range_m[untouched].tobytes()
+    np.testing.assert_array_equal(want[1][rows[w]], members[geometry[w]])
 
 
 def test_layered_echo_kernel_matches_the_specification(backend: Backend) -> None:

@@ -15,7 +15,7 @@ from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import SpinningPattern
 from .common import TWO_PI
 
-__all__ = ["rays_behind", "spinning_rays", "sub_rays"]
+__all__ = ["rays_behind", "spinning_rays", "spinning_times", "sub_rays"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -87,6 +87,28 @@ def spinning_rays(
         rays,
     )  # fmt: skip
     return rays
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _spinning_times(start, channels, period_s, offset_s, out):  # type: ignore[no-untyped-def]
+    """Pulse ``start + k``'s firing time into ``out[k]``: its firing ``id // channels``
+    times the period, plus its channel's firing offset (as
+    :meth:`simulator.sensor.scanner.SpinningPattern.time_and_channel`: the same float64
+    product and sum)."""
+    for k in prange(out.shape[0]):
+        pulse = start + k
+        firing = pulse // channels
+        out[k] = np.float64(firing) * period_s + offset_s[pulse - firing * channels]
+
+
+def spinning_times(pattern: SpinningPattern, start: int, stop: int) -> NDArray[np.float64]:
+    """:func:`simulator.steps.rays.pulse_times` for a spinning pattern, in one kernel pass
+    over the pulses: (stop - start,) float64, s."""
+    out = np.zeros(stop - start, dtype=np.float64)
+    if len(out):
+        _spinning_times(np.int64(start), np.int64(pattern.channels), float(pattern.period_s),
+                        np.ascontiguousarray(pattern.firing_offset_s, np.float64), out)  # fmt: skip
+    return out
 
 
 @njit(parallel=True, cache=True, nogil=True)

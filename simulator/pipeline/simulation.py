@@ -109,7 +109,8 @@ class Simulation(Runs):
         backend = self.backend
         self.engine = RayEngine(self.scene, cull=backend.rays_into_boxes,
                                 refine=backend.refine_hits,
-                                into_frame=backend.into_group_frame)  # fmt: skip
+                                into_frame=backend.into_group_frame,
+                                nearer=backend.nearer_hits)  # fmt: skip
         self.tables = SceneTables.from_scene(self.scene)
         optics = self.see_through = SeeThrough.of(self.tables, self.scene)
         self.model = ReturnModel.from_scanner(
@@ -214,7 +215,7 @@ class Simulation(Runs):
         t = self.trajectory
         if t.is_static:
             return PulsePoses.one(*t.pose_at(0.0)), None
-        pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+        pulse_time = self.backend.pulse_times(self.pattern, start, stop)
         rot, pos = t.poses(pulse_time)
         # A sensor that does not turn (or move) keeps one row: the pose broadcast.
         rot = rot[:1] if rot.strides[0] == 0 else rot
@@ -232,7 +233,7 @@ class Simulation(Runs):
         if footprints is None:
             footprints = self.beam.samples > 1 and not self.adaptive
         if self.engine.has_moving and pulse_time is None:  # each ray's own time
-            pulse_time, _ = self.pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))
+            pulse_time = self.backend.pulse_times(self.pattern, start, stop)
         times = pulse_time if self.engine.has_moving else None
         rays = Rays(start, beams, beams, shift, poses, poses.up, times)
         return self.footprint_rays(rays) if footprints else rays

@@ -17,7 +17,20 @@ from ..chunk import PulsePoses
 from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import ScanPattern
 
-__all__ = ["pattern_rays", "rays_behind", "sub_rays"]
+__all__ = ["pattern_rays", "pulse_times", "rays_behind", "sub_rays"]
+
+
+def pulse_times(pattern: ScanPattern, start: int, stop: int) -> NDArray[np.float64]:
+    """The firing time of pulses ``start..stop`` of any scan pattern (its
+    ``time_and_channel``): (stop - start,) float64, s from the survey start.
+
+    Parameters
+    ----------
+    pattern : ScanPattern
+    start, stop : int
+        Global pulse ids.
+    """
+    return pattern.time_and_channel(np.arange(start, stop, dtype=np.uint64))[0]
 
 
 def pattern_rays(

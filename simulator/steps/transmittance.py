@@ -93,7 +93,9 @@ def layers_behind(
     first : HitResults, optional
     """
     out = []
-    two_way = np.ones(len(hits.range_m))  # by ray, then by the last layer's rays
+    # by the last layer's rays (None in front of the first: 1 for every ray, not an array
+    # of ones a cast ray)
+    two_way: NDArray[np.float64] | None = None
     front_object, front_rays = hits.object_index, None
     front_results = first
     for layer, layer_results in zip(layers, results, strict=True):
@@ -103,7 +105,7 @@ def layers_behind(
             cos_front = np.ones(len(front_object))
             cos_front[front_results.idx] = front_results.cos_incidence
             t = transmittance_at(t, law_of_object[front_object[at]], cos_front[at])
-        before = two_way[at]
+        before = np.ones(len(at)) if two_way is None else two_way[at]
         two_way = before * t * t  # a pane: T each way
         if porous_of_object is not None:  # a porous layer: T, through one gap both ways
             two_way = np.where(porous_of_object[front_object[at]], before * t, two_way)

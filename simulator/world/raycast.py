@@ -27,9 +27,11 @@ __all__ = [
     "BoxCull",
     "Hits",
     "IntoGroupFrame",
+    "NearerHits",
     "RayEngine",
     "import_open3d",
     "into_group_frame",
+    "nearer_hits",
     "rays_into_boxes",
 ]
 
@@ -113,6 +115,9 @@ class RayEngine:
     into_frame : IntoGroupFrame, optional
         Moves the rays the cull kept into a moving group's frame (default
         :func:`into_group_frame`; the numba backend's kernel computes the same).
+    nearer : NearerHits, optional
+        Puts a moving group's hits in place of the hits so far where they are nearer
+        (default :func:`nearer_hits`; the numba backend's kernel computes the same).
     """
 
     def __init__(
@@ -121,12 +126,14 @@ class RayEngine:
         cull: BoxCull | None = None,
         refine: RefineHits | None = None,
         into_frame: IntoGroupFrame | None = None,
+        nearer: NearerHits | None = None,
     ) -> None:
         # Imported here: it is slow to import and needs libusb.
         self._o3d = o3d = import_open3d()
         self.cull: BoxCull = rays_into_boxes if cull is None else cull
         self.refine: RefineHits = refine_hits if refine is None else refine
         self.into_frame: IntoGroupFrame = into_group_frame if into_frame is None else into_frame
+        self.nearer: NearerHits = nearer_hits if nearer is None else nearer
         #: The moving groups' swept boxes of the last cast's time slots (_slot_boxes).
         self._boxes: tuple[int, NDArray[np.float64], NDArray[np.float64]] | None = None
         #: Threads Open3D casts on (0: all cores); a worker process sharing the machine
@@ -271,33 +278,30 @@ class RayEngine:
             local_rays = self.into_frame(rays, rows, self.origin_shift_m, rot, pos, group.local_m)
             # refined in the group's frame, before the comparison with the static hits
             cast = group.scene.cast(local_rays, self.threads)
-            nearer = cast.t < hits.range_m[rows]
-            if not nearer.any():
-                continue
-            at = rows[nearer]
-            geometry = cast.geometry[nearer]
-            hits.range_m[at] = cast.t[nearer]
-            hits.object_index[at] = group.members[geometry]
-            if hits.material_row is not None:
-                primitive = cast.primitive[nearer]
-                hits.material_row[at] = self._material_rows(group.members[geometry], primitive)
-            n_local = cast.normal[nearer].astype(np.float64)
-            hits.normal[at] = np.einsum("nij,nj->ni", rot[nearer], n_local)
+            nearer = self.nearer(hits.range_m, hits.object_index, hits.normal, rows, cast.t,
+                                 cast.geometry, cast.normal, rot, group.members)  # fmt: skip
+            if hits.material_row is not None and len(nearer):
+                members = group.members[cast.geometry[nearer]]
+                rows_of = self._material_rows(members, cast.primitive[nearer])
+                hits.material_row[rows[nearer]] = rows_of
 
     def _slot_boxes(
         self, time_s: NDArray[np.float64]
     ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
         """The boxes the moving groups' bounding spheres sweep over each time slot
         ``[k, k + 1) * SWEEP_STEP_S`` the times span: the first slot ``k``, and the
-        (G, S, 3) lower and upper corners (m, world). Kept for the next cast: the casts
-        behind see-through surfaces span slots of the same chunk."""
+        (G, S, 3) lower and upper corners (m, world). Kept for the next casts: those
+        behind see-through surfaces span slots of the same chunk, and the next chunks'
+        the slots after it (made :data:`SWEEP_AHEAD_SLOTS` at a time, so that a chunk's
+        cast does not sample every group's path again: each slot's box is its own, the
+        same whichever span it is made in)."""
         first = int(np.floor(time_s.min() / SWEEP_STEP_S))
         last = int(np.floor(time_s.max() / SWEEP_STEP_S))
         kept = self._boxes
         if kept is not None and kept[0] <= first and last < kept[0] + kept[1].shape[1]:
             a, b = first - kept[0], last + 1 - kept[0]
             return first, kept[1][:, a:b], kept[2][:, a:b]
-        edges_s = np.arange(first, last + 2) * SWEEP_STEP_S
+        edges_s = np.arange(first, max(last, first + SWEEP_AHEAD_SLOTS - 1) + 2) * SWEEP_STEP_S
         shape = (len(self._moving), len(edges_s) - 1, 3)
         lo, hi = np.empty(shape), np.empty(shape)
         for g, group in enumerate(self._moving):
@@ -308,11 +312,14 @@ class RayEngine:
             lo[g] = np.minimum(a, b) - pad[:, None]
             hi[g] = np.maximum(a, b) + pad[:, None]
         self._boxes = (first, lo, hi)
-        return first, lo, hi
+        return first, lo[:, : last + 1 - first], hi[:, : last + 1 - first]
 
 
 #: Time step (s) at which a moving group's path is sampled to bound where it can be.
 SWEEP_STEP_S = 0.005
+#: Time slots whose swept boxes are made at once, from a cast's first (100: 0.5 s, five
+#: frames at 10 Hz).
+SWEEP_AHEAD_SLOTS = 100
 #: Extra margin (m) around a moving group's swept box.
 SWEEP_MARGIN_M = 0.05
 
@@ -373,6 +380,69 @@ IntoGroupFrame = Callable[
     [NDArray[np.float32], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
      NDArray[np.float64], NDArray[np.float64]],
     NDArray[np.float32],
+]  # fmt: skip
+
+
+def nearer_hits(
+    range_m: NDArray[np.float32],
+    object_index: NDArray[np.int32],
+    normal: NDArray[np.float32],
+    rows: NDArray[np.int64],
+    t: NDArray[np.float32],
+    geometry: NDArray[np.int32],
+    normal_local: NDArray[np.float32],
+    rotation: NDArray[np.float64],
+    members: NDArray[np.int32],
+) -> NDArray[np.int64]:
+    """A moving group's hits put in place of the hits so far where they are nearer (the
+    specification; the kernel is :func:`simulator.kernels.cull.nearer_hits`).
+
+    Parameters
+    ----------
+    range_m : (N,) float32
+        The range of each ray's hit so far (m; inf for a miss): changed in place.
+    object_index : (N,) int32
+        Its object (-1 for a miss): changed in place.
+    normal : (N, 3) float32
+        Its unit normal (world frame): changed in place.
+    rows : (K,) int64
+        The rays cast into the group, increasing.
+    t : (K,) float32
+        Their ranges in the group's scene (m; inf for a miss).
+    geometry : (K,) int32
+        The group's geometry each hit (-1 for a miss).
+    normal_local : (K, 3) float32
+        Each hit's unit normal in the group's frame.
+    rotation : (K, 3, 3) float64
+        The group's world-from-body rotation at each ray's time (a broadcast one is fine).
+    members : (M,) int32
+        The scene object of each of the group's geometries.
+
+    Returns
+    -------
+    (J,) int64
+        The positions ``k`` (increasing) of the rays whose group hit is nearer
+        (``t[k] < range_m[rows[k]]``: a tie keeps the hit so far): there the range is
+        ``t[k]``, the object ``members[geometry[k]]`` and the normal ``rotation[k]``
+        times ``normal_local[k]`` in float64, each component a sum over the rotation's
+        columns from +0 (as ``einsum`` adds them), rounded to float32.
+    """
+    nearer = np.flatnonzero(t < range_m[rows]).astype(np.int64)
+    at = rows[nearer]
+    range_m[at] = t[nearer]
+    object_index[at] = members[geometry[nearer]]
+    n_local = normal_local[nearer].astype(np.float64)
+    normal[at] = np.einsum("nij,nj->ni", rotation[nearer], n_local)
+    return nearer
+
+
+#: Moving hits put in place where nearer: a function of the signature of
+#: :func:`nearer_hits`.
+NearerHits = Callable[
+    [NDArray[np.float32], NDArray[np.int32], NDArray[np.float32], NDArray[np.int64],
+     NDArray[np.float32], NDArray[np.int32], NDArray[np.float32], NDArray[np.float64],
+     NDArray[np.int32]],
+    NDArray[np.int64],
 ]  # fmt: skip
 
 
