@@ -51,6 +51,7 @@ __all__ = [
     "PLANE_TOLERANCE_M",
     "Part",
     "Witnesses",
+    "adaptive_chunk_pulses",
     "centre_sub_ray",
     "interleave",
     "neighbour_stride",
@@ -86,6 +87,19 @@ def probe_indices(beam: BeamPattern, horizontal: bool) -> NDArray[np.intp]:
     if horizontal:
         picks += [int(np.argmax(h)), int(np.argmin(h))]
     return np.array(picks, dtype=np.intp)
+
+
+def adaptive_chunk_pulses(chunk_rays: int, pattern: ScanPattern, beam: BeamPattern) -> int:
+    """Pulses a chunk of adaptive sampling: as many as keep its beams and its witnesses'
+    cast (the probes, and the neighbours' beams beyond its ends) to ``chunk_rays`` rays
+    together, the rays a chunk of full sampling holds (at least one pulse). The fans of
+    its pulses cast in full are formed in batches of their own
+    (:func:`simulator.pipeline.adaptive.adaptive_returns`), so no cast exceeds
+    ``chunk_rays`` rays either way; a chunk this size casts about 3.8 rays a pulse, not
+    the ``beam_samples`` a chunk of ``chunk_rays // beam_samples`` pulses was sized for."""
+    stride = neighbour_stride(pattern, beam)
+    probes = len(probe_indices(beam, stride == 0))
+    return max(1, (chunk_rays - 2 * stride) // (1 + probes))
 
 
 def centre_sub_ray(beam: BeamPattern) -> int:
