@@ -48,8 +48,10 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     start, stop, total = chunk.start, chunk.start + chunk.pulses, sim.total_pulses
     if not stride:
         probe_hits = sim.cast_rays(probes.cast, probes.cast_time_s)
-        return Witnesses(which, probes.cast, probe_hits, stride, chunk.beams, chunk.hits,
-                         start, start, total, sim.model.separation_m)  # fmt: skip
+        nothing = chunk.hits.take(np.zeros(0, dtype=np.intp))
+        return Witnesses(which, probes.cast, probe_hits, stride, chunk.beams[:0], nothing,
+                         chunk.beams[:0], nothing, start, total,
+                         sim.model.separation_m)  # fmt: skip
     # The same channel's previous and next firing: this chunk's beams, and beyond its
     # ends the beams of up to `stride` more pulses on each side, cast with the probes
     # (one cast; a ray's hit does not depend on the rays cast with it).
@@ -63,10 +65,10 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     )
     ends = np.cumsum([0] + [len(r.cast) for r in parts])
     probe_hits, before, after = (hits.take(slice(a, b)) for a, b in pairwise(ends))
-    beams = np.concatenate([sides[0].beams, chunk.beams, sides[1].beams])
-    beam_hits = Hits.concatenate([before, chunk.hits, after])
-    return Witnesses(which, probes.cast, probe_hits, stride, beams, beam_hits, lo, start,
-                     total, sim.model.separation_m)  # fmt: skip
+    # (the chunk's own beams are not copied beside them: the footprint test reads the
+    # neighbours in three parts)
+    return Witnesses(which, probes.cast, probe_hits, stride, sides[0].beams, before,
+                     sides[1].beams, after, start, total, sim.model.separation_m)  # fmt: skip
 
 
 def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:

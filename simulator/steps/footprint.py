@@ -139,13 +139,16 @@ class Witnesses:
     stride : int
         Pulse-id step to the horizontal neighbours (0: none; the probes then include
         the horizontal extremes).
-    beams : (E, 6) float32
-        Central rays of pulses ``beams_start .. beams_start + E``, which cover every
-        neighbour of the chunk's pulses that exists.
-    beam_hits : Hits
+    before : (B, 6) float32
+        Central rays of the pulses ``start - B .. start`` (B <= ``stride``): the
+        neighbours before the chunk that exist (the chunk's own are its beams).
+    before_hits : Hits
         Their hits.
-    beams_start : int
-        Global id of the pulse of ``beams[0]``.
+    after : (A, 6) float32
+        Central rays of the pulses ``start + P .. start + P + A`` (A <= ``stride``):
+        the neighbours after the chunk that exist.
+    after_hits : Hits
+        Their hits.
     start : int
         Global id of the chunk's first pulse.
     total : int
@@ -159,9 +162,10 @@ class Witnesses:
     probe_rays: NDArray[np.float32]
     probe_hits: Hits
     stride: int
-    beams: NDArray[np.float32]
-    beam_hits: Hits
-    beams_start: int
+    before: NDArray[np.float32]
+    before_hits: Hits
+    after: NDArray[np.float32]
+    after_hits: Hits
     start: int
     total: int
     separation_m: float
@@ -224,13 +228,17 @@ def single_surface(
         ok &= _on_plane(point, normal, hits, witnesses.probe_rays[rows],
                         witnesses.probe_hits.take(rows), witnesses.separation_m)  # fmt: skip
     if witnesses.stride:
+        # The central rays of the chunk's pulses and of their neighbours beyond its ends.
+        beams = np.concatenate([witnesses.before, rays, witnesses.after])
+        beam_hits = Hits.concatenate([witnesses.before_hits, hits, witnesses.after_hits])
+        beams_start = witnesses.start - len(witnesses.before)
         ids = witnesses.start + np.arange(p, dtype=np.int64)
         for neighbour in (ids - witnesses.stride, ids + witnesses.stride):
             exists = (neighbour >= 0) & (neighbour < witnesses.total)
-            at = np.where(exists, neighbour, witnesses.start) - witnesses.beams_start
-            seen = witnesses.beam_hits.take(at)
+            at = np.where(exists, neighbour, witnesses.start) - beams_start
+            seen = beam_hits.take(at)
             all_missed &= exists & (seen.object_index < 0)
-            ok &= exists & _on_plane(point, normal, hits, witnesses.beams[at], seen,
+            ok &= exists & _on_plane(point, normal, hits, beams[at], seen,
                                      witnesses.separation_m)  # fmt: skip
     return np.where(hit, ok, all_missed)
 
