@@ -223,11 +223,18 @@ def test_adaptive_does_not_cast_the_central_sub_ray_again() -> None:
     of the other sub-rays of a pulse cast in full, the central one only where it differs
     from the beam in a bit (its direction normalised once more: under 2 %). They go in
     three casts a chunk: its beams; its probes with the neighbours beyond its ends; the
-    rest of its fans. The rays cast on behind see-through surfaces (the farm's) are left
-    out of the count."""
+    rest of its fans (one batch: here no chunk has more than ``fan_pulses`` pulses cast in
+    full). The rays cast on behind see-through surfaces (the farm's) are left out of the
+    count."""
     sim = simulator.Simulation.from_file(
-        FARM, COMMON + ADAPTIVE + ["revolutions=0.3", "chunk_pulses=28000"]
+        FARM, COMMON + ADAPTIVE + ["revolutions=0.3", "chunk_pulses=12064"]
     )
+    # A chunk's beams and witnesses (two probes a pulse, a channel's firing beyond each
+    # end) are chunk_pulses rays; its fans are batched by a full-sampling chunk's pulses.
+    assert sim.chunk_step == (12064 - 2 * sim.pattern.channels) // 3 == 4000
+    assert sim.fan_pulses == 12064 // 7
+    each = judged_in_full(sim)
+    assert max(each[a:b].sum() for a, b in sim.chunk_spans()) <= sim.fan_pulses
     cast, calls, behind = [0], [0], [False]
     original, original_behind = sim.engine.cast_rays, sim.surfaces_behind
 
@@ -280,3 +287,56 @@ def test_adaptive_runs_the_per_hit_model_on_the_beams_it_keeps_only() -> None:
     sim.run()
     assert in_full[hit].sum() > 1000 and (~in_full[hit]).sum() > 5000  # (2,061 and 9,400)
     np.testing.assert_array_equal(np.concatenate(evaluated), hit[~in_full[hit]])
+
+
+def test_adaptive_casts_at_most_chunk_pulses_rays_at_once(ws: Workspace) -> None:
+    """Where every pulse is cast in full (a see-through pane all around the sensor), the
+    fans are cast and formed in batches of ``fan_pulses`` (chunk_pulses // beam_samples)
+    pulses: no cast takes more than ``chunk_pulses`` rays, a chunk casts its beams, its
+    witnesses and the rest of its fans once a batch (its pulses over ``fan_pulses``,
+    rounded up), and the scan is full sampling's bit for bit, for any chunk size."""
+    pane = {**WALL, "reflectance": 0.04, "transmittance": 0.85, "label": "other-structure"}
+    objects = [
+        {"name": "ground", "plane": {"size_m": [60.0, 60.0]}, "material": GRASS},
+        {"name": "pane", "sphere": {"radius_m": 1.5}, "position_m": [0.0, 0.0, 1.8],
+         "material": pane},
+    ]  # fmt: skip
+    survey = ws.survey(objects, pose={"position_m": [0.0, 0.0, 1.8]})
+    base = [*COMMON, "revolutions=0.2"]
+    chunk_pulses = 9000
+    sim = simulator.Simulation.from_file(survey, [*base, *ADAPTIVE, f"chunk_pulses={chunk_pulses}"])
+    assert judged_in_full(sim).all()
+    sizes: list[int] = []
+    original = sim.engine.cast_rays
+    calls, behind = [0, 0], [False]
+    original_behind = sim.surfaces_behind
+
+    def layers(rays: Rays, hits: Hits) -> tuple[Layer, ...]:
+        calls[1] += 1  # (its casts, on behind the pane, are counted in sizes only)
+        behind[0] = True
+        try:
+            return original_behind(rays, hits)
+        finally:
+            behind[0] = False
+
+    def counting(rays: np.ndarray, time_s: np.ndarray | None = None) -> Hits:
+        sizes.append(len(rays))
+        calls[0] += 0 if behind[0] else 1
+        return original(rays, time_s)
+
+    sim.engine.cast_rays = counting  # type: ignore[method-assign]
+    sim.surfaces_behind = layers  # type: ignore[method-assign]
+    adaptive = sim.run()
+    spans = list(sim.chunk_spans())
+    batches = sum(-(-(b - a) // sim.fan_pulses) for a, b in spans)
+    assert len(spans) > 2 and batches > 2 * len(spans)  # several batches a chunk
+    assert calls == [2 * len(spans) + batches, len(spans) + batches]
+    assert max(sizes) <= chunk_pulses
+    assert max(sizes) > 0.9 * chunk_pulses  # (the bound is reached, not far off)
+    full = simulator.scan(survey, base)
+    small = simulator.scan(survey, [*base, *ADAPTIVE, "chunk_pulses=2501"])
+    assert len(full) > 10_000
+    for got in (adaptive, small):
+        assert got.names == full.names
+        for name in full.names:
+            np.testing.assert_array_equal(got[name], full[name], err_msg=name)

@@ -145,12 +145,14 @@ def _layer_slots(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _every_ray_slots(  # type: ignore[no-untyped-def]
-    idx, weights, ray_range, ray_object, hit_of_slot, weight, range_m, object_index
+    idx, weights, ray_range, ray_object, relief, backscatter, spread, cos_incidence,
+    cos_effective, hit_of_slot, weight, table, object_index,
 ):  # fmt: skip
     """The slots of a chunk whose every ray is a slot (one layer of surfaces, every
     sub-ray lit): slot ``s`` is ray ``s``, of weight ``weights[s % samples]`` and hit
     row ``j`` where ``idx[j] == s`` (-1: a miss); each hit's range (float64) and object
-    gathered from its ray."""
+    gathered from its ray, and its per-hit inputs (``relief`` .. ``cos_effective``, a
+    hit each) copied to the rows of ``table`` (:data:`ENTRY_ROWS`) in the same pass."""
     samples = weights.shape[0]
     for s in prange(hit_of_slot.shape[0]):
         hit_of_slot[s] = -1
@@ -158,7 +160,12 @@ def _every_ray_slots(  # type: ignore[no-untyped-def]
     for j in prange(idx.shape[0]):
         r = idx[j]
         hit_of_slot[r] = j
-        range_m[j] = np.float64(ray_range[r])
+        table[0, j] = np.float64(ray_range[r])
+        table[1, j] = relief[j]
+        table[2, j] = backscatter[j]
+        table[3, j] = spread[j]
+        table[4, j] = cos_incidence[j]
+        table[5, j] = cos_effective[j]
         object_index[j] = np.int64(ray_object[r])
 
 
@@ -200,13 +207,10 @@ def echo_slots(
         idx = np.ascontiguousarray(results.idx, dtype=np.int64)
         table = np.empty((len(ENTRY_ROWS), len(idx)))
         object_index = np.empty(len(idx), dtype=np.int64)
-        _every_ray_slots(idx, weights, hits.range_m, hits.object_index,
-                         hit_of_slot.reshape(-1), weight.reshape(-1), table[0],
-                         object_index)  # fmt: skip
-        for row, values in zip(table[1:], (results.relief_m, results.backscatter,
-                                           results.spread_m, results.cos_incidence,
-                                           results.cos_effective), strict=True):  # fmt: skip
-            row[:] = values
+        _every_ray_slots(idx, weights, hits.range_m, hits.object_index, results.relief_m,
+                         results.backscatter, results.spread_m, results.cos_incidence,
+                         results.cos_effective, hit_of_slot.reshape(-1), weight.reshape(-1),
+                         table, object_index)  # fmt: skip
     else:
         table = np.empty((len(ENTRY_ROWS), hit_of_slot.size))
         object_index = np.empty(hit_of_slot.size, dtype=np.int64)

@@ -43,19 +43,30 @@ def _on_plane(  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True, nogil=True)
 def _single_surface(  # type: ignore[no-untyped-def]
-    rays, rng, obj, nrm, p_rays, p_rng, p_obj, p_nrm, width, stride, b_rays, b_rng, b_obj,
-    b_nrm, beams_start, start, total, tol, cos_tol, half_sep, out,
+    rays, rng, obj, nrm, p_rays, p_rng, p_obj, p_nrm, width, stride, a_rays, a_rng, a_obj,
+    a_nrm, z_rays, z_rng, z_obj, z_nrm, start, total, tol, cos_tol, half_sep, out,
 ):  # fmt: skip
-    for p in prange(rays.shape[0]):
+    """The footprint test of each pulse ``p``; its neighbour ``j = p -+ stride`` (in the
+    chunk) is the chunk's own beam, or beyond its ends one of the ``a_`` beams before it
+    (row ``j + len(a_rays)``) or the ``z_`` beams after it (row ``j - P``)."""
+    n = rays.shape[0]
+    before = a_rays.shape[0]
+    for p in prange(n):
         o = obj[p]
         if o < 0:  # open sky only if every witness misses too
             clear = True
             for k in range(width):
                 clear = clear and p_obj[p * width + k] < 0
             if stride > 0:
-                g = start + p
-                for g2 in (g - stride, g + stride):
-                    clear = clear and g2 >= 0 and g2 < total and b_obj[g2 - beams_start] < 0
+                for j in (p - stride, p + stride):
+                    if not (start + j >= 0 and start + j < total):
+                        clear = False
+                    elif j < 0:
+                        clear = clear and a_obj[j + before] < 0
+                    elif j >= n:
+                        clear = clear and z_obj[j - n] < 0
+                    else:
+                        clear = clear and obj[j] < 0
             out[p] = clear
             continue
         n0, n1, n2 = np.float64(nrm[p, 0]), np.float64(nrm[p, 1]), np.float64(nrm[p, 2])
@@ -70,13 +81,26 @@ def _single_surface(  # type: ignore[no-untyped-def]
                 cos_tol, half_sep,
             )  # fmt: skip
         if stride > 0:
-            g = start + p
-            for g2 in (g - stride, g + stride):
-                ok = ok and g2 >= 0 and g2 < total
-                ok = ok and _on_plane(
-                    q0, q1, q2, n0, n1, n2, o, r, b_rays, b_rng, b_obj, b_nrm,
-                    g2 - beams_start, tol, cos_tol, half_sep,
-                )  # fmt: skip
+            for j in (p - stride, p + stride):
+                if not ok:
+                    break
+                if not (start + j >= 0 and start + j < total):
+                    ok = False
+                elif j < 0:
+                    ok = _on_plane(
+                        q0, q1, q2, n0, n1, n2, o, r, a_rays, a_rng, a_obj, a_nrm, j + before,
+                        tol, cos_tol, half_sep,
+                    )  # fmt: skip
+                elif j >= n:
+                    ok = _on_plane(
+                        q0, q1, q2, n0, n1, n2, o, r, z_rays, z_rng, z_obj, z_nrm, j - n, tol,
+                        cos_tol, half_sep,
+                    )  # fmt: skip
+                else:
+                    ok = _on_plane(
+                        q0, q1, q2, n0, n1, n2, o, r, rays, rng, obj, nrm, j, tol, cos_tol,
+                        half_sep,
+                    )  # fmt: skip
         out[p] = ok
 
 
@@ -85,13 +109,13 @@ def single_surface(
 ) -> NDArray[np.bool_]:
     """:func:`simulator.steps.footprint.single_surface` in one kernel: (P,) bool."""
     out = np.empty(len(rays), dtype=np.bool_)
-    w, ph, bh = witnesses, witnesses.probe_hits, witnesses.beam_hits
+    w, ph, a, z = witnesses, witnesses.probe_hits, witnesses.before_hits, witnesses.after_hits
     width = len(w.probes)
     _single_surface(
         rays, hits.range_m, hits.object_index, hits.normal, w.probe_rays, ph.range_m,
-        ph.object_index, ph.normal, width, w.stride, w.beams, bh.range_m, bh.object_index,
-        bh.normal, w.beams_start, w.start, w.total, PLANE_TOLERANCE_M, _COS_TOL,
-        0.5 * w.separation_m, out,
+        ph.object_index, ph.normal, width, w.stride, w.before, a.range_m, a.object_index,
+        a.normal, w.after, z.range_m, z.object_index, z.normal, w.start, w.total,
+        PLANE_TOLERANCE_M, _COS_TOL, 0.5 * w.separation_m, out,
     )  # fmt: skip
     return out
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from copy import copy
 from dataclasses import replace
 from itertools import pairwise
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,7 +19,23 @@ from ..steps.hits import HitResults
 from ..steps.returns import Returns, single_returns
 from .layers import Scanning, several_surfaces, surface_returns
 
-__all__ = ["adaptive_returns", "cast_in_full", "kept_beams", "rest_of_fans", "witnesses"]
+__all__ = [
+    "Batching",
+    "adaptive_returns",
+    "cast_in_full",
+    "fan_returns",
+    "kept_beams",
+    "rest_of_fans",
+    "witnesses",
+]
+
+
+class Batching(Scanning, Protocol):
+    """A :class:`~simulator.pipeline.layers.Scanning` that also says how many pulses'
+    fans are cast and formed together (:attr:`~simulator.pipeline.Simulation.fan_pulses`)."""
+
+    @property
+    def fan_pulses(self) -> int: ...
 
 
 def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
@@ -31,8 +48,10 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     start, stop, total = chunk.start, chunk.start + chunk.pulses, sim.total_pulses
     if not stride:
         probe_hits = sim.cast_rays(probes.cast, probes.cast_time_s)
-        return Witnesses(which, probes.cast, probe_hits, stride, chunk.beams, chunk.hits,
-                         start, start, total, sim.model.separation_m)  # fmt: skip
+        nothing = chunk.hits.take(np.zeros(0, dtype=np.intp))
+        return Witnesses(which, probes.cast, probe_hits, stride, chunk.beams[:0], nothing,
+                         chunk.beams[:0], nothing, start, total,
+                         sim.model.separation_m)  # fmt: skip
     # The same channel's previous and next firing: this chunk's beams, and beyond its
     # ends the beams of up to `stride` more pulses on each side, cast with the probes
     # (one cast; a ray's hit does not depend on the rays cast with it).
@@ -46,10 +65,10 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     )
     ends = np.cumsum([0] + [len(r.cast) for r in parts])
     probe_hits, before, after = (hits.take(slice(a, b)) for a, b in pairwise(ends))
-    beams = np.concatenate([sides[0].beams, chunk.beams, sides[1].beams])
-    beam_hits = Hits.concatenate([before, chunk.hits, after])
-    return Witnesses(which, probes.cast, probe_hits, stride, beams, beam_hits, lo, start,
-                     total, sim.model.separation_m)  # fmt: skip
+    # (the chunk's own beams are not copied beside them: the footprint test reads the
+    # neighbours in three parts)
+    return Witnesses(which, probes.cast, probe_hits, stride, sides[0].beams, before,
+                     sides[1].beams, after, start, total, sim.model.separation_m)  # fmt: skip
 
 
 def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:
@@ -109,12 +128,14 @@ def rest_of_fans(sim: Scanning, beam_hits: Hits, fans: Rays, probe: NDArray[np.i
 
 
 def adaptive_returns(
-    sim: Scanning, chunk: CastChunk, evaluate: Callable[[CastChunk], HitResults]
+    sim: Batching, chunk: CastChunk, evaluate: Callable[[CastChunk], HitResults]
 ) -> Returns:
     """Adaptive footprint sampling of a chunk cast as beams: the single-ray returns where
     the footprint lies on one smooth surface, and elsewhere the footprint's sub-rays cast
-    (the probes kept) and their echoes formed as in full sampling. ``evaluate`` (the
-    per-hit model) runs on the beams of the pulses kept and on the fans."""
+    (the probes kept) and their echoes formed as in full sampling, in batches of at most
+    ``sim.fan_pulses`` pulses (a full-sampling chunk's rays: one batch in the usual case,
+    a few where most footprints are cast in full). ``evaluate`` (the per-hit model) runs
+    on the beams of the pulses kept and on the fans."""
     seen = witnesses(sim, chunk)
     smooth = sim.backend.single_surface(chunk.beams, chunk.hits, seen)
     particles = (
@@ -125,6 +146,28 @@ def adaptive_returns(
     single = single_returns(
         evaluate(kept_beams(chunk, pulses)), chunk.hits, diagnostics=sim.diagnostics
     )
+    step = sim.fan_pulses
+    starts = range(0, max(1, len(pulses)), step)
+    batches = [fan_returns(sim, chunk, seen, pulses[a : a + step], evaluate, particles)
+               for a in starts]  # fmt: skip
+    echoes = batches[0] if len(batches) == 1 else Returns.concatenate(
+        [replace(r, pulse=r.pulse + a) for a, r in zip(starts, batches, strict=True)]
+    )  # fmt: skip
+    kept = smooth[single.pulse]
+    return sim.backend.merge_returns(single, kept, echoes, pulses, diagnostics=sim.diagnostics)
+
+
+def fan_returns(
+    sim: Scanning,
+    chunk: CastChunk,
+    seen: Witnesses,
+    pulses: NDArray[np.intp],
+    evaluate: Callable[[CastChunk], HitResults],
+    particles: list,
+) -> Returns:
+    """The returns of the footprints of a chunk's pulses ``pulses`` (indices in the chunk)
+    cast in full: the rest of their fans cast (their probes, read in ``seen``, kept), their
+    echoes formed as in full sampling; ``pulse`` indexes ``pulses``."""
     probe = seen.probes
     fans = chunk.select(pulses)
     # (the probes read where they lie, every pulse's: not gathered first)
@@ -136,9 +179,7 @@ def adaptive_returns(
     sub = CastChunk(**vars(fanned), hits=hits, behind=sim.surfaces_behind(fanned, hits))
     results = evaluate(sub)
     ids = chunk.pulse_ids[pulses]
-    echoes = surface_returns(sim, sub, results, ids, [p.of_pulses(pulses) for p in particles])
-    kept = smooth[single.pulse]
-    return sim.backend.merge_returns(single, kept, echoes, pulses, diagnostics=sim.diagnostics)
+    return surface_returns(sim, sub, results, ids, [p.of_pulses(pulses) for p in particles])
 
 
 def kept_beams(chunk: CastChunk, cast_in_full: NDArray[np.intp]) -> CastChunk:

@@ -30,7 +30,7 @@ from typing import Protocol
 from ..chunk import CastChunk
 from ..steps.hits import HitResults
 from ..steps.returns import Returns, single_returns
-from .adaptive import adaptive_returns
+from .adaptive import Batching, adaptive_returns
 from .layers import Scanning, layered_returns, layers_of
 
 __all__ = [
@@ -121,13 +121,13 @@ class AdaptiveReturns:
     """Adaptive footprint sampling (:func:`~simulator.pipeline.adaptive.adaptive_returns`)
     over the single-ray returns of a chunk cast as beams."""
 
-    sim: Scanning
+    sim: Batching
 
     def __call__(self, chunk: CastChunk, evaluate: Evaluate) -> Returns:
         return adaptive_returns(self.sim, chunk, evaluate)
 
 
-def returns_plan(sim: Scanning, adaptive: bool) -> ReturnsPlan:
+def returns_plan(sim: Batching, adaptive: bool) -> ReturnsPlan:
     """The plan of a survey's returns step (see the module's table); ``adaptive``: the
     footprints are sampled adaptively."""
     if adaptive:

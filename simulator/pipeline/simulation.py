@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..pointcloud import PointCloud
 from ..sensor.scanner import ScanPattern, pattern_for
 from ..sensor.trajectory import Trajectory, trajectory_from_survey
-from ..steps.footprint import sub_pattern
+from ..steps.footprint import adaptive_chunk_pulses, sub_pattern
 from ..steps.hits import HitResults, ReturnModel
 from ..steps.record import add_diagnostics
 from ..steps.returns import Returns
@@ -169,7 +169,17 @@ class Simulation(Runs):
     @property
     def chunk_step(self) -> int:
         """Pulses per chunk: ``chunk_pulses``, divided by ``beam_samples`` (rays per chunk
-        stay the same, and so does memory)."""
+        stay the same, and so does memory); with adaptive sampling, as many as its beams
+        and witnesses take (:func:`~simulator.steps.footprint.adaptive_chunk_pulses`)."""
+        if self.adaptive:
+            return adaptive_chunk_pulses(self.survey.chunk_pulses, self.pattern, self.beam)
+        return self.fan_pulses
+
+    @property
+    def fan_pulses(self) -> int:
+        """Pulses whose footprints' sub-rays are cast and formed together: ``chunk_pulses``
+        divided by ``beam_samples`` (a chunk of full sampling; adaptive sampling's batches
+        of the pulses it casts in full)."""
         return max(1, self.survey.chunk_pulses // self.beam.samples)
 
     @property

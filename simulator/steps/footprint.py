@@ -51,6 +51,7 @@ __all__ = [
     "PLANE_TOLERANCE_M",
     "Part",
     "Witnesses",
+    "adaptive_chunk_pulses",
     "centre_sub_ray",
     "interleave",
     "neighbour_stride",
@@ -86,6 +87,20 @@ def probe_indices(beam: BeamPattern, horizontal: bool) -> NDArray[np.intp]:
     if horizontal:
         picks += [int(np.argmax(h)), int(np.argmin(h))]
     return np.array(picks, dtype=np.intp)
+
+
+def adaptive_chunk_pulses(chunk_rays: int, pattern: ScanPattern, beam: BeamPattern) -> int:
+    """Pulses a chunk of adaptive sampling: as many as keep its beams and its witnesses'
+    cast (the probes, and the neighbours' beams beyond its ends) to ``chunk_rays`` rays
+    together, the rays a chunk of full sampling holds (at least one pulse). The fans of
+    its pulses cast in full are formed in batches of their own
+    (:func:`simulator.pipeline.adaptive.adaptive_returns`), so no cast exceeds
+    ``chunk_rays`` rays either way. (A chunk of ``chunk_rays // beam_samples`` pulses is
+    sized for every sub-ray of every pulse; on the bench scene adaptive sampling casts
+    about 3.8 rays a pulse with 7 sub-rays.)"""
+    stride = neighbour_stride(pattern, beam)
+    probes = len(probe_indices(beam, stride == 0))
+    return max(1, (chunk_rays - 2 * stride) // (1 + probes))
 
 
 def centre_sub_ray(beam: BeamPattern) -> int:
@@ -125,13 +140,16 @@ class Witnesses:
     stride : int
         Pulse-id step to the horizontal neighbours (0: none; the probes then include
         the horizontal extremes).
-    beams : (E, 6) float32
-        Central rays of pulses ``beams_start .. beams_start + E``, which cover every
-        neighbour of the chunk's pulses that exists.
-    beam_hits : Hits
+    before : (B, 6) float32
+        Central rays of the pulses ``start - B .. start`` (B <= ``stride``): the
+        neighbours before the chunk that exist (the chunk's own are its beams).
+    before_hits : Hits
         Their hits.
-    beams_start : int
-        Global id of the pulse of ``beams[0]``.
+    after : (A, 6) float32
+        Central rays of the pulses ``start + P .. start + P + A`` (A <= ``stride``):
+        the neighbours after the chunk that exist.
+    after_hits : Hits
+        Their hits.
     start : int
         Global id of the chunk's first pulse.
     total : int
@@ -145,9 +163,10 @@ class Witnesses:
     probe_rays: NDArray[np.float32]
     probe_hits: Hits
     stride: int
-    beams: NDArray[np.float32]
-    beam_hits: Hits
-    beams_start: int
+    before: NDArray[np.float32]
+    before_hits: Hits
+    after: NDArray[np.float32]
+    after_hits: Hits
     start: int
     total: int
     separation_m: float
@@ -210,13 +229,17 @@ def single_surface(
         ok &= _on_plane(point, normal, hits, witnesses.probe_rays[rows],
                         witnesses.probe_hits.take(rows), witnesses.separation_m)  # fmt: skip
     if witnesses.stride:
+        # The central rays of the chunk's pulses and of their neighbours beyond its ends.
+        beams = np.concatenate([witnesses.before, rays, witnesses.after])
+        beam_hits = Hits.concatenate([witnesses.before_hits, hits, witnesses.after_hits])
+        beams_start = witnesses.start - len(witnesses.before)
         ids = witnesses.start + np.arange(p, dtype=np.int64)
         for neighbour in (ids - witnesses.stride, ids + witnesses.stride):
             exists = (neighbour >= 0) & (neighbour < witnesses.total)
-            at = np.where(exists, neighbour, witnesses.start) - witnesses.beams_start
-            seen = witnesses.beam_hits.take(at)
+            at = np.where(exists, neighbour, witnesses.start) - beams_start
+            seen = beam_hits.take(at)
             all_missed &= exists & (seen.object_index < 0)
-            ok &= exists & _on_plane(point, normal, hits, witnesses.beams[at], seen,
+            ok &= exists & _on_plane(point, normal, hits, beams[at], seen,
                                      witnesses.separation_m)  # fmt: skip
     return np.where(hit, ok, all_missed)
 
