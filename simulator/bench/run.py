@@ -252,6 +252,9 @@ def run_bench(options: BenchOptions | None = None) -> BenchResult:
         "sensor_time_s": total / sim.pattern.pulses_per_second,
         "points": points,
         "chunk_pulses": o.chunk_pulses,
+        # pulses a chunk: chunk_pulses rays, each pulse's sub-rays or adaptive sampling's
+        # beams and witnesses (Simulation.chunk_step)
+        "chunk_step_pulses": sim.chunk_step,
         "output_format": o.output_format,
         "output_mib": file_mib,
         "scene_build_s": t_scene,
@@ -310,7 +313,7 @@ def format_result(result: BenchResult) -> str:
         f"{', ' + f['weather'] if f.get('weather', 'clear air') != 'clear air' else ''}), "
         f"{f['pulses']:,} pulses ({f['sensor_time_s']:.1f} s "
         f"of sensor time) -> {f['points']:,} points, "
-        f"chunks of {f['chunk_pulses']:,}, "
+        f"chunks of {f['chunk_step_pulses']:,} pulses ({f['chunk_pulses']:,} rays), "
         f"output .{f['output_format']} ({f['output_mib']:.1f} MiB)",
         f"pipeline           {f['pipeline_pulses_per_s'] / 1e6:.2f} M pulses/s steady state = "
         f"{f['real_time_factor']:.1f} x real time ({f['pipeline_s']:.2f} s in all)",
