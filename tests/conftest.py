@@ -289,7 +289,8 @@ def dask_cluster(dask_scheduler: str) -> str:
 #
 # - numba's cache is filled once, by the controller, before the workers start: on a clean
 #   clone two workers would otherwise compile the same kernels at the same time (each
-#   paying the ~60 s of CPU, and each rewriting the other's cache index);
+#   paying the ~60 s of CPU, and each rewriting the other's cache index); the controller
+#   has two processes compile half of the kernels each (:func:`warm_kernels`);
 # - the tests that share a module- or class-scoped fixture of their module run on one
 #   worker, in one process (:func:`pytest_collection_modifyitems`), so the fixture is
 #   built once, as in a serial run;
@@ -306,35 +307,18 @@ def dask_cluster(dask_scheduler: str) -> str:
 # lets a plugin change (every test became a group of its own). The workers write each
 # test's group to a file the controller's scheduler reads.
 
-#: Surveys whose scans compile the kernels the suite calls most (the spinning path and LAS
-#: packing; see-through surfaces; a moving sensor, moving objects and the cull; sub-rays,
-#: dual returns and adaptive footprints; the weather's media, alone and through foliage),
-#: each a few thousand pulses. A kernel's variant left out compiles in the worker that
-#: first calls it.
-WARM_UP: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("scenes/farm/survey.yaml", ("revolutions=1",)),
-    ("scenes/street/drive.yaml", ("revolutions=0.2", "output.diagnostics=true")),
-    ("scenes/tree/survey.yaml", ("revolutions=0.1",)),
-    ("scenes/tree/survey.yaml", ("revolutions=0.1", "weather.fog.visibility_m=50",
-                                 "scanner_overrides.beam_samples=7")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
-                                 "scanner_overrides.return_mode=dual")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
-                                 "scanner_overrides.beam_sampling=adaptive")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "weather.fog.visibility_m=50",
-                                 "weather.rain.rate_mm_h=10", "weather.snow.rate_mm_h=2")),
-    ("scenes/farm/drive.yaml", ("duration_s=0.01", "output.diagnostics=true")),
-)  # fmt: skip
-
 
 def warm_kernels(say: Any = print) -> Path | None:
-    """Fill numba's cache with the kernels of :data:`WARM_UP`'s scans (written to LAS and
-    npz), unless a stamp says this was done for the kernels' present sources (``say`` is
-    told when it is not). Returns the stamp written, or None when nothing was to do (or
-    numba is absent)."""
+    """Fill numba's cache with the kernels of :data:`~tests.support.warm_up.WARM_UP`'s
+    scans, in two processes at once, each compiling half of the kernels
+    (``tests/support/warm_up.py``), unless a stamp says this was done for the kernels'
+    present sources (``say`` is told when it is not). Returns the stamp written, or None
+    when nothing was to do (or numba is absent). Raises RuntimeError if a half failed."""
     import hashlib
 
     from simulator import kernels
+
+    from .support.warm_up import WARM_UP
 
     if not kernels.AVAILABLE:
         return None
@@ -346,11 +330,34 @@ def warm_kernels(say: Any = print) -> Path | None:
             return None
     except OSError:
         pass
-    say("numba: compiling the kernels once before the workers start (a clean cache)")
+    say("numba: compiling the kernels once before the workers start (a clean cache), "
+        "half of them in each of two processes")  # fmt: skip
+    package = Path(simulator.__file__).parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(package.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        for survey, overrides in WARM_UP:
-            sim = simulator.Simulation.from_file(REPO / survey, list(overrides))
-            sim.write([Path(tmp) / "warm.las", Path(tmp) / "warm.npz"])
+        lock = Path(tmp) / "numba-cache.lock"
+        outs = [Path(tmp) / f"half{half}.out" for half in (0, 1)]
+        procs = [
+            subprocess.Popen([sys.executable, REPO / "tests" / "support" / "warm_up.py",
+                              str(half), lock], env=env, cwd=tmp,
+                             stdout=out.open("wb"), stderr=subprocess.STDOUT)
+            for half, out in enumerate(outs)
+        ]  # fmt: skip
+        for proc in procs:
+            proc.wait()
+        compiled = []
+        for proc, out in zip(procs, outs, strict=True):
+            text = out.read_text(errors="replace")
+            if proc.returncode != 0:
+                raise RuntimeError(f"exit code {proc.returncode}: {text.strip()[-2000:]}")
+            report = json.loads(text.strip().splitlines()[-1])
+            if report["package"] != str(package):  # its cache is not the one the tests read
+                raise RuntimeError(f"the warm-up imported {report['package']}, not {package}")
+            compiled.append(set(report["compiled"]))
+    both = sorted(compiled[0] & compiled[1])
+    if both:  # correct (the saves were locked), but compiled twice: move a module over
+        say(f"numba warm-up: compiled in both halves: {', '.join(both)}")
     try:
         stamp.write_text(digest)
     except OSError:
