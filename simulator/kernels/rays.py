@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 from ..beam import BeamPattern
 from ..chunk import PulsePoses
 from ..sensor.scanner import SpinningPattern
-from .common import TWO_PI
+from .common import TWO_PI, read_only
 
 __all__ = ["spinning_rays", "sub_rays"]
 
@@ -81,7 +81,7 @@ def spinning_rays(
         start, stop - start, p.channels, p.period_s, np.cos(turn), np.sin(turn), np.cos(lag),
         np.sin(lag), np.cos(el), np.sin(el), p.sign, math.radians(p.scanner.start_azimuth_deg),
         p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,
-        np.ascontiguousarray(poses.rotation), np.ascontiguousarray(poses.position_m - shift_m),
+        read_only(poses.rotation), np.ascontiguousarray(poses.position_m - shift_m),
         rays,
     )  # fmt: skip
     return rays
