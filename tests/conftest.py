@@ -227,43 +227,28 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return NumbaBackend()
 
 
-@pytest.fixture(scope="session")
-def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
-    127.0.0.1, started once a test run (a worker process of xdist runs every test that asks
-    for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`.
-    The workers run without a nanny (no process a worker to restart it): a test run does
-    not need one, and each nanny cost a Python process and 7 s of closing at the end."""
-    pytest.importorskip("distributed", reason="dask.distributed is not installed")
-    from distributed import Client
+class DaskProcesses:
+    """The processes of the run's Dask cluster (:func:`dask_scheduler`), stopped once:
+    after the last test that uses them (:func:`pytest_runtest_protocol`), or else at the
+    end of the run."""
 
-    tmp = tmp_path_factory.mktemp("dask")
-    address_file = tmp / "scheduler.json"
-    dask = Path(sys.executable).with_name("dask")
-    log = (tmp / "cluster.log").open("wb")
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", address_file],
-                              stdout=log, stderr=log)]  # fmt: skip
-    try:
-        for k in range(2):
-            procs.append(subprocess.Popen(
-                [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
-                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
-                 "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
-        deadline = time.monotonic() + 120
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(address_file.read_text())["address"]
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
-        yield address
-    finally:
-        # The workers first, then the scheduler: a worker closing says goodbye to the
-        # scheduler, and with the scheduler already gone it retried for distributed's
-        # 30 s connect timeout (then was killed): the 30-60 s teardown stall of the last
-        # test on this xdist worker. Measured (a scheduler, two workers, one task; 8 runs
-        # each, alternating): all stopped at once, 4 of 8 stalled 30 s; in this order,
-        # none, 0.3-0.6 s.
+    #: The cluster of this process, while it runs.
+    running: DaskProcesses | None = None
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]], log: Any) -> None:
+        self.procs, self.log = procs, log
+
+    def stop(self) -> None:
+        """Stop the workers, then the scheduler (idempotent).
+
+        The workers first: a worker closing says goodbye to the scheduler, and with the
+        scheduler already gone it retried for distributed's 30 s connect timeout (then was
+        killed): the 30-60 s teardown stall of the last test on the cluster's xdist worker.
+        Measured (a scheduler, two workers, one task; 8 runs each, alternating): all
+        stopped at once, 4 of 8 stalled 30 s; in this order, none, 0.3-0.6 s."""
+        if DaskProcesses.running is self:
+            DaskProcesses.running = None
+        procs, self.procs = self.procs, []
         for group in (procs[1:], procs[:1]):
             for proc in group:
                 proc.terminate()
@@ -273,7 +258,47 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        log.close()
+        if not self.log.closed:
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
+    127.0.0.1, started once a test run (a worker process of xdist runs every test that asks
+    for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`.
+    The workers run without a nanny (no process a worker to restart it): a test run does
+    not need one, and each nanny cost a Python process and 7 s of closing at the end.
+    Stopped after the last test that uses it (:func:`pytest_runtest_protocol`): idle, the
+    three processes took 3.5 CPU s a minute (measured at load 2.5), 43 CPU s of a run of
+    the suite at load 5-7 whose Dask tests ran first."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("dask")
+    address_file = tmp / "scheduler.json"
+    dask = Path(sys.executable).with_name("dask")
+    log = (tmp / "cluster.log").open("wb")
+    cluster = DaskProcesses([], log)
+    cluster.procs.append(subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
+                                           "0", "--no-dashboard", "--scheduler-file",
+                                           address_file], stdout=log, stderr=log))  # fmt: skip
+    try:
+        for k in range(2):
+            cluster.procs.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
+                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
+                 "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(address_file.read_text())["address"]
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        DaskProcesses.running = cluster
+        yield address
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -285,6 +310,8 @@ def dask_cluster(dask_scheduler: str) -> str:
 
     from simulator.datasets.worker import clear_cache
 
+    if DaskProcesses.running is None:  # (stopped after what was taken for its last test)
+        raise RuntimeError("the run's Dask cluster was stopped before this test")
     with Client(dask_scheduler, timeout=60) as client:
         client.run(clear_cache)
     return dask_scheduler
@@ -492,6 +519,24 @@ def group_scheduling() -> type:
             return self._groups.get(nodeid, nodeid)
 
     return GroupScheduling
+
+
+def _last_on_the_cluster(session: pytest.Session) -> pytest.Item | None:
+    """The last test of the run (in collection order, the order each xdist worker runs its
+    tests in) that uses the Dask cluster, or None."""
+    users = [i for i in session.items if "dask_scheduler" in getattr(i, "fixturenames", ())]
+    return users[-1] if users else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After the last test that uses the run's Dask cluster, stop it (:class:`DaskProcesses`):
+    its tests run on one worker, in order (:data:`DASK_GROUP`), and the cluster idled
+    through the rest of the run otherwise."""
+    result = yield
+    if DaskProcesses.running is not None and item is _last_on_the_cluster(item.session):
+        DaskProcesses.running.stop()
+    return result
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
