@@ -373,12 +373,12 @@ def warm_kernels(say: Any = print) -> Path | None:
     with tempfile.TemporaryDirectory() as tmp:
         lock = Path(tmp) / "numba-cache.lock"
         outs = [Path(tmp) / f"half{half}.out" for half in (0, 1)]
-        procs = [
-            subprocess.Popen([sys.executable, REPO / "tests" / "support" / "warm_up.py",
-                              str(half), lock], env=env, cwd=tmp,
-                             stdout=out.open("wb"), stderr=subprocess.STDOUT)
-            for half, out in enumerate(outs)
-        ]  # fmt: skip
+        procs = []
+        for half, out in enumerate(outs):
+            with out.open("wb") as sink:  # (the child holds its own copy)
+                procs.append(subprocess.Popen(
+                    [sys.executable, REPO / "tests" / "support" / "warm_up.py", str(half), lock],
+                    env=env, cwd=tmp, stdout=sink, stderr=subprocess.STDOUT))  # fmt: skip
         for proc in procs:
             proc.wait()
         compiled = []
