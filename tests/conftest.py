@@ -227,13 +227,51 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return NumbaBackend()
 
 
+class DaskProcesses:
+    """The processes of the run's Dask cluster (:func:`dask_scheduler`), stopped once:
+    after the last test that uses them (:func:`pytest_runtest_protocol`), or else at the
+    end of the run."""
+
+    #: The cluster of this process, while it runs.
+    running: DaskProcesses | None = None
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]], log: Any) -> None:
+        self.procs, self.log = procs, log
+
+    def stop(self) -> None:
+        """Stop the workers, then the scheduler (idempotent).
+
+        The workers first: a worker closing says goodbye to the scheduler, and with the
+        scheduler already gone it retried for distributed's 30 s connect timeout (then was
+        killed): the 30-60 s teardown stall of the last test on the cluster's xdist worker.
+        Measured (a scheduler, two workers, one task; 8 runs each, alternating): all
+        stopped at once, 4 of 8 stalled 30 s; in this order, none, 0.3-0.6 s."""
+        if DaskProcesses.running is self:
+            DaskProcesses.running = None
+        procs, self.procs = self.procs, []
+        for group in (procs[1:], procs[:1]):
+            for proc in group:
+                proc.terminate()
+            for proc in group:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if not self.log.closed:
+            self.log.close()
+
+
 @pytest.fixture(scope="session")
 def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real ``dask scheduler`` and two single-threaded ``dask worker`` processes on
     127.0.0.1, started once a test run (a worker process of xdist runs every test that asks
     for it: :data:`DASK_GROUP`): the scheduler's address. Tests take :func:`dask_cluster`.
     The workers run without a nanny (no process a worker to restart it): a test run does
-    not need one, and each nanny cost a Python process and 7 s of closing at the end."""
+    not need one, and each nanny cost a Python process and 7 s of closing at the end.
+    Stopped after the last test that uses it (:func:`pytest_runtest_protocol`): idle, the
+    three processes took 3.5 CPU s a minute (measured at load 2.5), 43 CPU s of a run of
+    the suite at load 5-7 whose Dask tests ran first."""
     pytest.importorskip("distributed", reason="dask.distributed is not installed")
     from distributed import Client
 
@@ -241,12 +279,13 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     address_file = tmp / "scheduler.json"
     dask = Path(sys.executable).with_name("dask")
     log = (tmp / "cluster.log").open("wb")
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", address_file],
-                              stdout=log, stderr=log)]  # fmt: skip
+    cluster = DaskProcesses([], log)
+    cluster.procs.append(subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
+                                           "0", "--no-dashboard", "--scheduler-file",
+                                           address_file], stdout=log, stderr=log))  # fmt: skip
     try:
         for k in range(2):
-            procs.append(subprocess.Popen(
+            cluster.procs.append(subprocess.Popen(
                 [dask, "worker", "--scheduler-file", address_file, "--nthreads", "1",
                  "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
                  "--local-directory", tmp / f"worker{k}"], stdout=log, stderr=log))  # fmt: skip
@@ -256,16 +295,10 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         address = json.loads(address_file.read_text())["address"]
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
+        DaskProcesses.running = cluster
         yield address
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
+        cluster.stop()
 
 
 @pytest.fixture
@@ -277,6 +310,8 @@ def dask_cluster(dask_scheduler: str) -> str:
 
     from simulator.datasets.worker import clear_cache
 
+    if DaskProcesses.running is None:  # (stopped after what was taken for its last test)
+        raise RuntimeError("the run's Dask cluster was stopped before this test")
     with Client(dask_scheduler, timeout=60) as client:
         client.run(clear_cache)
     return dask_scheduler
@@ -289,7 +324,8 @@ def dask_cluster(dask_scheduler: str) -> str:
 #
 # - numba's cache is filled once, by the controller, before the workers start: on a clean
 #   clone two workers would otherwise compile the same kernels at the same time (each
-#   paying the ~60 s of CPU, and each rewriting the other's cache index);
+#   paying the ~60 s of CPU, and each rewriting the other's cache index); the controller
+#   has two processes compile half of the kernels each (:func:`warm_kernels`);
 # - the tests that share a module- or class-scoped fixture of their module run on one
 #   worker, in one process (:func:`pytest_collection_modifyitems`), so the fixture is
 #   built once, as in a serial run;
@@ -306,35 +342,18 @@ def dask_cluster(dask_scheduler: str) -> str:
 # lets a plugin change (every test became a group of its own). The workers write each
 # test's group to a file the controller's scheduler reads.
 
-#: Surveys whose scans compile the kernels the suite calls most (the spinning path and LAS
-#: packing; see-through surfaces; a moving sensor, moving objects and the cull; sub-rays,
-#: dual returns and adaptive footprints; the weather's media, alone and through foliage),
-#: each a few thousand pulses. A kernel's variant left out compiles in the worker that
-#: first calls it.
-WARM_UP: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("scenes/farm/survey.yaml", ("revolutions=1",)),
-    ("scenes/street/drive.yaml", ("revolutions=0.2", "output.diagnostics=true")),
-    ("scenes/tree/survey.yaml", ("revolutions=0.1",)),
-    ("scenes/tree/survey.yaml", ("revolutions=0.1", "weather.fog.visibility_m=50",
-                                 "scanner_overrides.beam_samples=7")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
-                                 "scanner_overrides.return_mode=dual")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "scanner_overrides.beam_samples=7",
-                                 "scanner_overrides.beam_sampling=adaptive")),
-    ("scenes/farm/survey.yaml", ("revolutions=0.02", "weather.fog.visibility_m=50",
-                                 "weather.rain.rate_mm_h=10", "weather.snow.rate_mm_h=2")),
-    ("scenes/farm/drive.yaml", ("duration_s=0.01", "output.diagnostics=true")),
-)  # fmt: skip
-
 
 def warm_kernels(say: Any = print) -> Path | None:
-    """Fill numba's cache with the kernels of :data:`WARM_UP`'s scans (written to LAS and
-    npz), unless a stamp says this was done for the kernels' present sources (``say`` is
-    told when it is not). Returns the stamp written, or None when nothing was to do (or
-    numba is absent)."""
+    """Fill numba's cache with the kernels of :data:`~tests.support.warm_up.WARM_UP`'s
+    scans, in two processes at once, each compiling half of the kernels
+    (``tests/support/warm_up.py``), unless a stamp says this was done for the kernels'
+    present sources (``say`` is told when it is not). Returns the stamp written, or None
+    when nothing was to do (or numba is absent). Raises RuntimeError if a half failed."""
     import hashlib
 
     from simulator import kernels
+
+    from .support.warm_up import WARM_UP
 
     if not kernels.AVAILABLE:
         return None
@@ -346,11 +365,34 @@ def warm_kernels(say: Any = print) -> Path | None:
             return None
     except OSError:
         pass
-    say("numba: compiling the kernels once before the workers start (a clean cache)")
+    say("numba: compiling the kernels once before the workers start (a clean cache), "
+        "half of them in each of two processes")  # fmt: skip
+    package = Path(simulator.__file__).parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(package.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        for survey, overrides in WARM_UP:
-            sim = simulator.Simulation.from_file(REPO / survey, list(overrides))
-            sim.write([Path(tmp) / "warm.las", Path(tmp) / "warm.npz"])
+        lock = Path(tmp) / "numba-cache.lock"
+        outs = [Path(tmp) / f"half{half}.out" for half in (0, 1)]
+        procs = []
+        for half, out in enumerate(outs):
+            with out.open("wb") as sink:  # (the child holds its own copy)
+                procs.append(subprocess.Popen(
+                    [sys.executable, REPO / "tests" / "support" / "warm_up.py", str(half), lock],
+                    env=env, cwd=tmp, stdout=sink, stderr=subprocess.STDOUT))  # fmt: skip
+        for proc in procs:
+            proc.wait()
+        compiled = []
+        for proc, out in zip(procs, outs, strict=True):
+            text = out.read_text(errors="replace")
+            if proc.returncode != 0:
+                raise RuntimeError(f"exit code {proc.returncode}: {text.strip()[-2000:]}")
+            report = json.loads(text.strip().splitlines()[-1])
+            if report["package"] != str(package):  # its cache is not the one the tests read
+                raise RuntimeError(f"the warm-up imported {report['package']}, not {package}")
+            compiled.append(set(report["compiled"]))
+    both = sorted(compiled[0] & compiled[1])
+    if both:  # correct (the saves were locked), but compiled twice: move a module over
+        say(f"numba warm-up: compiled in both halves: {', '.join(both)}")
     try:
         stamp.write_text(digest)
     except OSError:
@@ -477,6 +519,24 @@ def group_scheduling() -> type:
             return self._groups.get(nodeid, nodeid)
 
     return GroupScheduling
+
+
+def _last_on_the_cluster(session: pytest.Session) -> pytest.Item | None:
+    """The last test of the run (in collection order, the order each xdist worker runs its
+    tests in) that uses the Dask cluster, or None."""
+    users = [i for i in session.items if "dask_scheduler" in getattr(i, "fixturenames", ())]
+    return users[-1] if users else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After the last test that uses the run's Dask cluster, stop it (:class:`DaskProcesses`):
+    its tests run on one worker, in order (:data:`DASK_GROUP`), and the cluster idled
+    through the rest of the run otherwise."""
+    result = yield
+    if DaskProcesses.running is not None and item is _last_on_the_cluster(item.session):
+        DaskProcesses.running.stop()
+    return result
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

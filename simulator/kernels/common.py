@@ -1,12 +1,15 @@
 """Inline numba helpers the kernels share: SplitMix64 hashing, hashed normals, the tilted
-cosine, and detection and range measurement (:mod:`simulator.steps.hits`' steps 6 and 7)."""
+cosine, and detection and range measurement (:mod:`simulator.steps.hits`' steps 6 and 7);
+and :func:`read_only`, how the kernels are given the arrays they only read."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from ..constants import (
     GOLDEN_GAMMA,
@@ -25,6 +28,31 @@ _S30, _S27, _S31, _S11 = U(30), U(27), U(31), U(11)
 HALF_PI = 0.5 * math.pi
 TWO_PI = 2.0 * math.pi
 COS_HALF_PI_BELOW = math.cos(HALF_PI_BELOW)
+
+
+def read_only(values: ArrayLike, dtype: DTypeLike = np.float64) -> NDArray[Any]:
+    """``values`` as a C-contiguous array of ``dtype``, marked read-only: for an argument a
+    kernel only reads. numba compiles a kernel once for each type of its arguments, and a
+    read-only array is another type than a writable one; the sensor's poses come either
+    way (a broadcast pose is a read-only view, an interpolated one a new array), so each
+    kernel took two or three machine codes for one (``_record`` three, ``_into_frame``
+    three, ``_spinning_rays`` two). Passed read-only always, they take one. A view: no
+    copy where ``values`` is C-contiguous of ``dtype`` already.
+
+    Parameters
+    ----------
+    values : array_like
+    dtype : numpy dtype, optional
+        float64 by default.
+
+    Returns
+    -------
+    ndarray
+        The same shape and values, read-only.
+    """
+    view = np.ascontiguousarray(values, dtype).view()
+    view.flags.writeable = False
+    return view
 
 
 @njit(inline="always", cache=True)

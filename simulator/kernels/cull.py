@@ -20,6 +20,8 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
+from .common import read_only
+
 __all__ = ["into_group_frame", "nearer_hits", "rays_into_boxes"]
 
 #: Pseudo-angle margin of the azimuth test (about 1e-6 rad).
@@ -240,7 +242,7 @@ def into_group_frame(
     if len(rows):
         _into_frame(
             np.ascontiguousarray(rays, np.float32), rows,
-            np.ascontiguousarray(shift_m, np.float64), np.asarray(rotation, np.float64),
+            np.ascontiguousarray(shift_m, np.float64), read_only(rotation),
             np.ascontiguousarray(position_m, np.float64),
             np.ascontiguousarray(local_m, np.float64), out,
         )  # fmt: skip

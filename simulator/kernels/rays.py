@@ -13,7 +13,7 @@ from ..beam import BeamPattern
 from ..chunk import PulsePoses
 from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import SpinningPattern
-from .common import TWO_PI
+from .common import TWO_PI, read_only
 
 __all__ = ["rays_behind", "spinning_rays", "spinning_times", "sub_rays"]
 
@@ -83,7 +83,7 @@ def spinning_rays(
         start, stop - start, p.channels, p.period_s, np.cos(turn), np.sin(turn), np.cos(lag),
         np.sin(lag), np.cos(el), np.sin(el), p.sign, math.radians(p.scanner.start_azimuth_deg),
         p.scanner.rotation_hz, p.scanner.beam_origin_offset_m,
-        np.ascontiguousarray(poses.rotation), np.ascontiguousarray(poses.position_m - shift_m),
+        read_only(poses.rotation), np.ascontiguousarray(poses.position_m - shift_m),
         rays,
     )  # fmt: skip
     return rays

@@ -14,6 +14,7 @@ from ..pointcloud import PointCloud
 from ..sensor.scanner import SpinningPattern
 from ..steps.returns import Returns
 from ..steps.tables import SceneTables
+from .common import read_only
 
 __all__ = ["pack_las", "record"]
 
@@ -76,7 +77,7 @@ def record(
     _record(
         returns.pulse, returns.range_m, returns.intensity, returns.object_index, rays.beams,
         rays.shift_m, rays.start, pattern.channels, pattern.period_s, pattern.firing_offset_s,
-        np.ascontiguousarray(poses.rotation), np.ascontiguousarray(poses.position_m),
+        read_only(poses.rotation), read_only(poses.position_m),
         frame is not None, tables.label_of_object, tables.instance_of_object,
         fields["xyz"], fields["intensity"], fields["range_m"], fields["ring"], fields["time_s"],
         fields["label"], fields["instance"],

@@ -145,24 +145,34 @@ class Simulation(Runs):
 
     @classmethod
     def from_survey(
-        cls, survey: Survey, base_dir: str | Path = ".", source: str | Path = "survey"
+        cls,
+        survey: Survey,
+        base_dir: str | Path = ".",
+        source: str | Path = "survey",
+        *,
+        backend: Backend | None = None,
     ) -> Simulation:
         """Resolve a validated survey; relative paths in it start at ``base_dir``.
 
-        ``source`` names the survey in error messages (its file, when it has one).
+        ``source`` names the survey in error messages (its file, when it has one);
+        ``backend`` computes the steps (default: :func:`~simulator.backend.select_backend`'s).
         """
         base = Path(base_dir)
         scanner = load_scanner(
             survey.scanner, survey.scanner_overrides, base_dir=base, source=source
         )
         scene = load_scene(referenced_file(base, survey.scene, source, "scene"))
-        return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base, source=source)
+        return cls(survey=survey, scanner=scanner, scene=scene, base_dir=base, source=source,
+                   backend=select_backend() if backend is None else backend)  # fmt: skip
 
     @classmethod
-    def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Simulation:
-        """Load a survey YAML (with ``dotted.key=value`` overrides) and resolve it."""
+    def from_file(
+        cls, path: str | Path, overrides: list[str] | None = None, *, backend: Backend | None = None
+    ) -> Simulation:
+        """Load a survey YAML (with ``dotted.key=value`` overrides) and resolve it, its steps
+        computed by ``backend`` (default: :func:`~simulator.backend.select_backend`'s)."""
         survey, base = load_survey(path, overrides)
-        return cls.from_survey(survey, base, source=path)
+        return cls.from_survey(survey, base, source=path, backend=backend)
 
     # ------------------------------------------------------------------ facts
 
