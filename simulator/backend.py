@@ -101,9 +101,9 @@ class Step:
 
 #: Every step of a backend, in the pipeline's order: the one list of them.
 STEPS: tuple[Step, ...] = (
-    # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
     # each pulse's firing time (the kernel: spinning patterns)
     Step("pulse_times", "steps.rays", "rays", kernel_name="spinning_times", for_spinning=True),
+    # a scan pattern's rays with the sensor's pose (the kernel: spinning patterns)
     Step("pattern_rays", "steps.rays", "rays", kernel_name="spinning_rays", for_spinning=True),
     # the footprint sub-rays of each beam
     Step("sub_rays", "steps.rays", "rays"),

@@ -45,11 +45,11 @@ def validate_file(path: str | Path) -> str:
         return f"scanner: {scanner.name}, {pattern_for(scanner).channels} channels"
     if "groups" in data:
         spec = load_dataset_spec(path)
-        count = sum(g.sequences * g.frames for g in spec.groups)
         bags, how = spec.rosbag2, ""
         if bags is not None:
             how = f" ({bags.storage}, {bags.point_layout} points, frame {bags.frame_id})"
-        return f"dataset: {len(spec.groups)} groups, {count} samples, {spec.layout} layout{how}"
+        groups, samples = len(spec.groups), spec.sample_count
+        return f"dataset: {groups} groups, {samples} samples, {spec.layout} layout{how}"
     if "objects" in data or "generator" in data:
         from .world.scene import load_scene
 

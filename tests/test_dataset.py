@@ -53,11 +53,17 @@ def _cli(*args: str | Path) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def _demo_as(tmp: Path, layout: str) -> Path:
+def _edited_demo(tmp: Path, name: str, edit: Callable[[dict], None]) -> Path:
+    """The demo spec changed by ``edit``, written as ``tmp/NAME.yaml``."""
     spec = yaml.safe_load(DEMO.read_text())
-    path = tmp / f"{layout}.yaml"
-    path.write_text(yaml.safe_dump({**spec, "layout": layout}))
+    edit(spec)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def _demo_as(tmp: Path, layout: str) -> Path:
+    return _edited_demo(tmp, layout, lambda spec: spec.update(layout=layout))
 
 
 @pytest.fixture(scope="module")
@@ -531,14 +537,6 @@ def test_a_specs_sample_count_is_what_a_run_writes(one_process: Path) -> None:
     two = spec.model_copy(update={"groups": [g.model_copy(update={"sequences": 3})
                                              for g in spec.groups]})  # fmt: skip
     assert two.sample_count == 2 * 3 * 3
-
-
-def _edited_demo(tmp: Path, name: str, edit: Callable[[dict], None]) -> Path:
-    spec = yaml.safe_load(DEMO.read_text())
-    edit(spec)
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
 
 
 def _files(folder: Path) -> dict[Path, tuple[bytes, int]]:

@@ -64,6 +64,17 @@ def mix64(x):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
+def firing_time(pid, channels, period_s, offset_s):  # type: ignore[no-untyped-def]
+    """Pulse ``pid``'s firing time and channel in a spinning pattern: its firing
+    ``pid // channels`` times the period, plus its channel's firing offset (as
+    :meth:`simulator.sensor.scanner.SpinningPattern.time_and_channel`: the same float64
+    product and sum)."""
+    firing = pid // channels
+    channel = pid - firing * channels
+    return np.float64(firing) * period_s + offset_s[channel], channel
+
+
+@njit(inline="always", cache=True)
 def uniform(h):  # type: ignore[no-untyped-def]
     """:func:`simulator.physics.hash_uniform` of one hash."""
     return min((float(h >> _S11) + 0.5) * TWO_POW_M53, LARGEST_BELOW_ONE)

@@ -298,6 +298,6 @@ def nearer_hits(
         range_m, object_index, normal, np.ascontiguousarray(rows, np.int64),
         np.ascontiguousarray(t, np.float32), np.ascontiguousarray(geometry, np.int32),
         np.ascontiguousarray(normal_local, np.float32).reshape(-1, 3),
-        np.asarray(rotation, np.float64), np.ascontiguousarray(members, np.int32), nearer,
+        read_only(rotation), np.ascontiguousarray(members, np.int32), nearer,
     )  # fmt: skip
     return nearer[:count]

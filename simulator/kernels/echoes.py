@@ -227,7 +227,7 @@ def echo_slots(
     # Only slots below a pulse's count are written and read: no need to zero the rest.
     out = _slots(len(pulses) * width, len(pulses))
     _form_echoes(width, weight.ravel(), hit_of_slot.ravel(), (table, object_index),
-                 separation_m, out["count"], _echoes_of(out))  # fmt: skip
+                 separation_m, out["count"], out["echoes"])  # fmt: skip
     out["width"] = width
     return out
 
@@ -242,11 +242,6 @@ def _slots(total: int, pulses: int) -> dict[str, Any]:
     out["echoes"] = (table, object_index)
     out["count"] = np.zeros(pulses, dtype=np.int64)
     return out
-
-
-def _echoes_of(slots: dict[str, Any]) -> tuple[NDArray[Any], ...]:
-    """The ``echoes`` pair of a slot dict (:mod:`simulator.kernels.grouping`)."""
-    return slots["echoes"]
 
 
 def _echoes_in_slots(
@@ -347,7 +342,7 @@ def echo_returns(
     width = model.returns_per_pulse
     selection = selection_tables(count, width)
     _select_echoes(
-        slots["width"], slots["count"], _echoes_of(slots),
+        slots["width"], slots["count"], slots["echoes"],
         np.ascontiguousarray(pulse_id, np.uint64), np.uint64(streams.sensor_noise),
         model.kernel_args(), selection,
     )  # fmt: skip
@@ -456,7 +451,7 @@ def entry_slots(
     entries = (table, np.ascontiguousarray(object_index[by_pulse], dtype=np.int64))
     out = _slots(len(pulse), pulses)
     _form_entries(starts, np.ascontiguousarray(weight[by_pulse], dtype=np.float64), entries,
-                  float(separation_m), out["count"], _echoes_of(out))  # fmt: skip
+                  float(separation_m), out["count"], out["echoes"])  # fmt: skip
     out["starts"] = starts
     out["widest"] = int(per_pulse.max()) if pulses else 0
     return out
@@ -514,7 +509,7 @@ def surface_returns(
     width = model.returns_per_pulse
     selection = selection_tables(count, width)
     _select_entries(
-        slots["starts"], slots["count"], max(slots["widest"], 1), _echoes_of(slots), pulse_id,
+        slots["starts"], slots["count"], max(slots["widest"], 1), slots["echoes"], pulse_id,
         np.uint64(streams.sensor_noise), model.kernel_args(), selection,
     )  # fmt: skip
     first = slots["starts"][:-1].astype(np.int64)

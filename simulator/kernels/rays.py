@@ -13,7 +13,7 @@ from ..beam import BeamPattern
 from ..chunk import PulsePoses
 from ..constants import PASS_THROUGH_M
 from ..sensor.scanner import SpinningPattern
-from .common import TWO_PI, read_only
+from .common import TWO_PI, firing_time, read_only
 
 __all__ = ["rays_behind", "spinning_rays", "spinning_times", "sub_rays"]
 
@@ -91,14 +91,9 @@ def spinning_rays(
 
 @njit(parallel=True, cache=True, nogil=True)
 def _spinning_times(start, channels, period_s, offset_s, out):  # type: ignore[no-untyped-def]
-    """Pulse ``start + k``'s firing time into ``out[k]``: its firing ``id // channels``
-    times the period, plus its channel's firing offset (as
-    :meth:`simulator.sensor.scanner.SpinningPattern.time_and_channel`: the same float64
-    product and sum)."""
+    """Pulse ``start + k``'s firing time into ``out[k]`` (:func:`firing_time`)."""
     for k in prange(out.shape[0]):
-        pulse = start + k
-        firing = pulse // channels
-        out[k] = np.float64(firing) * period_s + offset_s[pulse - firing * channels]
+        out[k], _ = firing_time(start + k, channels, period_s, offset_s)
 
 
 def spinning_times(pattern: SpinningPattern, start: int, stop: int) -> NDArray[np.float64]:

@@ -14,7 +14,7 @@ from ..pointcloud import PointCloud
 from ..sensor.scanner import SpinningPattern
 from ..steps.returns import Returns
 from ..steps.tables import SceneTables
-from .common import read_only
+from .common import firing_time, read_only
 
 __all__ = ["pack_las", "record"]
 
@@ -40,11 +40,7 @@ def _record(  # type: ignore[no-untyped-def]
                 xyz[q, a] = rot[j, 0, a] * p0 + rot[j, 1, a] * p1 + rot[j, 2, a] * p2
         else:
             xyz[q, 0], xyz[q, 1], xyz[q, 2] = p0, p1, p2
-        pid = pulse_start + i
-        firing = pid // channels
-        ch = pid - firing * channels
-        ring[q] = ch
-        time_s[q] = firing * period_s + offset_s[ch]
+        time_s[q], ring[q] = firing_time(pulse_start + i, channels, period_s, offset_s)
         intensity_out[q] = intensity[q]
         range_out[q] = r
         label[q] = labels[obj[q]]

@@ -72,11 +72,18 @@ def see_through_returns(
     fields = dict(zip(RETURN_FIELDS, out, strict=True))
     names = [n for n in RETURN_FIELDS if diagnostics or n not in DIAGNOSTIC_FIELDS]
     packed = {n: np.empty(dst[-1], dtype=fields[n].dtype) for n in names}
-    for six in (names[:6], names[6:]):
-        if six:
-            _move_blocks(tuple(fields[n] for n in six), src, block_count, dst,
-                         tuple(packed[n] for n in six))  # fmt: skip
+    for at in range(0, len(names), _MOVED_TOGETHER):
+        six = names[at : at + _MOVED_TOGETHER]
+        _move_blocks(tuple(fields[n] for n in six), src, block_count, dst,
+                     tuple(packed[n] for n in six))  # fmt: skip
     return Returns(**packed)
+
+
+#: Fields :func:`_move_blocks` moves a launch: the record's six, then the diagnostics' six.
+_MOVED_TOGETHER = 6
+if (len(RETURN_FIELDS) - len(DIAGNOSTIC_FIELDS), len(DIAGNOSTIC_FIELDS)) != (6, 6):
+    raise ImportError("_move_blocks moves six fields a launch: the record's and the "
+                      "diagnostics' fields must be six each")  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True)

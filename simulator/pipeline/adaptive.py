@@ -4,7 +4,6 @@ vouch for have their sub-rays cast and their echoes formed as in full sampling."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from copy import copy
 from dataclasses import replace
 from itertools import pairwise
@@ -15,14 +14,14 @@ from numpy.typing import NDArray
 
 from ..chunk import CastChunk, Hits, Rays
 from ..steps.footprint import Part, Witnesses, centre_sub_ray, neighbour_stride, probe_indices
-from ..steps.hits import HitResults
 from ..steps.returns import Returns, single_returns
-from .layers import Scanning, several_surfaces, surface_returns
+from .layers import Evaluate, Scanning, several_surfaces, surface_returns
 
 __all__ = [
     "Batching",
     "adaptive_returns",
     "cast_in_full",
+    "cast_together",
     "fan_returns",
     "kept_beams",
     "rest_of_fans",
@@ -58,17 +57,26 @@ def witnesses(sim: Scanning, chunk: CastChunk) -> Witnesses:
     lo, hi = max(0, start - stride), min(total, stop + stride)
     sides = [sim.aim(a, b, footprints=False) for a, b in ((lo, start), (stop, hi))]
     parts = [probes, *sides]
-    times = [r.cast_time_s for r in parts]
-    hits = sim.cast_rays(
-        np.concatenate([r.cast for r in parts]),
-        None if times[0] is None else np.concatenate(times),  # (all or none timed)
+    probe_hits, before, after = cast_together(
+        sim, [r.cast for r in parts], [r.cast_time_s for r in parts]
     )
-    ends = np.cumsum([0] + [len(r.cast) for r in parts])
-    probe_hits, before, after = (hits.take(slice(a, b)) for a, b in pairwise(ends))
     # (the chunk's own beams are not copied beside them: the footprint test reads the
     # neighbours in three parts)
     return Witnesses(which, probes.cast, probe_hits, stride, sides[0].beams, before,
                      sides[1].beams, after, start, total, sim.model.separation_m)  # fmt: skip
+
+
+def cast_together(
+    sim: Scanning, rays: list[NDArray[np.float32]], times: list[NDArray[np.float64] | None]
+) -> list[Hits]:
+    """Sets of rays (each with its times, all or none timed) cast in one cast, and each
+    set's hits: a ray's hit does not depend on the rays cast with it. One set is cast as it
+    is (no copy)."""
+    if len(rays) == 1:
+        return [sim.cast_rays(rays[0], times[0])]
+    hits = sim.cast_rays(np.concatenate(rays), None if times[0] is None else np.concatenate(times))
+    ends = np.cumsum([0] + [len(r) for r in rays])
+    return [hits.take(slice(a, b)) for a, b in pairwise(ends)]
 
 
 def cast_in_full(sim: Scanning, chunk: CastChunk, particles: list) -> NDArray[np.bool_]:
@@ -108,28 +116,20 @@ def rest_of_fans(sim: Scanning, beam_hits: Hits, fans: Rays, probe: NDArray[np.i
         np.any(centre_rays.view(np.uint32) != fans.beams.view(np.uint32), axis=1)
     )
     others = sim.footprint_rays(fans, cols)
-    if not len(again):
-        return [
-            (rest[c : c + 1], centre_rays, beam_hits, None),
-            (cols, others.cast, sim.cast_rays(others.cast, others.cast_time_s), None),
-        ]
-    # The central sub-rays cast again with the others (one cast).
-    times = fans.cast_time_s
-    hits = sim.cast_rays(
-        np.concatenate([others.cast, centre_rays[again]]),
-        None if times is None else np.concatenate([others.cast_time_s, times[again]]),
-    )
-    n = len(others.cast)
-    beam_hits.put(again, hits.take(slice(n, None)))
+    rays, times = [others.cast], [others.cast_time_s]
+    if len(again):  # the central sub-rays that differ cast again, with the others
+        rays.append(centre_rays[again])
+        times.append(None if fans.cast_time_s is None else fans.cast_time_s[again])
+    other_hits, *centre_hits = cast_together(sim, rays, times)
+    if centre_hits:
+        beam_hits.put(again, centre_hits[0])
     return [
         (rest[c : c + 1], centre_rays, beam_hits, None),
-        (cols, others.cast, hits.take(slice(0, n)), None),
+        (cols, others.cast, other_hits, None),
     ]
 
 
-def adaptive_returns(
-    sim: Batching, chunk: CastChunk, evaluate: Callable[[CastChunk], HitResults]
-) -> Returns:
+def adaptive_returns(sim: Batching, chunk: CastChunk, evaluate: Evaluate) -> Returns:
     """Adaptive footprint sampling of a chunk cast as beams: the single-ray returns where
     the footprint lies on one smooth surface, and elsewhere the footprint's sub-rays cast
     (the probes kept) and their echoes formed as in full sampling, in batches of at most
@@ -162,7 +162,7 @@ def fan_returns(
     chunk: CastChunk,
     seen: Witnesses,
     pulses: NDArray[np.intp],
-    evaluate: Callable[[CastChunk], HitResults],
+    evaluate: Evaluate,
     particles: list,
 ) -> Returns:
     """The returns of the footprints of a chunk's pulses ``pulses`` (indices in the chunk)

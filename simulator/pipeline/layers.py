@@ -30,6 +30,7 @@ from ..steps.weather import MEDIUM_BLOCK_PULSES, SOFT_BLOCK_PULSES, Medium
 from ..world.scene import Scene
 
 __all__ = [
+    "Evaluate",
     "Scanning",
     "SeeThrough",
     "layers_of",
@@ -71,6 +72,10 @@ class SeeThrough:
         laws = [TRANSMITTANCE_LAWS.index(m.transmittance_law) for m in scene.materials.values()]
         law = np.append(np.array(laws, dtype=np.int8)[of_object], np.int8(0)) if any(laws) else None
         return cls(transmittance, porous, law, bool(np.any(transmittance > 0.0)))
+
+
+#: The per-hit model of a chunk's hits (:meth:`~simulator.pipeline.Simulation.evaluate`).
+Evaluate = Callable[[CastChunk], HitResults]
 
 
 class Scanning(Protocol):

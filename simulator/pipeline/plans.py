@@ -23,15 +23,13 @@ plan                      used for
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..chunk import CastChunk
-from ..steps.hits import HitResults
 from ..steps.returns import Returns, single_returns
 from .adaptive import Batching, adaptive_returns
-from .layers import Scanning, layered_returns, layers_of
+from .layers import Evaluate, Scanning, layered_returns, layers_of
 
 __all__ = [
     "AdaptiveReturns",
@@ -43,10 +41,6 @@ __all__ = [
     "SingleReturns",
     "returns_plan",
 ]
-
-
-#: The per-hit model of a chunk's hits (:meth:`~simulator.pipeline.Simulation.evaluate`).
-Evaluate = Callable[[CastChunk], HitResults]
 
 
 class ReturnsPlan(Protocol):

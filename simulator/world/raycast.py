@@ -281,9 +281,9 @@ class RayEngine:
             nearer = self.nearer(hits.range_m, hits.object_index, hits.normal, rows, cast.t,
                                  cast.geometry, cast.normal, rot, group.members)  # fmt: skip
             if hits.material_row is not None and len(nearer):
-                members = group.members[cast.geometry[nearer]]
-                rows_of = self._material_rows(members, cast.primitive[nearer])
-                hits.material_row[rows[nearer]] = rows_of
+                at = rows[nearer]  # (their objects just put in place by ``nearer``)
+                rows_of = self._material_rows(hits.object_index[at], cast.primitive[nearer])
+                hits.material_row[at] = rows_of
 
     def _slot_boxes(
         self, time_s: NDArray[np.float64]
@@ -298,9 +298,16 @@ class RayEngine:
         first = int(np.floor(time_s.min() / SWEEP_STEP_S))
         last = int(np.floor(time_s.max() / SWEEP_STEP_S))
         kept = self._boxes
-        if kept is not None and kept[0] <= first and last < kept[0] + kept[1].shape[1]:
-            a, b = first - kept[0], last + 1 - kept[0]
-            return first, kept[1][:, a:b], kept[2][:, a:b]
+        if kept is None or not (kept[0] <= first and last < kept[0] + kept[1].shape[1]):
+            self._boxes = kept = self._swept_boxes(first, last)
+        k0, lo, hi = kept
+        return first, lo[:, first - k0 : last + 1 - k0], hi[:, first - k0 : last + 1 - k0]
+
+    def _swept_boxes(
+        self, first: int, last: int
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.float64]]:
+        """The swept boxes of slots ``first..last``, or of :data:`SWEEP_AHEAD_SLOTS` from
+        ``first`` if more: ``(first, lo, hi)``, each (G, S, 3)."""
         edges_s = np.arange(first, max(last, first + SWEEP_AHEAD_SLOTS - 1) + 2) * SWEEP_STEP_S
         shape = (len(self._moving), len(edges_s) - 1, 3)
         lo, hi = np.empty(shape), np.empty(shape)
@@ -311,8 +318,7 @@ class RayEngine:
             pad = group.radius_m + np.sqrt(((b - a) ** 2).sum(axis=1)) + SWEEP_MARGIN_M
             lo[g] = np.minimum(a, b) - pad[:, None]
             hi[g] = np.maximum(a, b) + pad[:, None]
-        self._boxes = (first, lo, hi)
-        return first, lo[:, : last + 1 - first], hi[:, : last + 1 - first]
+        return first, lo, hi
 
 
 #: Time step (s) at which a moving group's path is sampled to bound where it can be.

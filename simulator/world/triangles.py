@@ -106,26 +106,14 @@ class Triangles:
         """(F,) bool: whether a coplanar face of another geometry overlaps the face."""
         return np.diff(self.partner_start) > 0
 
-    @cached_property
-    def face_geometry(self) -> NDArray[np.int32]:
-        """(F,) int32: the geometry of each face, built on first use."""
-        counts = np.diff(self.face_start)
-        return np.repeat(np.arange(len(counts), dtype=np.int32), counts)
-
     def geometry_of(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
-        """The (geometry, primitive) ids (int32) of faces ``face`` (K,) (-1, -1 for -1).
-
-        A look-up of :attr:`face_geometry` (a binary search of ``face_start`` a ray took
-        four times as long: a cast's rays are most of the refinement's own time)."""
-        face = np.asarray(face, np.int64)
-        if len(self.faces) == 0:  # (no face: every ray missed)
-            return np.full(len(face), -1, np.int32), np.full(len(face), -1, np.int32)
-        g = self.face_geometry.take(face, mode="clip")  # (-1, a miss: set below)
-        p = (face - self.face_start.take(g)).astype(np.int32)
-        miss = face < 0
-        g[miss] = -1
-        p[miss] = -1
-        return g, p
+        """The (geometry, primitive) ids (int32) of faces ``face`` (K,) (-1, -1 for -1):
+        for the few hits the refinement moved to another face (the others keep Embree's
+        ids)."""
+        g = np.searchsorted(self.face_start, face, side="right") - 1
+        ok = face >= 0
+        p = face - self.face_start[np.maximum(g, 0)]
+        return np.where(ok, g, -1).astype(np.int32), np.where(ok, p, -1).astype(np.int32)
 
     def around(self, face: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The faces that share a point with faces ``face`` (K,), themselves included:
